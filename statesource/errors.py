@@ -1,0 +1,46 @@
+"""The exceptions statesource raises.
+
+Every failure a user can cause surfaces as a :class:`StateSourceError`, so a
+caller can catch one type and print its message: messages always name the
+offending value, path or name. The specific classes also derive from the
+builtin exception a Python programmer would expect (``ValueError`` for a bad
+argument, ``LookupError`` for an unknown name), so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+
+class StateSourceError(Exception):
+    """Base class of every error statesource raises on purpose."""
+
+
+class InvalidArgumentError(StateSourceError, ValueError):
+    """An argument or option has a value outside its domain."""
+
+
+class TypeMismatchError(StateSourceError, TypeError):
+    """A value does not match its declared type, or a type cannot be used where it was declared."""
+
+
+class StateNotFoundError(StateSourceError, LookupError):
+    """An operator or state name that the checkpoint or backend does not hold."""
+
+
+class CheckpointNotFoundError(StateSourceError, FileNotFoundError):
+    """A path that holds no complete checkpoint."""
+
+
+class CorruptCheckpointError(StateSourceError):
+    """A checkpoint file is truncated, unreadable or fails its checksum."""
+
+
+class UnsupportedFormatVersionError(StateSourceError):
+    """A checkpoint written in a format version this reader does not understand."""
+
+
+class IncompatibleCheckpointError(StateSourceError):
+    """A checkpoint that cannot serve the request, e.g. a key-group range it does not cover."""
+
+
+class ConcurrentModificationError(StateSourceError, RuntimeError):
+    """A fail-fast iterator saw its map change structurally underneath it."""

@@ -1,0 +1,81 @@
+"""Typed values from JSON: how keys are spelled on a command line or in test vectors.
+
+JSON has one number type and no bytes, so the declared type decides what a
+JSON value becomes: ``5`` is an ``int`` or a ``long`` as declared. Floats and
+doubles may also be given by their IEEE bits (``{"bits": "7ff80000..."}``)
+to reach values such as negative zero or a NaN payload exactly; bytes are
+``{"bytes": "<hex>"}``; a Row is a JSON array (an INSERT row) or
+``{"kind": "-U", "fields": [...]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from statesource.errors import InvalidArgumentError
+from statesource.types import (
+    BYTES,
+    CHAR,
+    DOUBLE,
+    FLOAT,
+    STRING,
+    DataType,
+    Row,
+    RowKind,
+    RowType,
+    TupleType,
+)
+
+
+def from_json(value_type: DataType, value: Any) -> Any:
+    """Convert a parsed JSON value into a Python value of ``value_type`` (validated)."""
+    converted = _convert(value_type, value)
+    if converted is not None:
+        value_type.validate(converted)
+    return converted
+
+
+def parse_key_text(value_type: DataType, text: str) -> Any:
+    """A key written on a command line: strings and chars verbatim, anything else as JSON."""
+    if value_type in (STRING, CHAR):
+        return from_json(value_type, text)
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidArgumentError(
+            f"key {text!r} is not valid JSON for type {value_type.name}: {error.msg}"
+        ) from None
+    return from_json(value_type, parsed)
+
+
+def _convert(value_type: DataType, value: Any) -> Any:
+    if value is None:
+        return None
+    if value_type in (FLOAT, DOUBLE):
+        if isinstance(value, dict) and "bits" in value:
+            fmt, width = ("<f", "<I") if value_type is FLOAT else ("<d", "<Q")
+            return struct.unpack(fmt, struct.pack(width, int(value["bits"], 16)))[0]
+        if type(value) is int:
+            return float(value)
+        return value
+    if value_type is BYTES and isinstance(value, dict) and "bytes" in value:
+        return bytes.fromhex(value["bytes"])
+    if isinstance(value_type, TupleType):
+        return tuple(_fields(value_type, value))
+    if isinstance(value_type, RowType):
+        if isinstance(value, dict):
+            kind = RowKind.from_short_string(value.get("kind", "+I"))
+            return Row(*_fields(value_type, value.get("fields")), kind=kind)
+        return Row(*_fields(value_type, value))
+    return value
+
+
+def _fields(composite: TupleType | RowType, value: Any) -> list[Any]:
+    if not isinstance(value, list) or len(value) != len(composite.fields):
+        raise InvalidArgumentError(
+            f"{composite.name} value {value!r} must be a JSON array of"
+            f" {len(composite.fields)} fields"
+        )
+    return [_convert(t, v) for t, v in zip(composite.fields, value)]
