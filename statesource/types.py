@@ -8,7 +8,8 @@ alone decides how a value is hashed, validated and stored.
 Types are written as short strings that also serve as their canonical form in
 checkpoint metadata: ``string``, ``int``, ``long``, ``short``, ``byte``,
 ``boolean``, ``char``, ``float``, ``double``, ``bytes``, ``tuple<t1,...,tN>`` and
-``row<t1,...,tN>``. Java spellings are accepted on input (``Integer``,
+``row<t1,...,tN>``, plus ``void``, the type of the namespace of states that
+have none. Java spellings are accepted on input (``Integer``,
 ``Character``, ``byte[]``, ``Tuple2<String,Long>``). ``bytes`` is only valid
 inside a Row: a bare array key has an identity ``hashCode`` in Java, which is
 why Flink rejects it, and inside a Tuple it would hash by identity as well.
@@ -98,6 +99,14 @@ class DataType:
     def to_avro(self) -> Any:
         """The Avro schema that declares this type as a state value."""
         raise NotImplementedError
+
+    def to_arrow(self, values: list[Any]) -> pa.Array:
+        """An Arrow column of ``values`` (already validated)."""
+        return pa.array(values, type=self.arrow_type)
+
+    def from_arrow(self, column: pa.Array | pa.ChunkedArray) -> list[Any]:
+        """The Python values of an Arrow column written by :meth:`to_arrow`."""
+        return column.to_pylist()
 
     def __repr__(self) -> str:
         return self.name
@@ -269,6 +278,28 @@ class _BytesType(DataType):
         return "bytes"
 
 
+class _VoidType(DataType):
+    """The namespace of states that have none (Flink's ``VoidNamespace``): always None."""
+
+    name = "void"
+    usable_as_key = False
+
+    def java_hash(self, value: Any) -> int:
+        if value is not None:
+            raise self._mismatch(value, "the void namespace is always None")
+        return 0
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return pa.null()
+
+    def to_arrow(self, values: list[Any]) -> pa.Array:
+        return pa.nulls(len(values))
+
+    def to_avro(self) -> Any:
+        return "null"
+
+
 class _CompositeType(DataType):
     """Shared shape of Tuple and Row: an ordered list of field types named f0..fN-1."""
 
@@ -284,6 +315,34 @@ class _CompositeType(DataType):
         if not isinstance(value, tuple) or len(value) != len(self.fields):
             raise self._mismatch(value, f"expected a tuple of {len(self.fields)} fields")
         return value
+
+    def _plain(self, value: Any) -> Any:
+        """``value`` as nested tuples in the struct's field order, for pyarrow."""
+        raise NotImplementedError
+
+    def _typed(self, fields: dict[str, Any]) -> Any:
+        """The inverse of :meth:`_plain`, from the dict pyarrow returns."""
+        raise NotImplementedError
+
+    def to_arrow(self, values: list[Any]) -> pa.Array:
+        return pa.array([None if v is None else self._plain(v) for v in values],
+                        type=self.arrow_type)
+
+    def from_arrow(self, column: pa.Array | pa.ChunkedArray) -> list[Any]:
+        return [None if v is None else self._typed(v) for v in column.to_pylist()]
+
+    def _plain_fields(self, fields: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(
+            f if f is None or not isinstance(t, _CompositeType) else t._plain(f)
+            for t, f in zip(self.fields, fields)
+        )
+
+    def _typed_fields(self, fields: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(
+            fields[f"f{i}"] if fields[f"f{i}"] is None or not isinstance(t, _CompositeType)
+            else t._typed(fields[f"f{i}"])
+            for i, t in enumerate(self.fields)
+        )
 
     def _field_struct(self) -> list[pa.Field]:
         return [pa.field(f"f{i}", t.arrow_type) for i, t in enumerate(self.fields)]
@@ -317,6 +376,12 @@ class TupleType(_CompositeType):
     @property
     def arrow_type(self) -> pa.DataType:
         return pa.struct(self._field_struct())
+
+    def _plain(self, value: Any) -> Any:
+        return self._plain_fields(value)
+
+    def _typed(self, fields: dict[str, Any]) -> Any:
+        return self._typed_fields(fields)
 
     def to_avro(self) -> Any:
         arity = len(self.fields)
@@ -352,6 +417,15 @@ class RowType(_CompositeType):
     def arrow_type(self) -> pa.DataType:
         return pa.struct([pa.field("row_kind", pa.string()), *self._field_struct()])
 
+    def _plain(self, value: Any) -> Any:
+        if isinstance(value, Row):
+            return (value.kind.short_string, *self._plain_fields(value.fields))
+        return (RowKind.INSERT.short_string, *self._plain_fields(value))
+
+    def _typed(self, fields: dict[str, Any]) -> Any:
+        kind = RowKind.from_short_string(fields["row_kind"])
+        return Row(*self._typed_fields(fields), kind=kind)
+
     def to_avro(self) -> Any:
         kind = {"name": "row_kind", "type": "string", "default": "+I"}
         return {"type": "record", "name": "Row", "fields": [kind, *self._avro_fields()]}
@@ -371,9 +445,11 @@ CHAR: DataType = _CharType()
 FLOAT: DataType = _FloatType()
 DOUBLE: DataType = _DoubleType()
 BYTES: DataType = _BytesType()
+VOID: DataType = _VoidType()
 
 _PRIMITIVES: dict[str, DataType] = {
-    t.name: t for t in (STRING, INT, LONG, SHORT, BYTE, BOOLEAN, CHAR, FLOAT, DOUBLE, BYTES)
+    t.name: t
+    for t in (STRING, INT, LONG, SHORT, BYTE, BOOLEAN, CHAR, FLOAT, DOUBLE, BYTES, VOID)
 }
 _ALIASES = {"integer": "int", "character": "char", "byte[]": "bytes"}
 _TOKEN = re.compile(r"\s*([A-Za-z0-9_\[\]]+|[<>,])")
@@ -434,6 +510,8 @@ def _parse_tokens(text: str, tokens: list[str]) -> tuple[DataType, list[str]]:
 def key_type(text: str | DataType) -> DataType:
     """Parse a type and check that Flink accepts it as a key type."""
     parsed = parse_type(text)
+    if parsed is VOID:
+        raise TypeMismatchError("void cannot be a key type: it is the type of empty namespaces")
     if not parsed.usable_as_key:
         raise TypeMismatchError(
             f"{parsed.name} cannot be a key type: Java arrays hash by identity, so Flink"

@@ -1,0 +1,145 @@
+"""Arrow IPC files whose record batches are addressable by key group.
+
+Each key group's rows are written as one or more whole record batches, so its
+bytes form one contiguous range of the file: the metadata records that range
+and its CRC-32, and a reader fetches exactly those bytes, checks them, and
+decodes the IPC messages inside with the schema derived from the metadata.
+The file stays a regular Arrow IPC file that any Arrow reader can open whole.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from statesource.errors import CorruptCheckpointError
+from statesource.format.storage import Location
+
+MAX_ROWS_PER_BATCH = 1 << 16
+_FILE_MAGIC_PADDED = 8  # "ARROW1" plus two bytes of padding precede the schema message
+
+ReadListener = Callable[[str, int, int], None]
+"""Called with (path, offset, length) for every byte range read; for instrumentation."""
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """Where a group of consecutive batches lies in a file."""
+
+    batch_start: int
+    batch_count: int
+    offset: int
+    length: int
+    crc32: int
+
+
+def encode_file(schema: pa.Schema,
+                groups: Iterable[Sequence[pa.RecordBatch]]) -> tuple[pa.Buffer, list[ByteRange]]:
+    """Write each group of batches contiguously; return the file and each group's range."""
+    sink = pa.BufferOutputStream()
+    batch_ends: list[int] = []
+    group_bounds: list[tuple[int, int]] = []
+    with pa.ipc.new_file(sink, schema) as writer:
+        for batches in groups:
+            first = len(batch_ends)
+            for batch in batches:
+                writer.write_batch(batch)
+                batch_ends.append(sink.tell())
+            group_bounds.append((first, len(batch_ends)))
+    payload = sink.getvalue()
+    first_batch_offset = _first_batch_offset(payload)
+    view = memoryview(payload)
+    ranges = []
+    for first, end in group_bounds:
+        offset = batch_ends[first - 1] if first else first_batch_offset
+        length = (batch_ends[end - 1] if end > first else offset) - offset
+        crc = zlib.crc32(view[offset:offset + length])
+        ranges.append(ByteRange(first, end - first, offset, length, crc))
+    return payload, ranges
+
+
+def _first_batch_offset(payload: pa.Buffer) -> int:
+    """The writer emits magic and schema lazily, so find the schema message's end by parsing."""
+    stream = pa.BufferReader(payload)
+    stream.seek(_FILE_MAGIC_PADDED)
+    pa.ipc.read_message(stream)
+    return stream.tell()
+
+
+def split_batches(table: pa.Table, start: int, length: int) -> list[pa.RecordBatch]:
+    """Rows ``start .. start+length`` of ``table`` as batches of bounded size."""
+    return [
+        batch
+        for chunk_start in range(start, start + length, MAX_ROWS_PER_BATCH)
+        for batch in table.slice(
+            chunk_start, min(MAX_ROWS_PER_BATCH, start + length - chunk_start)
+        ).to_batches()
+    ]
+
+
+def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[ByteRange],
+                expected_size: int, verify: bool = True,
+                listener: ReadListener | None = None) -> Iterator[list[pa.RecordBatch]]:
+    """Each range's batches, reading adjacent ranges with one request and checking CRCs."""
+    if not ranges:
+        return
+    try:
+        handle = file.filesystem.open_input_file(file.path)
+    except FileNotFoundError:
+        raise CorruptCheckpointError(f"data file {file} is missing") from None
+    except OSError as error:
+        raise CorruptCheckpointError(f"cannot open data file {file}: {error}") from None
+    with handle:
+        if handle.size() != expected_size:
+            raise CorruptCheckpointError(
+                f"data file {file} is {handle.size()} bytes, the metadata says {expected_size}:"
+                " it was truncated or replaced"
+            )
+        for span in _adjacent_spans(ranges):
+            start = span[0].offset
+            length = span[-1].offset + span[-1].length - start
+            data = pa.py_buffer(handle.read_at(length, start))
+            if listener is not None:
+                listener(file.path, start, length)
+            if data.size != length:
+                raise CorruptCheckpointError(
+                    f"data file {file}: short read at offset {start} ({data.size} of {length}"
+                    " bytes): the file is truncated"
+                )
+            for byte_range in span:
+                piece = data.slice(byte_range.offset - start, byte_range.length)
+                yield _decode(file, schema, byte_range, piece, verify)
+
+
+def _adjacent_spans(ranges: Sequence[ByteRange]) -> Iterator[list[ByteRange]]:
+    span = [ranges[0]]
+    for byte_range in ranges[1:]:
+        if byte_range.offset == span[-1].offset + span[-1].length:
+            span.append(byte_range)
+        else:
+            yield span
+            span = [byte_range]
+    yield span
+
+
+def _decode(file: Location, schema: pa.Schema, byte_range: ByteRange, piece: pa.Buffer,
+            verify: bool) -> list[pa.RecordBatch]:
+    if verify and zlib.crc32(memoryview(piece)) != byte_range.crc32:
+        raise CorruptCheckpointError(
+            f"data file {file}: checksum mismatch in bytes {byte_range.offset}.."
+            f"{byte_range.offset + byte_range.length}: the file is corrupt"
+        )
+    stream = pa.BufferReader(piece)
+    batches = []
+    try:
+        for _ in range(byte_range.batch_count):
+            batches.append(pa.ipc.read_record_batch(pa.ipc.read_message(stream), schema))
+    except (pa.ArrowInvalid, OSError, EOFError) as error:
+        raise CorruptCheckpointError(
+            f"data file {file}: cannot decode record batches at offset {byte_range.offset}:"
+            f" {error}"
+        ) from None
+    return batches

@@ -1,0 +1,65 @@
+"""Spark integration: the ``flinkstate`` data sources, registration and a local session.
+
+pyspark is imported lazily, so ``import statesource`` never needs it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any
+
+from statesource.errors import StateSourceError
+
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def register(spark: Any) -> None:
+    """Register ``flinkstate`` and ``flinkstate-metadata`` with ``spark``.
+
+    Not needed when statesource is pip-installed (Spark finds them by itself),
+    but harmless, and needed when running from a source tree.
+    """
+    from statesource.spark.metadata_source import FlinkStateMetadataDataSource
+    from statesource.spark.source import FlinkStateDataSource
+
+    spark.dataSource.register(FlinkStateDataSource)
+    spark.dataSource.register(FlinkStateMetadataDataSource)
+
+
+def check_java() -> str:
+    """The java executable Spark will use, or an error saying how to get one."""
+    java_home = os.environ.get("JAVA_HOME")
+    candidate = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not candidate or not os.path.exists(candidate):
+        where = f"JAVA_HOME={java_home} has no bin/java" if java_home else "no java on PATH"
+        raise StateSourceError(
+            f"Spark needs Java 17 or newer, but {where}. Install it (Debian/Ubuntu:"
+            " sudo apt-get install -y openjdk-17-jre-headless; macOS: brew install openjdk@17)"
+            " or point JAVA_HOME at an installed JDK."
+        )
+    return candidate
+
+
+def session(app_name: str = "statesource", master: str = "local[*]", **conf: str) -> Any:
+    """A local SparkSession set up for statesource: Python workers, pushdown, sources registered."""
+    check_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master)
+        .config(FILTER_PUSHDOWN_CONF, "true")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark

@@ -1,0 +1,71 @@
+"""``spark.read.format("flinkstate-metadata")``: one row per state of a checkpoint.
+
+The analogue of Spark's ``state-metadata`` source and Flink's
+``savepoint_metadata``: what a checkpoint holds, before reading any of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from statesource.format.reader import Checkpoint
+from statesource.spark.options import parse_read_options
+
+METADATA_SCHEMA = pa.schema([
+    ("checkpoint_id", pa.int64()),
+    ("operator_uid", pa.string()),
+    ("parallelism", pa.int32()),
+    ("max_parallelism", pa.int32()),
+    ("state_name", pa.string()),
+    ("kind", pa.string()),
+    ("key_type", pa.string()),
+    ("value_types", pa.string()),
+    ("entries", pa.int64()),
+    ("rows", pa.int64()),
+    ("bytes", pa.int64()),
+])
+METADATA_DDL = ("checkpoint_id bigint, operator_uid string, parallelism int, max_parallelism int,"
+                " state_name string, kind string, key_type string, value_types string,"
+                " entries bigint, rows bigint, bytes bigint")
+
+
+class FlinkStateMetadataDataSource(DataSource):
+    """Options: path, checkpointId."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "flinkstate-metadata"
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        parsed = parse_read_options(dict(options), metadata_view=True)
+        self._checkpoint = Checkpoint.open(parsed.path, checkpoint_id=parsed.checkpoint_id)
+
+    def schema(self) -> str:
+        return METADATA_DDL
+
+    def reader(self, schema: object) -> DataSourceReader:
+        return MetadataReader(self._checkpoint)
+
+
+class MetadataReader(DataSourceReader):
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self.checkpoint = checkpoint
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        rows = [
+            (s.checkpoint_id, s.operator_uid, s.parallelism, s.max_parallelism, s.state_name,
+             s.kind, s.key_type, json.dumps(s.value_types), s.entries, s.rows, s.size_bytes)
+            for s in self.checkpoint.summaries()
+        ]
+        columns = list(zip(*rows)) if rows else [[] for _ in METADATA_SCHEMA]
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(c, f.type) for c, f in zip(columns, METADATA_SCHEMA)],
+            schema=METADATA_SCHEMA)

@@ -1,0 +1,88 @@
+"""Options of the ``flinkstate`` sources: parsed, typed and checked up front.
+
+Spark hands a data source its options as a case-insensitive dict of strings.
+Each one is parsed here once, and a misspelt or malformed option is an error
+naming it and what was expected; silently ignoring it would read the wrong
+state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from statesource.errors import InvalidArgumentError
+
+_TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    path: str
+    checkpoint_id: int | None = None
+    operator: str | None = None
+    state: str | None = None
+    parallelism: int | None = None
+    flatten_collections: bool = True
+
+
+_KNOWN = {
+    "path": "path",
+    "checkpointid": "checkpointId",
+    "operator": "operator",
+    "state": "state",
+    "parallelism": "parallelism",
+    "flattencollections": "flattenCollections",
+}
+_METADATA_KNOWN = {"path": "path", "checkpointid": "checkpointId"}
+
+
+def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = False) -> ReadOptions:
+    """Parse and check the options of ``flinkstate`` (or, with ``metadata_view``, its metadata view)."""
+    known = _METADATA_KNOWN if metadata_view else _KNOWN
+    lowered = {key.lower(): value for key, value in options.items()}
+    unknown = sorted(set(lowered) - set(known))
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown option(s) {', '.join(unknown)}; known options: {', '.join(known.values())}"
+        )
+    path = lowered.get("path")
+    if not path:
+        raise InvalidArgumentError(
+            "option path is required: the checkpoint directory or a directory of checkpoints,"
+            " e.g. .load('/tmp/checkpoints')"
+        )
+    return ReadOptions(
+        path=path,
+        checkpoint_id=_integer(lowered, "checkpointid", minimum=0),
+        operator=lowered.get("operator") or None,
+        state=lowered.get("state") or None,
+        parallelism=_integer(lowered, "parallelism", minimum=1),
+        flatten_collections=_boolean(lowered, "flattencollections", default=True),
+    )
+
+
+def _integer(options: dict[str, str], key: str, minimum: int) -> int | None:
+    text = options.get(key)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise InvalidArgumentError(
+            f"option {_KNOWN[key]} must be an integer >= {minimum}, got {text!r}"
+        )
+    return value
+
+
+def _boolean(options: dict[str, str], key: str, default: bool) -> bool:
+    text = options.get(key)
+    if text is None:
+        return default
+    if text.lower() in _TRUE:
+        return True
+    if text.lower() in _FALSE:
+        return False
+    raise InvalidArgumentError(f"option {_KNOWN[key]} must be true or false, got {text!r}")

@@ -1,0 +1,1 @@
+"""Flink-style heap keyed and operator state: copy-on-write maps, state tables and backends."""

@@ -1,0 +1,212 @@
+"""``KeyedStateBackend``: Flink's heap keyed-state backend for one subtask.
+
+The backend owns a key-group range, the current key (whose key group it
+computes once per key change) and the current namespace, and one
+:class:`StateTable` per registered state. ``snapshot`` does only the
+synchronous part of a checkpoint, a version bump and bucket-array copy per
+map, so the program resumes at once while the checkpoint writer iterates the
+returned snapshot in the background.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from statesource.errors import InvalidArgumentError, TypeMismatchError
+from statesource.keygroups import (
+    KeyGroupRange,
+    check_max_parallelism,
+    compute_key_group_for_key_hash,
+)
+from statesource.state.descriptors import StateDescriptor
+from statesource.state.keyed_states import HANDLES, KeyedState
+from statesource.state.statetable import StateTable, StateTableSnapshot
+from statesource.state.ttl import Clock, SystemClock
+from statesource.types import DOUBLE, FLOAT, DataType, RowType, TupleType, key_type
+
+_KEY_GROUP_CACHE_SIZE = 1 << 16
+
+
+def _equality_is_java_equality(declared: DataType) -> bool:
+    """Whether a cache hit on Python ``==`` (exact type) is safe for this key type.
+
+    Floats break it (``0.0 == -0.0`` in Python, but Java hashes them apart), and
+    so do composites, whose fields ``lru_cache(typed=True)`` does not type:
+    ``("a", True)`` would hit the entry of ``("a", 1)`` and skip validation.
+    """
+    return declared not in (FLOAT, DOUBLE) and not isinstance(declared, (TupleType, RowType))
+
+
+class KeyedStateBackend:
+    """Keyed state of one subtask: the states of every key in ``key_group_range``."""
+
+    def __init__(
+        self,
+        key_type_: str | DataType,
+        max_parallelism: int,
+        key_group_range: KeyGroupRange | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.key_type = key_type(key_type_)
+        self.max_parallelism = check_max_parallelism(max_parallelism)
+        full_range = KeyGroupRange(0, max_parallelism - 1)
+        self.key_group_range = full_range if key_group_range is None else key_group_range
+        if self.key_group_range.intersection(full_range) != self.key_group_range or not len(
+            self.key_group_range
+        ):
+            raise InvalidArgumentError(
+                f"key-group range {self.key_group_range} is not a non-empty part of"
+                f" {full_range} (max parallelism {max_parallelism})"
+            )
+        self.clock: Clock = clock or SystemClock()
+        self._tables: dict[str, StateTable] = {}
+        self._handles: dict[str, KeyedState] = {}
+        self._current_key: Any = None
+        self._key_group_index: int | None = None
+        self._current_namespace: Any = None
+        self._namespace_version = 0
+        key_group_of: Callable[[Any], int] = functools.partial(
+            _key_group, self.key_type.java_hash, max_parallelism
+        )
+        if _equality_is_java_equality(self.key_type):
+            key_group_of = functools.lru_cache(_KEY_GROUP_CACHE_SIZE, typed=True)(key_group_of)
+        self._key_group_of = key_group_of
+
+    # -- current key and namespace -------------------------------------------------------
+
+    def set_current_key(self, key: Any) -> None:
+        """Make ``key`` current for every state handle; its key group is computed here, once."""
+        index = self._key_group_of(key) - self.key_group_range.start
+        if not 0 <= index < len(self.key_group_range):
+            raise InvalidArgumentError(
+                f"key {key!r} belongs to key group {index + self.key_group_range.start}, outside"
+                f" this backend's key-group range {self.key_group_range}"
+            )
+        self._current_key = key
+        self._key_group_index = index
+
+    @property
+    def current_key(self) -> Any:
+        return self._current_key
+
+    @property
+    def current_key_group(self) -> int | None:
+        if self._key_group_index is None:
+            return None
+        return self._key_group_index + self.key_group_range.start
+
+    def set_current_namespace(self, namespace: Any) -> None:
+        """The namespace (e.g. a window) that namespaced states act on from now on."""
+        self._current_namespace = namespace
+        self._namespace_version += 1
+
+    # -- states ----------------------------------------------------------------------------
+
+    def get_state(self, descriptor: StateDescriptor) -> Any:
+        """The handle for ``descriptor``; a name is bound to one declaration for good."""
+        name = descriptor.name
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = StateTable(descriptor, self.key_group_range)
+        elif not table.descriptor.same_declaration(descriptor):
+            raise TypeMismatchError(
+                f"state {name!r} is already registered as {table.descriptor.describe()};"
+                f" cannot register it again as {descriptor.describe()}"
+            )
+        elif type(table.descriptor) is StateDescriptor:
+            table.descriptor = descriptor  # a restored state gets its functions now
+        handle = self._handles.get(name)
+        if handle is None or handle.descriptor is not table.descriptor:
+            handle = self._handles[name] = HANDLES[descriptor.kind](self, table)
+        return handle
+
+    def state_names(self) -> list[str]:
+        return sorted(self._tables)
+
+    def descriptor(self, name: str) -> StateDescriptor:
+        return self._tables[name].descriptor
+
+    def restore_entries(
+        self,
+        declaration: StateDescriptor,
+        key_group: int,
+        entries: Iterator[tuple[Any, Any, Any]],
+    ) -> None:
+        """Load stored ``(key, namespace, stored_state)`` entries of one key group.
+
+        Used by the checkpoint reader before the program asks for its states;
+        the stored shapes are those of ``statesource.state.expiry``.
+        """
+        table = self._tables.get(declaration.name)
+        if table is None:
+            table = self._tables[declaration.name] = StateTable(declaration, self.key_group_range)
+        elif not table.descriptor.same_declaration(declaration):
+            raise TypeMismatchError(
+                f"state {declaration.name!r}: restored declaration {declaration.describe()}"
+                f" differs from {table.descriptor.describe()}"
+            )
+        if key_group not in self.key_group_range:
+            raise InvalidArgumentError(
+                f"key group {key_group} is outside this backend's range {self.key_group_range}"
+            )
+        state_map = table.map_for(key_group)
+        for key, namespace, stored in entries:
+            state_map.put(key, namespace, stored)
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def snapshot(self, checkpoint_id: int) -> KeyedBackendSnapshot:
+        """The synchronous part of a checkpoint: every map's snapshot, taken now.
+
+        The returned object stays valid while the program keeps changing the
+        backend; close it when written, which releases the map versions.
+        """
+        if type(checkpoint_id) is not int or checkpoint_id < 0:
+            raise InvalidArgumentError(f"checkpoint id {checkpoint_id!r} must be an int >= 0")
+        return KeyedBackendSnapshot(
+            checkpoint_id=checkpoint_id,
+            timestamp_ms=self.clock.now_ms(),
+            key_type=self.key_type,
+            max_parallelism=self.max_parallelism,
+            key_group_range=self.key_group_range,
+            states=tuple(self._tables[name].snapshot() for name in sorted(self._tables)),
+        )
+
+
+def _key_group(java_hash: Callable[[Any], int], max_parallelism: int, key: Any) -> int:
+    if key is None:
+        raise InvalidArgumentError("the current key cannot be None")
+    return compute_key_group_for_key_hash(java_hash(key), max_parallelism)
+
+
+@dataclass
+class KeyedBackendSnapshot:
+    """A backend's keyed state at one instant, iterable per state and per key group."""
+
+    checkpoint_id: int
+    timestamp_ms: int
+    key_type: DataType
+    max_parallelism: int
+    key_group_range: KeyGroupRange
+    states: tuple[StateTableSnapshot, ...]
+    closed: bool = field(default=False, init=False)
+
+    def __iter__(self) -> Iterator[StateTableSnapshot]:
+        return iter(self.states)
+
+    def close(self) -> None:
+        """Release every map version this snapshot holds; safe to call twice."""
+        if not self.closed:
+            self.closed = True
+            for state in self.states:
+                state.release()
+
+    def __enter__(self) -> KeyedBackendSnapshot:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

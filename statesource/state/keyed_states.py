@@ -1,0 +1,369 @@
+"""The state handles a program uses: Value, List, Map, Reducing, Aggregating.
+
+A handle acts on the backend's current key and (for namespaced states) its
+current namespace. It reaches the key group's map directly through the index
+the backend computed once per key change, so the hot path is one list index
+and one map call. Writes are type-checked against the declared schema, so a
+bad value fails at the line that wrote it rather than in a background snapshot.
+
+Reads and writes go through the copy-on-write map, whose ``get`` and
+``transform`` hand out a private copy of any object still shared with a
+running snapshot: mutating what they return in place is therefore safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from statesource.errors import InvalidArgumentError, StateSourceError
+from statesource.state.descriptors import (
+    AggregatingStateDescriptor,
+    ReducingStateDescriptor,
+    StateKind,
+)
+from statesource.state.expiry import expirer_for
+from statesource.state.statetable import StateTable
+from statesource.types import VOID
+
+if TYPE_CHECKING:
+    from statesource.state.keyed_backend import KeyedStateBackend
+
+
+class KeyedState:
+    """What every handle shares: where its entry lives, TTL, and clear()."""
+
+    def __init__(self, backend: KeyedStateBackend, table: StateTable) -> None:
+        self._backend = backend
+        self._maps = table.maps
+        self.descriptor = table.descriptor
+        self._namespace_type = self.descriptor.namespace_type
+        self._namespaced = self._namespace_type is not VOID
+        self._checked_namespace_version = -1
+        ttl = self.descriptor.ttl
+        self._ttl = ttl
+        if ttl is not None:
+            self._clock = backend.clock
+            self._expire = expirer_for(self.descriptor.kind, ttl)
+            self._cleanup = (
+                _IncrementalCleanup(table, self._expire, ttl.incremental_cleanup_size,
+                                    backend.clock)
+                if ttl.incremental_cleanup_size else None
+            )
+
+    @property
+    def name(self) -> str:
+        return self.descriptor.name
+
+    def _locate(self) -> tuple[Any, Any, Any]:
+        """The current key's map, the key, and this state's namespace."""
+        backend = self._backend
+        index = backend._key_group_index
+        if index is None:
+            raise InvalidArgumentError(
+                f"state {self.name!r} used before set_current_key() was called"
+            )
+        if not self._namespaced:
+            return self._maps[index], backend._current_key, None
+        if backend._namespace_version != self._checked_namespace_version:
+            self._check_namespace(backend._current_namespace)
+            self._checked_namespace_version = backend._namespace_version
+        return self._maps[index], backend._current_key, backend._current_namespace
+
+    def _check_namespace(self, namespace: Any) -> None:
+        if namespace is None:
+            raise InvalidArgumentError(
+                f"state {self.name!r} has {self._namespace_type} namespaces:"
+                " call set_current_namespace() first"
+            )
+        try:
+            self._namespace_type.validate(namespace)
+        except StateSourceError as error:
+            raise type(error)(f"namespace of state {self.name!r}: {error}") from None
+
+    def _check(self, role: str, value: Any) -> None:
+        try:
+            self.descriptor.schemas[role].validate(value)
+        except StateSourceError as error:
+            raise type(error)(f"state {self.name!r} {role}: {error}") from None
+
+    def _now(self) -> int:
+        if self._cleanup is not None:
+            self._cleanup.run()
+        return self._clock.now_ms()
+
+    def _read_ttl_scalar(self) -> Any:
+        """Flink's TTL read: an expired value is cleared, and returned only if allowed."""
+        state_map, key, namespace = self._locate()
+        now = self._now()
+        stored = state_map.get(key, namespace)
+        if stored is None:
+            return None
+        value, last_access = stored
+        if self._ttl.is_expired(last_access, now):
+            state_map.remove(key, namespace)
+            return value if self._ttl.return_expired else None
+        if self._ttl.update_on_read:
+            state_map.put(key, namespace, (value, now))
+        return value
+
+    def clear(self) -> None:
+        state_map, key, namespace = self._locate()
+        state_map.remove(key, namespace)
+
+
+class ValueState(KeyedState):
+    def value(self) -> Any:
+        if self._ttl is not None:
+            return self._read_ttl_scalar()
+        state_map, key, namespace = self._locate()
+        return state_map.get(key, namespace)
+
+    def update(self, value: Any) -> None:
+        """Set the value; ``None`` clears it, as in Flink."""
+        if value is None:
+            self.clear()
+            return
+        self._check("value", value)
+        state_map, key, namespace = self._locate()
+        state_map.put(key, namespace, value if self._ttl is None else (value, self._now()))
+
+
+def _append(stored: list | None, elements: list) -> list:
+    if stored is None:
+        return elements
+    stored.extend(elements)
+    return stored
+
+
+class ListState(KeyedState):
+    def get(self) -> list:
+        """The elements, in insertion order (a new list; empty when there is no state)."""
+        state_map, key, namespace = self._locate()
+        if self._ttl is None:
+            stored = state_map.get(key, namespace)
+            return [] if stored is None else list(stored)
+        now = self._now()
+        stored = state_map.get(key, namespace)
+        if stored is None:
+            return []
+        live = self._expire(stored, now)
+        visible = stored if self._ttl.return_expired else (live or [])
+        if self._ttl.update_on_read and live:
+            live = [(element, now) for element, _ in live]
+        if live is None:
+            state_map.remove(key, namespace)
+        elif live is not stored:
+            state_map.put(key, namespace, live)
+        return [element for element, _ in visible]
+
+    def add(self, element: Any) -> None:
+        self.add_all((element,))
+
+    def add_all(self, elements: Iterable[Any]) -> None:
+        fresh = self._checked_elements(elements)
+        if fresh:
+            state_map, key, namespace = self._locate()
+            state_map.transform(key, namespace, fresh, _append)
+
+    def update(self, elements: Iterable[Any]) -> None:
+        """Replace the elements; an empty list clears the state."""
+        fresh = self._checked_elements(elements)
+        state_map, key, namespace = self._locate()
+        if fresh:
+            state_map.put(key, namespace, fresh)
+        else:
+            state_map.remove(key, namespace)
+
+    def _checked_elements(self, elements: Iterable[Any]) -> list:
+        if isinstance(elements, (str, bytes)) or not isinstance(elements, Iterable):
+            raise InvalidArgumentError(
+                f"state {self.name!r}: expected an iterable of elements, got {elements!r}"
+            )
+        fresh = list(elements)
+        for element in fresh:
+            if element is None:
+                raise InvalidArgumentError(f"state {self.name!r}: a list element cannot be None")
+            self._check("element", element)
+        if self._ttl is not None:
+            now = self._now()
+            fresh = [(element, now) for element in fresh]
+        return fresh
+
+
+def _put_entries(stored: dict | None, entries: dict) -> dict:
+    if stored is None:
+        return entries
+    stored.update(entries)
+    return stored
+
+
+class MapState(KeyedState):
+    def _entries(self) -> tuple[dict, Any, Any, Any]:
+        """The live entries, after TTL cleanup (and refresh on read), plus where they live."""
+        state_map, key, namespace = self._locate()
+        if self._ttl is None:
+            return state_map.get(key, namespace) or {}, state_map, key, namespace
+        now = self._now()
+        stored = state_map.get(key, namespace)
+        if stored is None:
+            return {}, state_map, key, namespace
+        live = self._expire(stored, now)
+        visible = stored if self._ttl.return_expired else (live or {})
+        if self._ttl.update_on_read and live:
+            live = {k: (v, now) for k, (v, _) in live.items()}
+        if live is None:
+            state_map.remove(key, namespace)
+        elif live is not stored:
+            state_map.put(key, namespace, live)
+        return {k: v for k, (v, _) in visible.items()}, state_map, key, namespace
+
+    def get(self, user_key: Any) -> Any:
+        return self._entries()[0].get(user_key)
+
+    def contains(self, user_key: Any) -> bool:
+        return user_key in self._entries()[0]
+
+    def keys(self) -> list:
+        return list(self._entries()[0])
+
+    def values(self) -> list:
+        return list(self._entries()[0].values())
+
+    def items(self) -> list[tuple[Any, Any]]:
+        return list(self._entries()[0].items())
+
+    def is_empty(self) -> bool:
+        return not self._entries()[0]
+
+    def put(self, user_key: Any, user_value: Any) -> None:
+        self.put_all({user_key: user_value})
+
+    def put_all(self, entries: Mapping[Any, Any]) -> None:
+        fresh = dict(entries)
+        for user_key, user_value in fresh.items():
+            self._check("user_key", user_key)
+            self._check("user_value", user_value)
+        if self._ttl is not None:
+            now = self._now()
+            fresh = {k: (v, now) for k, v in fresh.items()}
+        if fresh:
+            state_map, key, namespace = self._locate()
+            state_map.transform(key, namespace, fresh, _put_entries)
+
+    def remove(self, user_key: Any) -> None:
+        """Remove one entry; the state itself disappears with its last entry, as in Flink."""
+        state_map, key, namespace = self._locate()
+        stored = state_map.get(key, namespace)
+        if stored is None or user_key not in stored:
+            return
+        del stored[user_key]
+        if not stored:
+            state_map.remove(key, namespace)
+
+
+class _FoldingState(KeyedState):
+    """Reducing and Aggregating state: ``add`` folds a value into what is stored."""
+
+    _role: str
+
+    def _fold(self, stored: Any, value: Any) -> Any:
+        raise NotImplementedError
+
+    def _stored(self) -> Any:
+        if self._ttl is not None:
+            return self._read_ttl_scalar()
+        state_map, key, namespace = self._locate()
+        return state_map.get(key, namespace)
+
+    def add(self, value: Any) -> None:
+        if value is None:
+            raise InvalidArgumentError(f"state {self.name!r}: cannot add None")
+        state_map, key, namespace = self._locate()
+        if self._ttl is None:
+            state_map.transform(key, namespace, value, self._fold)
+            return
+        now = self._now()
+        ttl = self._ttl
+
+        def fold_with_ttl(stored: Any, new: Any) -> Any:
+            live = None if stored is None or ttl.is_expired(stored[1], now) else stored[0]
+            return (self._fold(live, new), now)
+
+        state_map.transform(key, namespace, value, fold_with_ttl)
+
+
+class ReducingState(_FoldingState):
+    def __init__(self, backend: KeyedStateBackend, table: StateTable) -> None:
+        super().__init__(backend, table)
+        descriptor = table.descriptor
+        assert isinstance(descriptor, ReducingStateDescriptor)
+        self._reduce = descriptor.reduce_function
+
+    def _fold(self, stored: Any, value: Any) -> Any:
+        self._check("value", value)
+        result = value if stored is None else self._reduce(stored, value)
+        if stored is not None:
+            self._check("value", result)
+        return result
+
+    def get(self) -> Any:
+        return self._stored()
+
+
+class AggregatingState(_FoldingState):
+    def __init__(self, backend: KeyedStateBackend, table: StateTable) -> None:
+        super().__init__(backend, table)
+        descriptor = table.descriptor
+        assert isinstance(descriptor, AggregatingStateDescriptor)
+        self._function = descriptor.aggregate_function
+
+    def _fold(self, stored: Any, value: Any) -> Any:
+        accumulator = self._function.create_accumulator() if stored is None else stored
+        accumulator = self._function.add(value, accumulator)
+        self._check("accumulator", accumulator)
+        return accumulator
+
+    def get(self) -> Any:
+        accumulator = self._stored()
+        return None if accumulator is None else self._function.get_result(accumulator)
+
+
+HANDLES: dict[StateKind, Callable[[KeyedStateBackend, StateTable], KeyedState]] = {
+    StateKind.VALUE: ValueState,
+    StateKind.LIST: ListState,
+    StateKind.MAP: MapState,
+    StateKind.REDUCING: ReducingState,
+    StateKind.AGGREGATING: AggregatingState,
+}
+
+
+class _IncrementalCleanup:
+    """Flink's incremental TTL cleanup: each access checks a few entries, key group by key group."""
+
+    def __init__(self, table: StateTable, expire: Callable[[Any, int], Any], size: int,
+                 clock: Any) -> None:
+        self._maps = table.maps
+        self._expire = expire
+        self._size = size
+        self._clock = clock
+        self._map_index = 0
+        self._visitor: Any = None
+
+    def run(self) -> None:
+        now = self._clock.now_ms()
+        budget = self._size
+        switches = 0
+        while budget > 0 and switches <= len(self._maps):
+            if self._visitor is None or not self._visitor.has_next():
+                self._map_index = (self._map_index + 1) % len(self._maps)
+                self._visitor = self._maps[self._map_index].incremental_visitor(self._size)
+                switches += 1
+                continue
+            for entry in self._visitor.next_entries():
+                budget -= 1
+                kept = self._expire(entry.state, now)
+                if kept is None:
+                    self._visitor.remove(entry)
+                elif kept is not entry.state:
+                    self._visitor.update(entry, kept)

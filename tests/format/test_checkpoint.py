@@ -1,0 +1,405 @@
+"""Checkpoint format v1: round trips, asynchronous writes, failures, corruption, restore."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from statesource.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    StateNotFoundError,
+    UnsupportedFormatVersionError,
+)
+from statesource.format import Checkpoint, CheckpointWriter, SubtaskBackends
+from statesource.format import writer as writer_module
+from statesource.format.columns import data_schema
+from statesource.keygroups import KeyGroupRange, key_group_range_for_operator
+from statesource.state.descriptors import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from statesource.state.keyed_backend import KeyedStateBackend
+from statesource.state.operator_backend import OperatorStateBackend
+from statesource.state.ttl import ManualClock, TtlConfig
+
+
+class Average:
+    def create_accumulator(self):
+        return {"sum": 0, "count": 0}
+
+    def add(self, value, accumulator):
+        accumulator["sum"] += value
+        accumulator["count"] += 1
+        return accumulator
+
+    def get_result(self, accumulator):
+        return accumulator["sum"] / accumulator["count"]
+
+
+ACCUMULATOR = {"type": "record", "name": "Avg",
+               "fields": [{"name": "sum", "type": "long"}, {"name": "count", "type": "long"}]}
+TTL = TtlConfig(timedelta(seconds=60))
+
+
+def descriptors():
+    return [
+        ValueStateDescriptor("value", "long"),
+        ValueStateDescriptor("windowed", "string", namespace_type="long"),
+        ListStateDescriptor("list", "string"),
+        MapStateDescriptor("map", "string", {"type": "array", "items": "double"}),
+        ReducingStateDescriptor("reduce", lambda a, b: a + b, "long"),
+        AggregatingStateDescriptor("agg", Average(), ACCUMULATOR),
+        ValueStateDescriptor("ttl_value", "long", ttl=TTL),
+        ListStateDescriptor("ttl_list", "long", ttl=TTL),
+        MapStateDescriptor("ttl_map", "string", "long", ttl=TTL),
+    ]
+
+
+def populate(backend: KeyedStateBackend, keys) -> None:
+    states = {d.name: backend.get_state(d) for d in descriptors()}
+    for i, key in enumerate(keys):
+        backend.set_current_key(key)
+        states["value"].update(i)
+        for window in (0, 1000 * i):
+            backend.set_current_namespace(window)
+            states["windowed"].update(f"{key}@{window}")
+        states["list"].add_all([f"{key}-{j}" for j in range(i % 4 + 1)])
+        states["map"].put_all({f"m{j}": [float(j), 0.5] for j in range(i % 3)})
+        states["reduce"].add(i)
+        states["reduce"].add(1)
+        states["agg"].add(i)
+        states["ttl_value"].update(i)
+        states["ttl_list"].add_all(range(i % 3 + 1))
+        states["ttl_map"].put("a", i)
+
+
+def dump(backend: KeyedStateBackend) -> dict:
+    """Everything a backend stores, as {state: {(key, namespace): stored}}."""
+    with backend.snapshot(0) as snapshot:
+        content = {}
+        for state in snapshot:
+            entries = {}
+            for _, map_snapshot in state:
+                keys, namespaces, stored = map_snapshot.columns()
+                entries.update({(k, n): s for k, n, s in zip(keys, namespaces, stored)})
+            content[state.descriptor.name] = entries
+        return content
+
+
+def merged(dumps: list[dict]) -> dict:
+    result: dict = {}
+    for content in dumps:
+        for name, entries in content.items():
+            result.setdefault(name, {}).update(entries)
+    return result
+
+
+KEYS = [f"user-{i}" for i in range(300)]
+
+
+@pytest.fixture
+def clock():
+    return ManualClock(5_000)
+
+
+@pytest.fixture
+def backend(clock):
+    backend = KeyedStateBackend("string", 128, clock=clock)
+    populate(backend, KEYS)
+    return backend
+
+
+def test_round_trip_of_every_state_kind(tmp_path, backend, clock):
+    with CheckpointWriter(str(tmp_path)) as writer:
+        info = writer.write(1, {"op": [backend]})
+    checkpoint = Checkpoint.open(str(tmp_path))
+    assert checkpoint.checkpoint_id == 1 and info.path == checkpoint.location.path
+    restored = checkpoint.restore_keyed_backend(0, 1, clock=clock)
+    assert dump(restored) == dump(backend)
+    assert restored.descriptor("ttl_list").ttl == TTL
+
+
+def test_restored_states_work_with_their_functions(tmp_path, backend, clock):
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    restored = Checkpoint.open(str(tmp_path)).restore_keyed_backend(0, 1, clock=clock)
+    agg = restored.get_state(AggregatingStateDescriptor("agg", Average(), ACCUMULATOR))
+    restored.set_current_key("user-3")
+    agg.add(9)
+    assert agg.get() == 6.0
+
+
+def test_data_files_are_plain_arrow_files_matching_the_metadata(tmp_path, backend):
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    checkpoint = Checkpoint.open(str(tmp_path))
+    op = checkpoint.operator()
+    for state in op.keyed_states:
+        (data_file,) = state.files
+        reader = pa.ipc.open_file(str(Path(checkpoint.location.path) / data_file.path))
+        assert reader.schema == data_schema(op.key_type, state.declaration())
+        table = reader.read_all()
+        assert table.num_rows == state.rows
+        assert reader.num_record_batches == sum(loc.batch_count for loc in data_file.locations)
+        groups = table.column("key_group").to_pylist()
+        assert groups == sorted(groups)
+
+
+def test_operator_state_round_trip_and_redistribution(tmp_path):
+    subtasks = []
+    for index in range(2):
+        backend = OperatorStateBackend()
+        backend.get_list_state("offsets", "long").update([index * 10 + j for j in range(3)])
+        backend.get_union_list_state("config", "string").update([f"c{index}"])
+        backend.get_broadcast_state("rules", "string", "long").put_all({"r": 1, "s": 2})
+        keyed = KeyedStateBackend("long", 128, key_group_range_for_operator(128, 2, index))
+        subtasks.append(SubtaskBackends(keyed=keyed, operator=backend))
+    CheckpointWriter(str(tmp_path)).write(1, {"src": subtasks})
+    checkpoint = Checkpoint.open(str(tmp_path))
+    assert checkpoint.read_operator_state("offsets") == [[0, 1, 2], [10, 11, 12]]
+    restored = [checkpoint.restore_operator_backend(i, 3) for i in range(3)]
+    assert [b.get_list_state("offsets", "long").get() for b in restored] == [
+        [0, 1], [2, 10], [11, 12]]
+    assert all(b.get_union_list_state("config", "string").get() == ["c0", "c1"]
+               for b in restored)
+    assert all(b.get_broadcast_state("rules", "string", "long").items() == [("r", 1), ("s", 2)]
+               for b in restored)
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 3, 7])
+def test_restore_at_new_parallelism_splits_key_groups_exactly(tmp_path, backend, clock,
+                                                             parallelism):
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    checkpoint = Checkpoint.open(str(tmp_path))
+    restored = [checkpoint.restore_keyed_backend(i, parallelism, clock=clock)
+                for i in range(parallelism)]
+    for index, subtask in enumerate(restored):
+        owned = key_group_range_for_operator(128, parallelism, index)
+        assert subtask.key_group_range == owned
+        for entries in dump(subtask).values():
+            for key, _ in entries:
+                subtask.set_current_key(key)  # raises if the key is not in its range
+    assert merged([dump(s) for s in restored]) == dump(backend)
+
+
+def test_checkpoint_written_by_several_subtasks_restores_at_another_parallelism(tmp_path,
+                                                                               clock):
+    model = KeyedStateBackend("string", 128, clock=clock)
+    populate(model, KEYS)
+    subtasks = []
+    for index in range(3):
+        subtask = KeyedStateBackend("string", 128, key_group_range_for_operator(128, 3, index),
+                                    clock=clock)
+        populate(subtask, [k for k in KEYS
+                           if model._key_group_of(k) in subtask.key_group_range])
+        subtasks.append(subtask)
+    CheckpointWriter(str(tmp_path)).write(1, {"op": subtasks})
+    checkpoint = Checkpoint.open(str(tmp_path))
+    assert checkpoint.operator().parallelism == 3
+    restored = [checkpoint.restore_keyed_backend(i, 2, clock=clock) for i in range(2)]
+    assert merged([dump(s) for s in restored]) == merged([dump(s) for s in subtasks])
+
+
+def test_reading_one_key_group_reads_only_its_bytes(tmp_path, backend):
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    checkpoint = Checkpoint.open(str(tmp_path))
+    state = checkpoint.operator().keyed_state("value")
+    location = state.files[0].locations[5]
+    reads = []
+    tables = list(checkpoint.read_keyed_state(
+        "value", key_groups=KeyGroupRange(location.key_group, location.key_group),
+        listener=lambda path, offset, length: reads.append((offset, length))))
+    assert reads == [(location.offset, location.length)]
+    assert sum(t.num_rows for t in tables) == location.rows
+    assert set(tables[0].column("key_group").to_pylist()) == {location.key_group}
+
+
+def test_asynchronous_write_never_sees_later_mutations(tmp_path, backend, monkeypatch):
+    release = threading.Event()
+    original = writer_module.encode_file
+
+    def held_encode(*args, **kwargs):
+        assert release.wait(10)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(writer_module, "encode_file", held_encode)
+    expected = dump(backend)
+    with CheckpointWriter(str(tmp_path)) as writer:
+        pending = writer.write_async(1, {"op": [backend]})
+        value = backend.get_state(ValueStateDescriptor("value", "long"))
+        items = backend.get_state(ListStateDescriptor("list", "string"))
+        for key in KEYS[:100]:
+            backend.set_current_key(key)
+            value.update(-1)
+            items.add("late")
+        backend.set_current_key("brand-new")
+        value.update(7)
+        assert not pending.done()
+        release.set()
+        pending.result(10)
+    restored = Checkpoint.open(str(tmp_path)).restore_keyed_backend(0, 1, clock=backend.clock)
+    assert dump(restored) == expected
+    assert dump(backend) != expected
+
+
+def test_failure_mid_write_keeps_earlier_checkpoints_and_leaves_nothing(tmp_path, backend,
+                                                                      monkeypatch):
+    writer = CheckpointWriter(str(tmp_path))
+    writer.write(1, {"op": [backend]})
+    calls = {"n": 0}
+    original = writer_module._write_file
+
+    def failing_write(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError("disk full (injected)")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(writer_module, "_write_file", failing_write)
+    with pytest.raises(OSError, match="injected"):
+        writer.write(2, {"op": [backend]})
+    writer.close()
+    assert not (tmp_path / "chk-2" / "_metadata.json").exists()
+    assert list((tmp_path / "chk-2" / "data").iterdir()) == []
+    assert Checkpoint.open(str(tmp_path)).checkpoint_id == 1
+    with pytest.raises(CheckpointNotFoundError, match="no complete checkpoint 2"):
+        Checkpoint.open(str(tmp_path), checkpoint_id=2)
+    for table in backend._tables.values():
+        for state_map in table.maps:
+            assert state_map.highest_required_snapshot_version == 0
+
+
+def test_snapshot_versions_are_released_after_a_successful_write(tmp_path, backend):
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    for table in backend._tables.values():
+        assert all(m.highest_required_snapshot_version == 0 for m in table.maps)
+
+
+def data_file(tmp_path: Path, state: str = "value") -> Path:
+    return next((tmp_path / "chk-1" / "data").glob(f"op.{state}.*"))
+
+
+@pytest.fixture
+def written(tmp_path, backend):
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    return tmp_path
+
+
+def test_truncated_data_file_is_detected(written):
+    path = data_file(written)
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(CorruptCheckpointError, match=f"{path.name}.*truncated"):
+        Checkpoint.open(str(written)).verify()
+
+
+def test_flipped_bit_is_detected(written):
+    checkpoint = Checkpoint.open(str(written))
+    location = checkpoint.operator().keyed_state("value").files[0].locations[3]
+    path = data_file(written)
+    payload = bytearray(path.read_bytes())
+    payload[location.offset + location.length - 3] ^= 0x10
+    path.write_bytes(bytes(payload))
+    with pytest.raises(CorruptCheckpointError, match=f"{path.name}: checksum mismatch"):
+        list(checkpoint.read_keyed_state("value"))
+
+
+def test_missing_data_file_is_detected(written):
+    path = data_file(written, "list")
+    path.unlink()
+    with pytest.raises(CorruptCheckpointError, match=f"{path.name} is missing"):
+        Checkpoint.open(str(written)).restore_keyed_backend(0, 1)
+
+
+def test_corrupt_and_unknown_version_metadata(written):
+    metadata = written / "chk-1" / "_metadata.json"
+    document = json.loads(metadata.read_text())
+    metadata.write_text(json.dumps({**document, "formatVersion": 99}))
+    with pytest.raises(UnsupportedFormatVersionError, match="format version 99"):
+        Checkpoint.open(str(written))
+    metadata.write_text("{not json")
+    with pytest.raises(CorruptCheckpointError, match="_metadata.json is not valid JSON"):
+        Checkpoint.open(str(written))
+    del document["operators"][0]["keyedStates"][0]["kind"]
+    metadata.write_text(json.dumps(document))
+    with pytest.raises(CorruptCheckpointError, match="invalid: KeyError: 'kind'"):
+        Checkpoint.open(str(written))
+
+
+def test_unknown_names_and_paths_are_reported(written, tmp_path):
+    checkpoint = Checkpoint.open(str(written))
+    with pytest.raises(StateNotFoundError, match="no keyed state .* named 'nope'; available:"
+                       " 'agg', 'list'"):
+        list(checkpoint.read_keyed_state("nope"))
+    with pytest.raises(StateNotFoundError, match="no operator named 'x'; available: 'op'"):
+        checkpoint.operator("x")
+    with pytest.raises(IncompatibleCheckpointError, match=r"key groups \[0, 200\] are outside"):
+        list(checkpoint.read_keyed_state("value", key_groups=KeyGroupRange(0, 200)))
+    with pytest.raises(CheckpointNotFoundError, match="does not exist"):
+        Checkpoint.open(str(tmp_path / "missing"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointNotFoundError, match="no complete checkpoint under"):
+        Checkpoint.open(str(tmp_path / "empty"))
+
+
+def test_newest_complete_checkpoint_is_chosen(tmp_path, backend):
+    writer = CheckpointWriter(str(tmp_path))
+    writer.write(1, {"op": [backend]})
+    writer.write(12, {"op": [backend]})
+    (tmp_path / "chk-13" / "data").mkdir(parents=True)  # an attempt that never committed
+    assert Checkpoint.open(str(tmp_path)).checkpoint_id == 12
+    assert Checkpoint.open(str(tmp_path), checkpoint_id=1).checkpoint_id == 1
+    assert Checkpoint.open(str(tmp_path / "chk-1")).checkpoint_id == 1
+
+
+def test_full_snapshot_cleanup_drops_expired_values(tmp_path):
+    clock = ManualClock(0)
+    backend = KeyedStateBackend("long", 128, clock=clock)
+    cleanup = TtlConfig(timedelta(seconds=10), cleanup_full_snapshot=True)
+    kept = backend.get_state(ValueStateDescriptor("kept", "long", ttl=TTL))
+    cleaned = backend.get_state(ListStateDescriptor("cleaned", "long", ttl=cleanup))
+    for key in range(20):
+        backend.set_current_key(key)
+        kept.update(key)
+        cleaned.add(key)
+        if key == 10:
+            clock.advance(5_000)
+    clock.set(12_000)  # entries of keys 0..10 (written at 0) are expired, 11..19 are not
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    restored = dump(Checkpoint.open(str(tmp_path)).restore_keyed_backend(0, 1, clock=clock))
+    assert sorted(k for k, _ in restored["cleaned"]) == list(range(11, 20))
+    assert len(restored["kept"]) == 20
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(-50, 50), st.sampled_from(["v", "l", "m"]),
+                          st.integers(0, 3), st.integers(-(2**63), 2**63 - 1)), max_size=60),
+       st.integers(1, 5))
+def test_random_backends_round_trip(tmp_path_factory, operations, parallelism):
+    backend = KeyedStateBackend("int", 16)
+    value = backend.get_state(ValueStateDescriptor("v", "long", namespace_type="int"))
+    items = backend.get_state(ListStateDescriptor("l", "long", namespace_type="int"))
+    entries = backend.get_state(MapStateDescriptor("m", "int", "long", namespace_type="int"))
+    for key, kind, namespace, number in operations:
+        backend.set_current_key(key)
+        backend.set_current_namespace(namespace)
+        if kind == "v":
+            value.update(number)
+        elif kind == "l":
+            items.add(number)
+        else:
+            entries.put(namespace, number)
+    root = tmp_path_factory.mktemp("random")
+    CheckpointWriter(str(root)).write(3, {"op": [backend]})
+    checkpoint = Checkpoint.open(str(root))
+    restored = [checkpoint.restore_keyed_backend(i, parallelism) for i in range(parallelism)]
+    assert merged([dump(s) for s in restored]) == dump(backend)
