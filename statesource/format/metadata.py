@@ -87,7 +87,8 @@ class DataFile:
         if len(lengths) != 1:
             raise ValueError(f"key-group index columns of {data['path']} differ in length")
         locations = tuple(
-            KeyGroupLocation(**{attr: int(columns[name][i]) for name, attr in _INDEX_FIELDS.items()})
+            KeyGroupLocation(**{attr: int(columns[name][i])
+                                for name, attr in _INDEX_FIELDS.items()})
             for i in range(lengths.pop())
         )
         return cls(data["path"], KeyGroupRange(data["keyGroupStart"], data["keyGroupEnd"]),

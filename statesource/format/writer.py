@@ -12,6 +12,7 @@ names no later attempt reuses, and readers never look at unlisted files.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -172,7 +173,9 @@ def _check_operator(uid: str, subtasks: list[SubtaskBackends]) -> None:
     if not keyed:
         return
     if len(keyed) != len(subtasks):
-        raise InvalidArgumentError(f"operator {uid!r}: either every subtask has keyed state or none")
+        raise InvalidArgumentError(
+            f"operator {uid!r}: either every subtask has keyed state or none"
+        )
     first = keyed[0]
     for index, backend in enumerate(keyed):
         if (backend.key_type, backend.max_parallelism) != (first.key_type, first.max_parallelism):
@@ -210,10 +213,8 @@ def _write_checkpoint(directory: Location, checkpoint_id: int, timestamp_ms: int
         return CheckpointInfo(directory, metadata)
     except BaseException:
         for location in written:
-            try:
+            with contextlib.suppress(OSError):  # a leftover is harmless: never listed, never read
                 location.filesystem.delete_file(location.path)
-            except OSError:
-                pass  # a leftover is harmless: unlisted files are never read
         raise
     finally:
         for snapshot in snapshots:

@@ -30,7 +30,6 @@ from statesource.types import (
     STRING,
     DataType,
     Row,
-    RowKind,
     RowType,
     TupleType,
 )

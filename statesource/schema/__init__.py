@@ -1,4 +1,4 @@
-"""Avro value schemas of keyed state and their mapping to Arrow (see :mod:`statesource.schema.avro`)."""
+"""Avro value schemas of state values and their Arrow mapping (see :mod:`.avro`)."""
 
 from statesource.schema.avro import ValueSchema, arrow_field_for, value_schema
 

@@ -11,49 +11,47 @@ Mapping
 -------
 Python values: what ``to_arrow``/``validate`` accept -> what ``to_python`` returns.
 
-| Avro                                   | Arrow                     | Python value                  |
-|----------------------------------------|---------------------------|-------------------------------|
-| boolean                                | bool                      | bool                          |
-| int                                    | int32                     | int                           |
-| int, java-class java.lang.Short        | int16                     | int                           |
-| int, java-class java.lang.Byte         | int8                      | int                           |
-| long                                   | int64                     | int                           |
-| float                                  | float32                   | float (1) -> float            |
-| double                                 | float64                   | float (1) -> float            |
-| bytes                                  | binary                    | bytes, bytearray -> bytes     |
-| string                                 | utf8 (never large_utf8)   | str                           |
-| string (2), java-class                 | utf8                      | str of one UTF-16 code unit   |
-|   java.lang.Character                  |                           |   (BMP, not a surrogate)      |
-| record                                 | struct (field order and   | dict with the field names (3) |
-|                                        |   names kept)             |   -> dict                     |
-| enum                                   | utf8                      | str, one of the symbols       |
-| array                                  | list (item field "item")  | list, tuple -> list           |
-| map                                    | map<utf8, value>          | dict with str keys -> dict    |
-| fixed                                  | fixed_size_binary(size)   | bytes of exactly size bytes   |
-| ["null", X] or [X, "null"]             | Arrow type of X           | None or a value of X          |
-| decimal on bytes or fixed, p <= 38     | decimal128(p, s)          | finite Decimal that fits (4)  |
-| uuid on string                         | utf8                      | str (5), uuid.UUID -> str     |
-| date on int                            | date32                    | datetime.date (not datetime)  |
-| time-millis on int                     | time32[ms]                | naive time, whole ms (6)      |
-| time-micros on long                    | time64[us]                | naive time                    |
-| timestamp-millis on long               | timestamp[ms, tz=UTC]     | aware datetime, whole ms (6)  |
-|                                        |                           |   -> datetime in UTC (7)      |
-| timestamp-micros on long               | timestamp[us, tz=UTC]     | aware datetime -> in UTC (7)  |
-| local-timestamp-millis on long         | timestamp[ms]             | naive datetime, whole ms (6)  |
-| local-timestamp-micros on long         | timestamp[us]             | naive datetime                |
+| Avro                                | Arrow                       | Python value                 |
+|-------------------------------------|-----------------------------|------------------------------|
+| boolean                             | bool                        | bool                         |
+| int                                 | int32                       | int                          |
+| int, java-class java.lang.Short     | int16                       | int                          |
+| int, java-class java.lang.Byte      | int8                        | int                          |
+| long                                | int64                       | int                          |
+| float                               | float32                     | float (1)                    |
+| double                              | float64                     | float (1)                    |
+| bytes                               | binary                      | bytes, bytearray -> bytes    |
+| string                              | utf8 (never large_utf8)     | str                          |
+| string, java-class ...Character (2) | utf8                        | str of one UTF-16 code unit  |
+| record                              | struct (same fields, order) | dict of the fields (3)       |
+| enum                                | utf8                        | str, one of the symbols      |
+| array                               | list (item field "item")    | list, tuple -> list          |
+| map                                 | map<utf8, value>            | dict with str keys           |
+| fixed                               | fixed_size_binary(size)     | bytes of exactly size bytes  |
+| ["null", X] or [X, "null"]          | Arrow type of X             | None or a value of X         |
+| decimal on bytes or fixed, p <= 38  | decimal128(p, s)            | finite Decimal that fits (4) |
+| uuid on string                      | utf8                        | str (5), uuid.UUID -> str    |
+| date on int                         | date32                      | date (not datetime)          |
+| time-millis on int                  | time32[ms]                  | naive time, whole ms (6)     |
+| time-micros on long                 | time64[us]                  | naive time                   |
+| timestamp-millis on long            | timestamp[ms, tz=UTC]       | aware datetime, whole ms (7) |
+| timestamp-micros on long            | timestamp[us, tz=UTC]       | aware datetime (7)           |
+| local-timestamp-millis on long      | timestamp[ms]               | naive datetime, whole ms (6) |
+| local-timestamp-micros on long      | timestamp[us]               | naive datetime               |
 
-(1) An int is accepted if the float type holds it exactly (abs <= 2**24 for
-float, 2**53 for double); numpy scalars are accepted wherever the Python type
-is. A Python float written as float32 reads back rounded to float32.
-(2) Also on int: Avro's Java reflect writes ``char`` as
-``{"type": "int", "java-class": "java.lang.Character"}``; both map the same.
+(1) Also an int the float type holds exactly (abs <= 2**24 for float, 2**53
+for double), read back as float. A float written as float32 reads back rounded
+to float32. numpy scalars are accepted wherever the Python type is.
+(2) ``{"type": "string", "java-class": "java.lang.Character"}``; also on int,
+as Avro's Java reflect writes ``char``. A BMP character, not a surrogate.
 (3) Exactly the declared fields; a missing nullable field is taken as None
-(and reads back as a key with None).
-(4) Read back with exactly s fractional digits (``Decimal("1.5")`` in scale 2
-reads back as ``Decimal("1.50")``, equal by ``==``).
-(5) The 8-4-4-4-12 hex text form; returned as given.
+and reads back as a key holding None.
+(4) Read back with exactly s fractional digits: ``Decimal("1.5")`` in scale 2
+reads back as ``Decimal("1.50")`` (equal by ``==``).
+(5) The 8-4-4-4-12 hex text form, returned as given.
 (6) Sub-millisecond parts are rejected, never truncated.
-(7) Any time zone on input; read back with ``tzinfo=datetime.timezone.utc``.
+(7) Any time zone on input; read back as ``tzinfo=datetime.timezone.utc``;
+``-millis`` also needs whole milliseconds (6).
 
 Rejected: a bare ``"null"``; any other union (more branches, no ``null``,
 a single branch); recursive named types; decimal with precision > 38 (or more
@@ -133,11 +131,12 @@ _TEMPORAL = {
         lambda: _c.TimestampLeaf("long/local-timestamp-micros", False, False),
     ),
 }
+_NANOS = "nanosecond timestamps are not supported (Python datetime holds microseconds)"
 _UNSUPPORTED_LOGICAL = {
-    "timestamp-nanos": "nanosecond timestamps are not supported (Python datetime holds microseconds)",
-    "local-timestamp-nanos": "nanosecond timestamps are not supported (Python datetime holds microseconds)",
+    "timestamp-nanos": _NANOS,
+    "local-timestamp-nanos": _NANOS,
     "duration": "the duration logical type is not supported",
-    "big-decimal": "the big-decimal logical type is not supported (Arrow decimals have a fixed scale)",
+    "big-decimal": "the big-decimal logical type is not supported (Arrow decimals have one scale)",
 }
 _PRIMITIVE_NODES = {
     "boolean": lambda: _c.BoolLeaf(),
@@ -334,14 +333,16 @@ class _Compiler:
         if precision > 38:
             raise _SchemaProblem(
                 path,
-                f"{_short_json(s)}: decimal precision {precision} exceeds 38, the maximum of Arrow decimal128",
+                f"{_short_json(s)}: decimal precision {precision} exceeds 38, "
+                "the maximum of Arrow decimal128",
             )
         if size is not None:
             most = math.floor(math.log10(2) * (8 * size - 1)) if size else 0
             if precision > most:
                 raise _SchemaProblem(
                     path,
-                    f"{_short_json(s)}: a fixed of {size} bytes holds at most {most} decimal digits, not {precision}",
+                    f"{_short_json(s)}: a fixed of {size} bytes holds at most {most} "
+                    f"decimal digits, not {precision}",
                 )
         return precision, scale
 
@@ -455,7 +456,8 @@ def _load(schema: object) -> object:
     if isinstance(schema, (Mapping, list)):
         return schema
     raise InvalidArgumentError(
-        f"an Avro schema must be JSON text, a type name, a dict or a list, got {type(schema).__name__} {schema!r:.80}"
+        "an Avro schema must be JSON text, a type name, a dict or a list, "
+        f"got {type(schema).__name__} {schema!r:.80}"
     )
 
 
@@ -552,7 +554,8 @@ class ValueSchema:
         elif not isinstance(values, (list, tuple)):
             if isinstance(values, (str, bytes, bytearray, Mapping)):
                 raise InvalidArgumentError(
-                    f"to_arrow needs a sequence of values, got a single {type(values).__name__}: {values!r:.80}"
+                    "to_arrow needs a sequence of values, "
+                    f"got a single {type(values).__name__}: {values!r:.80}"
                 )
             try:
                 values = list(values)
@@ -579,14 +582,15 @@ class ValueSchema:
         return self._root.to_python(array)
 
     def validate(self, value: object) -> None:
-        """Check one value against the schema; raise :class:`TypeMismatchError` if it does not match."""
+        """Check one value; raise :class:`TypeMismatchError` if it does not match the schema."""
         try:
             self._root.check_nullable(value, self._nullable)
         except _c.Mismatch as m:
             path = m.render_path()
             where = f"field '{path}': " if path else ""
             raise TypeMismatchError(
-                f"value {_c.describe(value)} does not match Avro schema {_short_json(self.avro)}: {where}{m.message}"
+                f"value {_c.describe(value)} does not match Avro schema "
+                f"{_short_json(self.avro)}: {where}{m.message}"
             ) from None
 
     def _column_message(self, e: _c.ColumnMismatch) -> str:

@@ -458,10 +458,7 @@ class DecimalLeaf(TypedLeaf):
         if coeff == 0:
             unscaled = 0
         elif shift >= 0:
-            if shift > self.precision:
-                unscaled = self._limit
-            else:
-                unscaled = coeff * 10**shift
+            unscaled = self._limit if shift > self.precision else coeff * 10**shift
         else:
             if -shift > len(digits) or coeff % 10**-shift:
                 raise Mismatch(

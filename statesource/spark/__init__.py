@@ -42,8 +42,13 @@ def check_java() -> str:
     return candidate
 
 
-def session(app_name: str = "statesource", master: str = "local[*]", **conf: str) -> Any:
-    """A local SparkSession set up for statesource: Python workers, pushdown, sources registered."""
+def session(app_name: str = "statesource", master: str = "local[*]", *,
+            register_sources: bool = True, **conf: str) -> Any:
+    """A local SparkSession set up for statesource: Python workers, pushdown, sources registered.
+
+    ``register_sources=False`` relies on Spark's auto-registration of the
+    installed ``pyspark_flinkstate`` modules instead.
+    """
     check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -61,5 +66,6 @@ def session(app_name: str = "statesource", master: str = "local[*]", **conf: str
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    if register_sources:
+        register(spark)
     return spark

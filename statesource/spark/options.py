@@ -24,6 +24,7 @@ class ReadOptions:
     state: str | None = None
     parallelism: int | None = None
     flatten_collections: bool = True
+    filter_pushdown: bool | None = None
 
 
 _KNOWN = {
@@ -33,12 +34,13 @@ _KNOWN = {
     "state": "state",
     "parallelism": "parallelism",
     "flattencollections": "flattenCollections",
+    "filterpushdown": "filterPushdown",
 }
 _METADATA_KNOWN = {"path": "path", "checkpointid": "checkpointId"}
 
 
 def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = False) -> ReadOptions:
-    """Parse and check the options of ``flinkstate`` (or, with ``metadata_view``, its metadata view)."""
+    """Parse and check ``flinkstate`` options (or, with ``metadata_view``, those of its view)."""
     known = _METADATA_KNOWN if metadata_view else _KNOWN
     lowered = {key.lower(): value for key, value in options.items()}
     unknown = sorted(set(lowered) - set(known))
@@ -59,6 +61,7 @@ def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = Fals
         state=lowered.get("state") or None,
         parallelism=_integer(lowered, "parallelism", minimum=1),
         flatten_collections=_boolean(lowered, "flattencollections", default=True),
+        filter_pushdown=_boolean(lowered, "filterpushdown", default=None),
     )
 
 
@@ -77,7 +80,7 @@ def _integer(options: dict[str, str], key: str, minimum: int) -> int | None:
     return value
 
 
-def _boolean(options: dict[str, str], key: str, default: bool) -> bool:
+def _boolean(options: dict[str, str], key: str, default: bool | None) -> bool | None:
     text = options.get(key)
     if text is None:
         return default

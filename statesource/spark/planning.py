@@ -28,6 +28,7 @@ from statesource.format.columns import (
     VALUE_COLUMNS,
     entry_starts,
 )
+from statesource.format.ipc import ReadListener
 from statesource.format.metadata import KeyedStateMeta, OperatorMeta
 from statesource.format.reader import Checkpoint
 from statesource.format.storage import Location
@@ -56,6 +57,7 @@ class ScanTarget:
     parallelism: int
     max_parallelism: int
     output: OutputSchema
+    filter_pushdown: bool
 
 
 @dataclass
@@ -156,8 +158,8 @@ def key_groups_matching(column: str, operator: str, bound: Any, op: OperatorMeta
             for kg in key_group_range_for_operator(op.max_parallelism, parallelism, index)}
 
 
-def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None
-               ) -> Iterator[pa.RecordBatch]:
+def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None,
+               listener: ReadListener | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of one partition, as batches in exactly the declared Spark schema."""
     checkpoint = Checkpoint.open(target.location.path, checkpoint_id=target.checkpoint_id,
                                  filesystem=target.location.filesystem)
@@ -165,7 +167,7 @@ def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None
     state = op.keyed_state(target.state)
     wanted = None if keys is None else op.key_type.to_arrow(keys)
     for table in checkpoint.read_keyed_state(target.state, operator=target.operator,
-                                             key_groups=part.key_groups()):
+                                             key_groups=part.key_groups(), listener=listener):
         if wanted is not None:
             table = table.filter(pc.is_in(table.column(KEY), value_set=wanted))
             if not table.num_rows:

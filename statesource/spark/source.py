@@ -26,8 +26,10 @@ from pyspark.sql.types import StructType
 
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.format.columns import KEY, KEY_GROUP
+from statesource.format.ipc import ReadListener
 from statesource.format.reader import Checkpoint
 from statesource.keygroups import check_parallelism
+from statesource.spark.compat import pushdown_safe_by_default
 from statesource.spark.options import parse_read_options
 from statesource.spark.planning import (
     KeyGroupSlice,
@@ -47,6 +49,8 @@ _COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessTh
 def open_target(options: dict[str, str]) -> ScanTarget:
     """Resolve the options to one keyed state of one checkpoint (all errors named)."""
     parsed = parse_read_options(options)
+    pushdown = (pushdown_safe_by_default() if parsed.filter_pushdown is None
+                else parsed.filter_pushdown)
     checkpoint = Checkpoint.open(parsed.path, checkpoint_id=parsed.checkpoint_id)
     op = checkpoint.operator(parsed.operator)
     if not op.keyed_states:
@@ -63,11 +67,12 @@ def open_target(options: dict[str, str]) -> ScanTarget:
         raise InvalidArgumentError(f"option parallelism: {error}") from None
     return ScanTarget(checkpoint.location, checkpoint.checkpoint_id, op.uid, state.name,
                       parallelism, op.max_parallelism,
-                      output_schema(op, state, parsed.flatten_collections))
+                      output_schema(op, state, parsed.flatten_collections), pushdown)
 
 
 class FlinkStateDataSource(DataSource):
-    """Options: path, checkpointId, operator, state, parallelism, flattenCollections."""
+    """Options: path, checkpointId, operator, state, parallelism, flattenCollections,
+    filterPushdown (docs/SPARK.md)."""
 
     @classmethod
     def name(cls) -> str:
@@ -87,6 +92,8 @@ class FlinkStateDataSource(DataSource):
                 f"flinkstate derives its schema from the checkpoint ({derived.simpleString()});"
                 f" a user-supplied schema ({schema.simpleString()}) is not supported"
             )
+        if self._target.filter_pushdown:
+            return PushdownFlinkStateReader(self._target)
         return FlinkStateReader(self._target)
 
 
@@ -97,12 +104,47 @@ class SlicePartition(InputPartition):
 
 
 class FlinkStateReader(DataSourceReader):
+    """Reads every key group of the state (Spark applies any filter itself)."""
+
     def __init__(self, target: ScanTarget) -> None:
         self.target = target
         self.pushdown = Pushdown()
+        self.read_listener: ReadListener | None = None  # set by tests to observe byte ranges
+
+    def _operator(self) -> Any:
+        if not hasattr(self, "_op"):
+            checkpoint = Checkpoint.open(self.target.location.path,
+                                         checkpoint_id=self.target.checkpoint_id,
+                                         filesystem=self.target.location.filesystem)
+            self._op = checkpoint.operator(self.target.operator)
+        return self._op
+
+    def partitions(self) -> list[InputPartition]:
+        op = self._operator()
+        slices = plan_slices(op.keyed_state(self.target.state), self.target.max_parallelism,
+                             self.target.parallelism, self.pushdown.key_groups)
+        return [SlicePartition(piece) for piece in slices]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if partition.value is None:  # Spark's stand-in when partitions() found nothing
+            return iter(())
+        return read_slice(self.target, partition.value, self.pushdown.keys, self.read_listener)
+
+
+class PushdownFlinkStateReader(FlinkStateReader):
+    """Also prunes by pushed key, key_group and operator_index predicates.
+
+    A separate class because Spark refuses any reader that defines
+    ``pushFilters`` unless ``spark.sql.python.filterPushdown.enabled`` is set.
+    """
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        """Accept key, key_group and operator_index predicates; return the rest to Spark."""
+        """Accept key, key_group and operator_index predicates; return the rest to Spark.
+
+        Spark may call this again on a reader it already pushed filters into,
+        so every call starts from no restriction.
+        """
+        self.pushdown = Pushdown()
         for predicate in filters:
             if not self._accept(predicate):
                 yield predicate
@@ -132,22 +174,3 @@ class FlinkStateReader(DataSourceReader):
             return False
         self.pushdown.restrict_key_groups(matching)
         return True
-
-    def _operator(self) -> Any:
-        if not hasattr(self, "_op"):
-            checkpoint = Checkpoint.open(self.target.location.path,
-                                         checkpoint_id=self.target.checkpoint_id,
-                                         filesystem=self.target.location.filesystem)
-            self._op = checkpoint.operator(self.target.operator)
-        return self._op
-
-    def partitions(self) -> list[InputPartition]:
-        op = self._operator()
-        slices = plan_slices(op.keyed_state(self.target.state), self.target.max_parallelism,
-                             self.target.parallelism, self.pushdown.key_groups)
-        return [SlicePartition(piece) for piece in slices]
-
-    def read(self, partition: InputPartition) -> Iterator[Any]:
-        if partition.value is None:  # Spark's stand-in when partitions() found nothing
-            return iter(())
-        return read_slice(self.target, partition.value, self.pushdown.keys)

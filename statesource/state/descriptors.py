@@ -56,11 +56,6 @@ def resolve_value_type(declared: str | dict | list | DataType | ValueSchema) -> 
             return ValueSchema.parse(parse_type(declared).to_avro())
         except InvalidArgumentError:
             pass  # not a vocabulary word: an Avro type name such as "double" or a named type
-    if isinstance(declared, str):
-        try:
-            declared = json.loads(declared)
-        except json.JSONDecodeError:
-            pass  # a bare Avro primitive name, which ValueSchema.parse accepts
     return ValueSchema.parse(declared)
 
 

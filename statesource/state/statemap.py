@@ -1,29 +1,23 @@
 """``CopyOnWriteStateMap``: Apache Flink's heap-state map, one per key group.
 
-It maps (key, namespace) to a state object and can take a snapshot at any moment in
-time proportional to its bucket count, not its entry count, while the program keeps
-changing it. The rules are Flink's:
+It maps (key, namespace) to a state object and takes snapshots in time proportional to
+its bucket count, not its entry count, while the program keeps changing it. The rules
+are Flink's (storage and its layout are in ``statemap_storage``):
 
 * Chained buckets, power-of-two capacities, low-bit indexing (``hash & (capacity - 1)``).
   Growth is checked before a new entry is added (``size > threshold``, threshold 3/4
-  capacity) and only allocates a table of twice the size. Every operation then first moves
-  whole chains from the old table, bucket by bucket, until at least four entries moved; a
-  lookup uses the old table when ``hash & (old capacity - 1) >= rehash_index``.
+  capacity) and only allocates a table of twice the size. Every operation then first
+  moves whole chains from the old table, bucket by bucket, until at least four entries
+  moved; a lookup uses the old table when ``hash & (old capacity - 1) >= rehash_index``.
+  Old bucket i only maps to new buckets i and i + old capacity.
 * Versions: each snapshot increments ``state_map_version`` and becomes live; the newest
-  live version is ``highest_required_snapshot_version``. An entry created (or copied) at
-  a version below it may be reachable from a snapshot, so before its ``next`` link or
-  state pointer changes, it and every shared entry before it in its chain are copied
-  (copy-on-write). A state object stored below that version is shared too: ``get`` and
-  ``transform`` hand out a copy made by the state copier and keep it.
-
-Entries are not objects but slots of a struct-of-arrays pool (see ``statemap_snapshot``
-for the record layout): millions of small objects would each be tracked by the cyclic
-garbage collector, which then stalls for hundreds of milliseconds walking them. Copying
-an entry means taking a new slot with the same fields. A slot dropped from the map is
-reused at once when no live snapshot can reach it (its entry version is at least the
-highest required one); otherwise it is *retired* with the map version of the moment and
-recycled only once every snapshot that may reach it is released. Reclaiming is done by
-the owning thread, a couple of slots per allocation or removal, never by ``release``.
+  live version is ``highest_required_snapshot_version``. An entry created (or copied) at a
+  version below it may be reachable from a snapshot, so before its link or state pointer
+  changes, it and every shared entry before it in its chain are copied (copy-on-write).
+  A state object stored below that version is shared too: ``get`` and ``transform``
+  hand out a copy made by the state copier and keep it; ``put`` just replaces it.
+* A dropped entry a snapshot may still read is retired, not recycled, until the
+  snapshots that may read it are released.
 
 Threading: one thread owns the map and calls its operations. Snapshots may be read and
 released from any thread: ``release`` only updates the version bookkeeping, under a lock
@@ -34,19 +28,23 @@ from __future__ import annotations
 
 import sys
 import threading
-from array import array
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar
 
 from statesource.errors import ConcurrentModificationError, InvalidArgumentError
-from statesource.state.statemap_snapshot import (
+from statesource.state.statemap_storage import (
     ENTRY_VERSION,
     NAMESPACE,
+    NO_LIVE_SNAPSHOT,
     STATE,
     STATE_VERSION,
     STRIDE,
+    EntryStorage,
+    IncrementalVisitor,
+    StateEntry,
     StateMapSnapshot,
     concat_tables,
+    discard,
     new_table,
 )
 
@@ -70,8 +68,9 @@ DEFAULT_CAPACITY = 128
 MINIMUM_CAPACITY = 4
 MAXIMUM_CAPACITY = 1 << 30
 _MIN_TRANSFERRED_PER_REHASH_STEP = 4
-_RECLAIMED_PER_CALL = 2
-_NO_LIVE_SNAPSHOT = sys.maxsize
+# A rehash gives the old table's emptied pages back 2**16 buckets (256 KiB) at a time, so
+# a big table is never freed all at once (unmapping 16 MiB takes about 2 ms).
+_DISCARD_SHIFT = 16
 
 # snapshot() and release() may run on different threads; they update a map's live
 # versions, highest required and lowest live version together under this lock.
@@ -97,15 +96,7 @@ def _threshold(capacity: int) -> int:
     return sys.maxsize if capacity == MAXIMUM_CAPACITY else (capacity >> 1) + (capacity >> 2)
 
 
-class StateEntry(NamedTuple):
-    """One entry as handed out by an :class:`IncrementalVisitor` (a copy of its fields)."""
-
-    key: Any
-    namespace: Any
-    state: Any
-
-
-class CopyOnWriteStateMap(Generic[K, N, S]):
+class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
     """(key, namespace) -> state with cheap snapshots; see the module docstring.
 
     Args:
@@ -120,22 +111,10 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
 
     __slots__ = (
         "_copier",
-        "_table",
-        "_mask",
-        "_new_table",
-        "_rehash_index",
         "_threshold",
-        "_size",
-        "_records",
-        "_next",
-        "_hashes",
-        "_free",
-        "_retired",
         "_version",
         "_required",
-        "_lowest_live",
         "_live",
-        "_mod_count",
         "_entry_copies",
         "_state_copies",
     )
@@ -148,30 +127,19 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
         if copier is not None and not callable(copier):
             raise InvalidArgumentError(f"state copier {copier!r} must be callable or None")
         capacity = _table_capacity(capacity)
+        super().__init__(capacity)
         self._copier = copier
-        self._table = new_table(capacity)  # the primary table; the old one during a rehash
-        self._mask = capacity - 1
-        self._new_table: memoryview | None = None  # twice the size, during a rehash
-        self._rehash_index = 0
         self._threshold = _threshold(capacity)
-        self._size = 0
-        self._records: list[Any] = [None] * STRIDE  # slot 0: the null entry
-        self._next = array("i", [0])
-        self._hashes = array("q", [0])
-        self._free: list[int] = []
-        self._retired: list[tuple[int, int]] = []  # (map version when dropped, slot)
         self._version = 0
         self._required = 0
-        self._lowest_live = _NO_LIVE_SNAPSHOT
         self._live: set[int] = set()
-        self._mod_count = 0
         self._entry_copies = 0
         self._state_copies = 0
 
     # -- operations ---------------------------------------------------------------------
 
     def get(self, key: K, namespace: N) -> S | None:
-        """The state of (key, namespace), or ``None``; a state shared with a snapshot is
+        """The state of (key, namespace), or ``None``. A state shared with a snapshot is
         copied first, so the caller may change the returned object in place."""
         h = hash((key, namespace))
         if self._new_table is None:
@@ -184,7 +152,8 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
         while slot:
             offset = STRIDE * slot
             if records[offset] == key and records[offset + NAMESPACE] == namespace:
-                if records[offset + STATE_VERSION] < self._required:
+                # No live snapshot (required 0) is the common case: skip the version read.
+                if self._required and records[offset + STATE_VERSION] < self._required:
                     return self._unshare_state(table, bucket, slot)
                 return records[offset + STATE]
             slot = self._next[slot]
@@ -206,7 +175,7 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
         while slot:
             offset = STRIDE * slot
             if records[offset] == key and records[offset + NAMESPACE] == namespace:
-                if records[offset + ENTRY_VERSION] < self._required:
+                if self._required and records[offset + ENTRY_VERSION] < self._required:
                     offset = STRIDE * self._copy_chain(table, bucket, slot)
                 records[offset + STATE] = state
                 records[offset + STATE_VERSION] = self._version
@@ -220,31 +189,22 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
         if not slot:
             self._insert(table, bucket, h, key, namespace, state)
             return None
-        records = self._records
-        offset = STRIDE * self._writable(table, bucket, slot)
-        old = records[offset + STATE]
-        if records[offset + STATE_VERSION] < self._required:
-            old = self._copy_state(old)
-        records[offset + STATE] = state
-        records[offset + STATE_VERSION] = self._version
+        offset, old = self._open_for_update(table, bucket, slot)
+        self._records[offset + STATE] = state
+        self._records[offset + STATE_VERSION] = self._version
         return old
 
     def transform(self, key: K, namespace: N, value: T, fn: Callable[[S | None, T], S]) -> None:
         """Store ``fn(old_state_or_None, value)``. ``fn`` may change the old state in place
         (a state shared with a snapshot is copied before it is passed) but must not use
-        this map; if it raises, the map is unchanged."""
+        this map; if it raises, the map holds the same states as before."""
         h, table, bucket, slot = self._find(key, namespace)
         if not slot:
-            new_state = fn(None, value)
-            self._insert(table, bucket, h, key, namespace, new_state)
+            self._insert(table, bucket, h, key, namespace, fn(None, value))
             return
-        records = self._records
-        offset = STRIDE * self._writable(table, bucket, slot)
-        old = records[offset + STATE]
-        if records[offset + STATE_VERSION] < self._required:
-            old = self._copy_state(old)
-        records[offset + STATE] = fn(old, value)
-        records[offset + STATE_VERSION] = self._version
+        offset, old = self._open_for_update(table, bucket, slot)
+        self._records[offset + STATE] = fn(old, value)
+        self._records[offset + STATE_VERSION] = self._version
 
     def remove(self, key: K, namespace: N) -> None:
         slot = self._unlink(key, namespace)
@@ -270,13 +230,13 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
         return self._size
 
     def __iter__(self) -> Iterator[tuple[K, N, S]]:
-        """Yield ``(key, namespace, state)`` for every entry, failing fast.
+        """Yield ``(key, namespace, state)`` of every entry, failing fast.
 
-        Any insertion or removal before the iteration ends makes the next step raise
+        An insertion or removal before the iteration ends makes the next step raise
         :class:`ConcurrentModificationError`; reads and updates of existing entries do
-        not. A rehash in progress is finished first, so no later read moves entries
-        under the iterator. States are yielded as stored, not copied: do not change them
-        in place while a snapshot is live (use :meth:`get` for that).
+        not, because a rehash in progress is finished first, so no later read moves
+        entries under the iterator. States are yielded as stored, not copied: do not
+        change them in place while a snapshot is live (use :meth:`get` for that).
         """
         while self._new_table is not None:
             self._rehash_step()
@@ -287,21 +247,11 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
             if self._mod_count != expected_mod_count:
                 raise ConcurrentModificationError("map was modified during iteration")
 
-        records = self._records
-        next_links = self._next
         for head in filter(None, self._table):
             # Read each chain whole while the map is known unchanged, and hold no slot
             # across a yield: the caller may make the map recycle it.
             check()
-            chain = []
-            slot = head
-            while slot:
-                offset = STRIDE * slot
-                chain.append(
-                    (records[offset], records[offset + NAMESPACE], records[offset + STATE])
-                )
-                slot = next_links[slot]
-            for entry in chain:
+            for entry in self._chain(head):
                 check()
                 yield entry
         check()
@@ -313,9 +263,9 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
     # -- snapshots ----------------------------------------------------------------------
 
     def snapshot(self) -> StateMapSnapshot[K, N, S]:
-        """The synchronous part of a checkpoint: bump the version and copy the bucket heads.
+        """The synchronous part of a checkpoint: bump the version, copy the bucket heads.
 
-        Mid-rehash, the heads are old[rehash_index:] + new[:rehash_index] +
+        Mid-rehash the heads are old[rehash_index:] + new[:rehash_index] +
         new[old_capacity:old_capacity + rehash_index], which hold every entry once.
         """
         with _VERSION_LOCK:
@@ -323,21 +273,18 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
             version = self._version
             self._live.add(version)
             self._required = version
-            if self._lowest_live == _NO_LIVE_SNAPSHOT:
+            if self._lowest_live == NO_LIVE_SNAPSHOT:
                 self._lowest_live = version
         new = self._new_table
         if new is None:
             heads = concat_tables(self._table)
         else:
-            old = self._table
             index = self._rehash_index
-            old_capacity = len(old)
+            old_capacity = len(self._table)
             heads = concat_tables(
-                old[index:], new[:index], new[old_capacity : old_capacity + index]
+                self._table[index:], new[:index], new[old_capacity : old_capacity + index]
             )
-        return StateMapSnapshot(
-            version, heads, self._size, self._records, self._next, self._release_snapshot
-        )
+        return StateMapSnapshot(version, heads, self._size, self, self._release_snapshot)
 
     def _release_snapshot(self, version: int) -> None:
         with _VERSION_LOCK:
@@ -345,7 +292,7 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
             if version in live:
                 live.remove(version)
                 self._required = max(live, default=0)
-                self._lowest_live = min(live, default=_NO_LIVE_SNAPSHOT)
+                self._lowest_live = min(live, default=NO_LIVE_SNAPSHOT)
 
     # -- introspection (read-only, for tests and diagnostics) ----------------------------
 
@@ -360,7 +307,7 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
 
     @property
     def rehash_index(self) -> int:
-        """The first old-table bucket not yet moved (0 when not rehashing)."""
+        """The first old bucket not moved yet (0 when not rehashing)."""
         return self._rehash_index
 
     @property
@@ -378,7 +325,7 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
 
     @property
     def entry_copies(self) -> int:
-        """Entries copied so far (copy-on-write of a chain, or moved by a rehash while shared)."""
+        """Entries copied so far (copy-on-write of a chain, or moved by a rehash)."""
         return self._entry_copies
 
     @property
@@ -386,45 +333,23 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
         """State objects copied so far by the copier."""
         return self._state_copies
 
-    @property
-    def pool_slots(self) -> int:
-        """Pool slots ever allocated: in use, free, or retired until snapshots release them."""
-        return len(self._next) - 1
-
-    @property
-    def retired_slots(self) -> int:
-        return len(self._retired)
-
     def entry_versions(self, key: K, namespace: N) -> tuple[int, int] | None:
         """(entry version, state version) of (key, namespace), without side effects."""
-        h = bucket_hash(key, namespace)
-        if self._new_table is not None and (h & self._mask) < self._rehash_index:
-            table = self._new_table
-        else:
-            table = self._table
-        slot = self._chain_lookup(table[h & (len(table) - 1)], key, namespace)
+        table, bucket = self._select(bucket_hash(key, namespace))
+        slot = self._chain_lookup(table[bucket], key, namespace)
         if not slot:
             return None
         offset = STRIDE * slot
         return self._records[offset + ENTRY_VERSION], self._records[offset + STATE_VERSION]
 
-    def bucket_chain(self, bucket: int, *, rehash_table: bool = False) -> list[tuple[K, N]]:
-        """The (key, namespace) pairs chained at ``bucket``, head first, without side effects.
+    # -- lookup -------------------------------------------------------------------------
 
-        ``rehash_table`` selects the table being filled by a rehash in progress.
-        """
-        table = self._new_table if rehash_table else self._table
-        if table is None:
-            raise InvalidArgumentError("the map is not rehashing, so it has no rehash table")
-        chain = []
-        slot = table[bucket]
-        while slot:
-            offset = STRIDE * slot
-            chain.append((self._records[offset], self._records[offset + NAMESPACE]))
-            slot = self._next[slot]
-        return chain
-
-    # -- lookup helpers -----------------------------------------------------------------
+    def _select(self, h: int) -> tuple[memoryview, int]:
+        """The table and bucket responsible for hash ``h`` (no rehash step)."""
+        new = self._new_table
+        if new is not None and (h & self._mask) < self._rehash_index:
+            return new, h & (len(new) - 1)
+        return self._table, h & self._mask
 
     def _find(self, key: K, namespace: N) -> tuple[int, memoryview, int, int]:
         """Do the operation's rehash step; return hash, table, bucket and slot (0: absent)."""
@@ -447,35 +372,26 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
 
     def _unlink(self, key: K, namespace: N) -> int:
         """Take (key, namespace)'s slot out of its chain and return it (0: absent)."""
-        h = hash((key, namespace))
-        if self._new_table is None:
-            table = self._table
-            bucket = h & self._mask
+        h, table, bucket, slot = self._find(key, namespace)
+        if not slot:
+            return 0
+        following = self._next[slot]
+        head = table[bucket]
+        if head == slot:
+            table[bucket] = following
         else:
-            table, bucket = self._rehash_step_and_select(h)
-        records = self._records
-        next_links = self._next
-        previous = 0
-        slot = table[bucket]
-        while slot:
-            offset = STRIDE * slot
-            if records[offset] == key and records[offset + NAMESPACE] == namespace:
-                following = next_links[slot]
-                if not previous:
-                    table[bucket] = following
-                else:
-                    next_links[self._writable(table, bucket, previous)] = following
-                self._mod_count += 1
-                self._size -= 1
-                return slot
-            previous = slot
-            slot = next_links[slot]
-        return 0
+            previous = head
+            while self._next[previous] != slot:
+                previous = self._next[previous]
+            self._next[self._writable(table, bucket, previous)] = following
+        self._mod_count += 1
+        self._size -= 1
+        return slot
 
     # -- copy-on-write ------------------------------------------------------------------
 
     def _writable(self, table: memoryview, bucket: int, slot: int) -> int:
-        """``slot``, or the copy to write to if a snapshot may reach it."""
+        """``slot``, or the copy to write to if a snapshot may read it."""
         if self._records[STRIDE * slot + ENTRY_VERSION] < self._required:
             return self._copy_chain(table, bucket, slot)
         return slot
@@ -483,8 +399,8 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
     def _copy_chain(self, table: memoryview, bucket: int, until: int) -> int:
         """Copy every shared entry from the chain head to ``until``; return ``until``'s copy.
 
-        Each copy replaces its original in the chain: the bucket head or the previous
-        entry's link is re-pointed, so snapshots keep the untouched originals.
+        Each copy takes its original's place: the bucket head or the previous entry's link
+        is re-pointed, and snapshots keep the untouched originals.
         """
         records = self._records
         next_links = self._next
@@ -507,14 +423,14 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
         return writable
 
     def _copy_entry(self, slot: int) -> int:
-        """A new slot with ``slot``'s fields at the current version; retire ``slot``."""
-        records = self._records
+        """A new slot with ``slot``'s fields at the current version; ``slot`` is retired."""
         offset = STRIDE * slot
         copy = self._new_slot(
-            records[offset],
-            records[offset + NAMESPACE],
-            records[offset + STATE],
-            records[offset + STATE_VERSION],
+            self._records[offset],
+            self._records[offset + NAMESPACE],
+            self._records[offset + STATE],
+            self._version,
+            self._records[offset + STATE_VERSION],
             self._next[slot],
             self._hashes[slot],
         )
@@ -523,15 +439,22 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
         return copy
 
     def _unshare_state(self, table: memoryview, bucket: int, slot: int) -> S:
-        """``get`` of a shared state: store a copy (copying the entry if needed) and return it."""
-        records = self._records
+        """``get`` of a shared state: store a copy (copying the entry if needed), return it."""
         if self._copier is None:
-            return records[STRIDE * slot + STATE]
+            return self._records[STRIDE * slot + STATE]
         offset = STRIDE * self._writable(table, bucket, slot)
-        state = self._copy_state(records[offset + STATE])
-        records[offset + STATE] = state
-        records[offset + STATE_VERSION] = self._version
+        state = self._copy_state(self._records[offset + STATE])
+        self._records[offset + STATE] = state
+        self._records[offset + STATE_VERSION] = self._version
         return state
+
+    def _open_for_update(self, table: memoryview, bucket: int, slot: int) -> tuple[int, S]:
+        """Make ``slot`` writable; return its record offset and state, copied if shared."""
+        offset = STRIDE * self._writable(table, bucket, slot)
+        state = self._records[offset + STATE]
+        if self._records[offset + STATE_VERSION] < self._required:
+            state = self._copy_state(state)
+        return offset, state
 
     def _copy_state(self, state: S) -> S:
         if self._copier is None:
@@ -539,7 +462,7 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
         self._state_copies += 1
         return self._copier(state)
 
-    # -- pool ---------------------------------------------------------------------------
+    # -- adding and dropping entries ------------------------------------------------------
 
     def _insert(
         self, table: memoryview, bucket: int, h: int, key: K, namespace: N, state: S
@@ -551,60 +474,25 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
         self._mod_count += 1
         if self._size > self._threshold:
             self._start_rehash()
-        table[bucket] = self._new_slot(key, namespace, state, self._version, table[bucket], h)
+        version = self._version
+        if self._free or self._retired:
+            slot = self._new_slot(key, namespace, state, version, version, table[bucket], h)
+        else:  # _new_slot's append path, inlined: it is most of every insert
+            slot = len(self._next)
+            self._records.extend((key, namespace, state, version, version))
+            self._next.append(table[bucket])
+            self._hashes.append(h)
+        table[bucket] = slot
         self._size += 1
 
-    def _new_slot(
-        self, key: K, namespace: N, state: S, state_version: int, next_slot: int, h: int
-    ) -> int:
-        if self._retired:
-            self._reclaim()
-        version = self._version
-        if self._free:
-            slot = self._free.pop()
-            offset = STRIDE * slot
-            self._records[offset : offset + STRIDE] = (
-                key,
-                namespace,
-                state,
-                version,
-                state_version,
-            )
-            self._next[slot] = next_slot
-            self._hashes[slot] = h
-        else:
-            slot = len(self._next)
-            self._records.extend((key, namespace, state, version, state_version))
-            self._next.append(next_slot)
-            self._hashes.append(h)
-        return slot
-
     def _drop(self, slot: int) -> None:
-        """``slot`` left the map: free it, or retire it while a snapshot may reach it."""
+        """``slot`` left the map: recycle it, or retire it while a snapshot may read it."""
         if self._records[STRIDE * slot + ENTRY_VERSION] < self._required:
             self._retired.append((self._version, slot))
         else:
-            self._free_slot(slot)
+            self._recycle(slot)
         if self._retired:
             self._reclaim()
-
-    def _reclaim(self) -> None:
-        """Free a few retired slots no live snapshot can reach any more.
-
-        A slot retired at version D is reachable only from snapshots of version <= D.
-        Retirement versions never decrease along the list, so popping from its end, while
-        the newest one is below the lowest live version, is safe (if sometimes late).
-        """
-        retired = self._retired
-        for _ in range(_RECLAIMED_PER_CALL):
-            if not retired or retired[-1][0] >= self._lowest_live:
-                return
-            self._free_slot(retired.pop()[1])
-
-    def _free_slot(self, slot: int) -> None:
-        offset = STRIDE * slot
-        self._records[offset : offset + STATE + 1] = (None, None, None)
-        self._free.append(slot)
 
     # -- incremental rehash -------------------------------------------------------------
 
@@ -615,119 +503,51 @@ class CopyOnWriteStateMap(Generic[K, N, S]):
         self._threshold = _threshold(capacity)
 
     def _rehash_step_and_select(self, h: int) -> tuple[memoryview, int]:
-        """Do one rehash step, then return the table and bucket responsible for ``h``."""
         self._rehash_step()
-        new = self._new_table
-        if new is not None and (h & self._mask) < self._rehash_index:
-            return new, h & (len(new) - 1)
-        return self._table, h & self._mask
+        return self._select(h)
 
     def _rehash_step(self) -> None:
         """Move whole old chains, in bucket order, until at least four entries moved.
 
-        Old bucket i goes to new buckets i and i + old capacity; moved entries are
-        prepended, and shared ones copied first since their link changes.
+        Old bucket i goes to new buckets i and i + old capacity. Moved entries are
+        prepended; shared ones are copied first, since their link changes.
         """
         old = self._table
         new = self._new_table
         new_mask = len(new) - 1
+        end = len(old)
         records = self._records
         next_links = self._next
         hashes = self._hashes
-        index = self._rehash_index
+        required = self._required
+        start = index = self._rehash_index
         moved = 0
-        while moved < _MIN_TRANSFERRED_PER_REHASH_STEP:
+        while moved < _MIN_TRANSFERRED_PER_REHASH_STEP and index < end:
             slot = old[index]
-            while slot:
-                if records[STRIDE * slot + ENTRY_VERSION] < self._required:
-                    slot = self._copy_entry(slot)
-                following = next_links[slot]
-                target = hashes[slot] & new_mask
-                next_links[slot] = new[target]
-                new[target] = slot
-                slot = following
-                moved += 1
-            old[index] = 0
+            if slot:
+                old[index] = 0
+                while slot:
+                    if required and records[STRIDE * slot + ENTRY_VERSION] < required:
+                        slot = self._copy_entry(slot)
+                    following = next_links[slot]
+                    target = hashes[slot] & new_mask
+                    next_links[slot] = new[target]
+                    new[target] = slot
+                    slot = following
+                    moved += 1
             index += 1
-            if index == len(old):
-                self._table = new
-                self._mask = new_mask
-                self._new_table = None
-                self._rehash_index = 0
-                return
-        self._rehash_index = index
+        if index >> _DISCARD_SHIFT != start >> _DISCARD_SHIFT:
+            discard(old, start >> _DISCARD_SHIFT << _DISCARD_SHIFT, index)
+        if index == end:
+            self._table = new
+            self._mask = new_mask
+            self._new_table = None
+            self._rehash_index = 0
+        else:
+            self._rehash_index = index
 
     def __repr__(self) -> str:
         return (
             f"CopyOnWriteStateMap(size={self._size}, capacity={self.capacity}, "
             f"version={self._version}, live_snapshots={sorted(self.snapshot_versions)})"
         )
-
-
-class IncrementalVisitor:
-    """Walks a map a few buckets per call, tolerating changes made in between.
-
-    Flink's ``StateIncrementalVisitor``: each :meth:`next_entries` returns the entries of
-    the next non-empty chain, scanning at most ``recommended_max_per_call`` empty buckets
-    first (so it may return an empty list while :meth:`has_next` is still true). It walks
-    the primary table, then the rehash table if a rehash is in progress. Entries added,
-    removed or moved by a rehash meanwhile may be missed or seen twice; it never fails.
-    :meth:`remove` and :meth:`update` go through the map's own operations, so
-    copy-on-write applies.
-    """
-
-    __slots__ = ("_map", "_limit", "_table", "_position")
-
-    def __init__(
-        self, state_map: CopyOnWriteStateMap[Any, Any, Any], recommended_max_per_call: int
-    ) -> None:
-        if type(recommended_max_per_call) is not int or recommended_max_per_call < 1:
-            raise InvalidArgumentError(
-                f"recommended entries per call {recommended_max_per_call!r} must be an int >= 1"
-            )
-        self._map = state_map
-        self._limit = recommended_max_per_call
-        self._table: memoryview | None = state_map._table
-        self._position = 0
-
-    def has_next(self) -> bool:
-        return self._table is not None and len(self._map) > 0
-
-    def next_entries(self) -> list[StateEntry]:
-        table = self._table
-        if table is None:
-            return []
-        state_map = self._map
-        records = state_map._records
-        next_links = state_map._next
-        entries: list[StateEntry] = []
-        position = self._position
-        end = len(table)
-        scanned = 0
-        # Tables the map dropped are all zeros by then, so a stale table reads as empty.
-        while position < end and scanned < self._limit:
-            slot = table[position]
-            position += 1
-            if slot:
-                while slot:
-                    offset = STRIDE * slot
-                    entries.append(
-                        StateEntry(
-                            records[offset], records[offset + NAMESPACE], records[offset + STATE]
-                        )
-                    )
-                    slot = next_links[slot]
-                break
-            scanned += 1
-        self._position = position
-        if position == end:
-            rehashing = table is state_map._table and state_map._new_table is not None
-            self._table = state_map._new_table if rehashing else None
-            self._position = 0
-        return entries
-
-    def remove(self, entry: StateEntry) -> None:
-        self._map.remove(entry.key, entry.namespace)
-
-    def update(self, entry: StateEntry, new_state: Any) -> None:
-        self._map.put(entry.key, entry.namespace, new_state)

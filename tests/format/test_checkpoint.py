@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sample_state import ACCUMULATOR, KEYS, TTL, Average, dump, merged, populate
 from statesource.errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
@@ -27,86 +28,11 @@ from statesource.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
-    ReducingStateDescriptor,
     ValueStateDescriptor,
 )
 from statesource.state.keyed_backend import KeyedStateBackend
 from statesource.state.operator_backend import OperatorStateBackend
 from statesource.state.ttl import ManualClock, TtlConfig
-
-
-class Average:
-    def create_accumulator(self):
-        return {"sum": 0, "count": 0}
-
-    def add(self, value, accumulator):
-        accumulator["sum"] += value
-        accumulator["count"] += 1
-        return accumulator
-
-    def get_result(self, accumulator):
-        return accumulator["sum"] / accumulator["count"]
-
-
-ACCUMULATOR = {"type": "record", "name": "Avg",
-               "fields": [{"name": "sum", "type": "long"}, {"name": "count", "type": "long"}]}
-TTL = TtlConfig(timedelta(seconds=60))
-
-
-def descriptors():
-    return [
-        ValueStateDescriptor("value", "long"),
-        ValueStateDescriptor("windowed", "string", namespace_type="long"),
-        ListStateDescriptor("list", "string"),
-        MapStateDescriptor("map", "string", {"type": "array", "items": "double"}),
-        ReducingStateDescriptor("reduce", lambda a, b: a + b, "long"),
-        AggregatingStateDescriptor("agg", Average(), ACCUMULATOR),
-        ValueStateDescriptor("ttl_value", "long", ttl=TTL),
-        ListStateDescriptor("ttl_list", "long", ttl=TTL),
-        MapStateDescriptor("ttl_map", "string", "long", ttl=TTL),
-    ]
-
-
-def populate(backend: KeyedStateBackend, keys) -> None:
-    states = {d.name: backend.get_state(d) for d in descriptors()}
-    for i, key in enumerate(keys):
-        backend.set_current_key(key)
-        states["value"].update(i)
-        for window in (0, 1000 * i):
-            backend.set_current_namespace(window)
-            states["windowed"].update(f"{key}@{window}")
-        states["list"].add_all([f"{key}-{j}" for j in range(i % 4 + 1)])
-        states["map"].put_all({f"m{j}": [float(j), 0.5] for j in range(i % 3)})
-        states["reduce"].add(i)
-        states["reduce"].add(1)
-        states["agg"].add(i)
-        states["ttl_value"].update(i)
-        states["ttl_list"].add_all(range(i % 3 + 1))
-        states["ttl_map"].put("a", i)
-
-
-def dump(backend: KeyedStateBackend) -> dict:
-    """Everything a backend stores, as {state: {(key, namespace): stored}}."""
-    with backend.snapshot(0) as snapshot:
-        content = {}
-        for state in snapshot:
-            entries = {}
-            for _, map_snapshot in state:
-                keys, namespaces, stored = map_snapshot.columns()
-                entries.update({(k, n): s for k, n, s in zip(keys, namespaces, stored)})
-            content[state.descriptor.name] = entries
-        return content
-
-
-def merged(dumps: list[dict]) -> dict:
-    result: dict = {}
-    for content in dumps:
-        for name, entries in content.items():
-            result.setdefault(name, {}).update(entries)
-    return result
-
-
-KEYS = [f"user-{i}" for i in range(300)]
 
 
 @pytest.fixture
@@ -380,7 +306,8 @@ def test_full_snapshot_cleanup_drops_expired_values(tmp_path):
     assert len(restored["kept"]) == 20
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(-50, 50), st.sampled_from(["v", "l", "m"]),
                           st.integers(0, 3), st.integers(-(2**63), 2**63 - 1)), max_size=60),
        st.integers(1, 5))

@@ -231,7 +231,7 @@ def test_mapping_nullable_variant(schema, arrow_type, values):
 
 
 def test_nested_nullability_and_placeholders():
-    # a null struct leaves placeholder nulls in its non-nullable children; they must not count as violations
+    # a null struct leaves placeholder nulls in its non-nullable children: not violations
     schema = {
         "type": "array",
         "items": [
@@ -297,7 +297,7 @@ def test_record_field_order_and_names_kept():
 
 
 def test_output_normalisation():
-    # documented conversions: UUID -> str, bytearray -> bytes, int -> float, aware -> UTC, Decimal scale
+    # documented: UUID -> str, bytearray -> bytes, int -> float, aware -> UTC, Decimal scale
     u = uuid.UUID("123e4567-e89b-12d3-a456-426614174000")
     vs, back = roundtrip({"type": "string", "logicalType": "uuid"}, [u, str(u).upper()])
     assert back == [str(u), str(u).upper()]
@@ -838,6 +838,7 @@ def test_canonical_form_details():
                 },
                 {"name": "e", "type": {"type": "bytes", "logicalType": "decimal", "precision": 3}},
                 {"name": "f", "type": {"type": "string", "avro.java.string": "String"}},
+                {"name": "g", "type": "G"},  # the null-namespace G, from inside com.example
             ],
         }
     )
@@ -854,6 +855,7 @@ def test_canonical_form_details():
                 "type": {"type": "bytes", "logicalType": "decimal", "precision": 3, "scale": 0},
             },
             {"name": "f", "type": "string"},
+            {"name": "g", "type": "G"},
         ],
     }
     assert list(vs.avro) == ["name", "type", "fields"]

@@ -15,7 +15,9 @@ from statesource.errors import TypeMismatchError
 from statesource.schema import ValueSchema, arrow_field_for
 
 UTC = dt.timezone.utc
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 DECIMAL = {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 3}
 INNER = {

@@ -391,7 +391,7 @@ def test_broadcast_state_operations(backend):
 def test_broadcast_views_are_safe_to_walk_while_writing(backend):
     state = backend.get_broadcast_state("rules", "string", "long")
     state.put_all({"a": 1, "b": 2})
-    for key in state.keys():
+    for key in state.keys():  # noqa: SIM118 - the method under test
         state.remove(key)
     assert state.is_empty()
 

@@ -1,0 +1,93 @@
+"""A backend holding every state kind, and ways to dump what a backend stores.
+
+Shared by the format and Spark tests, which compare what they read back with
+what the backend held.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from statesource.state.descriptors import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from statesource.state.keyed_backend import KeyedStateBackend
+from statesource.state.ttl import TtlConfig
+
+
+class Average:
+    def create_accumulator(self):
+        return {"sum": 0, "count": 0}
+
+    def add(self, value, accumulator):
+        accumulator["sum"] += value
+        accumulator["count"] += 1
+        return accumulator
+
+    def get_result(self, accumulator):
+        return accumulator["sum"] / accumulator["count"]
+
+
+ACCUMULATOR = {"type": "record", "name": "Avg",
+               "fields": [{"name": "sum", "type": "long"}, {"name": "count", "type": "long"}]}
+TTL = TtlConfig(timedelta(seconds=60))
+
+
+def descriptors():
+    return [
+        ValueStateDescriptor("value", "long"),
+        ValueStateDescriptor("windowed", "string", namespace_type="long"),
+        ListStateDescriptor("list", "string"),
+        MapStateDescriptor("map", "string", {"type": "array", "items": "double"}),
+        ReducingStateDescriptor("reduce", lambda a, b: a + b, "long"),
+        AggregatingStateDescriptor("agg", Average(), ACCUMULATOR),
+        ValueStateDescriptor("ttl_value", "long", ttl=TTL),
+        ListStateDescriptor("ttl_list", "long", ttl=TTL),
+        MapStateDescriptor("ttl_map", "string", "long", ttl=TTL),
+    ]
+
+
+def populate(backend: KeyedStateBackend, keys) -> None:
+    states = {d.name: backend.get_state(d) for d in descriptors()}
+    for i, key in enumerate(keys):
+        backend.set_current_key(key)
+        states["value"].update(i)
+        for window in (0, 1000 * i):
+            backend.set_current_namespace(window)
+            states["windowed"].update(f"{key}@{window}")
+        states["list"].add_all([f"{key}-{j}" for j in range(i % 4 + 1)])
+        states["map"].put_all({f"m{j}": [float(j), 0.5] for j in range(i % 3)})
+        states["reduce"].add(i)
+        states["reduce"].add(1)
+        states["agg"].add(i)
+        states["ttl_value"].update(i)
+        states["ttl_list"].add_all(range(i % 3 + 1))
+        states["ttl_map"].put("a", i)
+
+
+def dump(backend: KeyedStateBackend) -> dict:
+    """Everything a backend stores, as {state: {(key, namespace): stored}}."""
+    with backend.snapshot(0) as snapshot:
+        content = {}
+        for state in snapshot:
+            entries = {}
+            for _, map_snapshot in state:
+                keys, namespaces, stored = map_snapshot.columns()
+                entries.update({(k, n): s for k, n, s in zip(keys, namespaces, stored)})
+            content[state.descriptor.name] = entries
+        return content
+
+
+def merged(dumps: list[dict]) -> dict:
+    result: dict = {}
+    for content in dumps:
+        for name, entries in content.items():
+            result.setdefault(name, {}).update(entries)
+    return result
+
+
+KEYS = [f"user-{i}" for i in range(300)]

@@ -1,0 +1,274 @@
+"""The flinkstate sources against the pure-Python reader, the backend model and Flink's ranges."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    EqualTo,
+    GreaterThanOrEqual,
+    In,
+    LessThan,
+)
+
+from sample_state import KEYS, dump, merged, populate
+from statesource.format import Checkpoint, CheckpointWriter
+from statesource.keygroups import key_group_range_for_operator
+from statesource.spark import planning, register
+from statesource.spark.compat import pushdown_safe_by_default
+from statesource.spark.source import FlinkStateDataSource
+from statesource.state.keyed_backend import KeyedStateBackend
+from statesource.state.ttl import ManualClock
+
+MAX_PARALLELISM = 128
+STATES = ["value", "windowed", "list", "map", "reduce", "agg", "ttl_value", "ttl_list", "ttl_map"]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """A checkpoint written by 2 subtasks, and the merged content of their backends."""
+    root = tmp_path_factory.mktemp("flinkstate")
+    clock = ManualClock(1_700_000_000_000)
+    subtasks = []
+    for index in range(2):
+        owned = key_group_range_for_operator(MAX_PARALLELISM, 2, index)
+        backend = KeyedStateBackend("string", MAX_PARALLELISM, owned, clock=clock)
+        populate(backend, [k for k in KEYS if backend._key_group_of(k) in owned])
+        subtasks.append(backend)
+    CheckpointWriter(str(root)).write(4, {"activity": subtasks})
+    return str(root), merged([dump(b) for b in subtasks])
+
+
+def load(spark, path, **options):
+    return spark.read.format("flinkstate").options(**options).load(path)
+
+
+def plain(value):
+    """Spark Rows as dicts, recursively, to compare with Arrow's to_pylist()."""
+    if hasattr(value, "asDict"):
+        return {k: plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def without_ttl(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k not in ("ttl_timestamp", "ttl_timestamps")}
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_dataframe_equals_the_python_reader(spark, written, state):
+    path, _ = written
+    rows = [without_ttl(plain(r)) for r in load(spark, path, state=state).collect()]
+    checkpoint = Checkpoint.open(path)
+    expected = []
+    for table in checkpoint.read_keyed_state(state):
+        for row in table.to_pylist():
+            row["operator_index"] = row["key_group"] * 2 // MAX_PARALLELISM
+            expected.append(without_ttl(row))
+    key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
+    assert sorted(rows, key=key) == sorted(expected, key=key)
+    assert len(rows) == checkpoint.operator().keyed_state(state).rows
+
+
+def test_nested_collections_equal_the_backend(spark, written):
+    path, model = written
+    lists = load(spark, path, state="list", flattenCollections="false").collect()
+    assert {(r.key, r.namespace): r.list_value for r in lists} == model["list"]
+    maps = load(spark, path, state="ttl_map", flattenCollections="false").collect()
+    assert {(r.key, r.namespace): r.map_value for r in maps} == {
+        entry: {k: v for k, (v, _) in stored.items()} for entry, stored in model["ttl_map"].items()}
+    assert all(r.ttl_timestamps.keys() == r.map_value.keys() for r in maps)
+
+
+def test_value_state_equals_the_backend(spark, written):
+    path, model = written
+    rows = load(spark, path, state="windowed").collect()
+    assert {(r.key, r.namespace): r.value for r in rows} == model["windowed"]
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 3, 7])
+def test_partitions_cover_every_key_group_once(spark, written, parallelism, monkeypatch):
+    path, _ = written
+    coarse = planning.TARGET_ROWS
+    for target_rows in (coarse, 40):  # the default, and small enough to force splits
+        monkeypatch.setattr(planning, "TARGET_ROWS", target_rows)
+        source = FlinkStateDataSource({"path": path, "state": "list",
+                                       "parallelism": str(parallelism)})
+        partitions = source.reader(source.schema()).partitions()
+        covered = [kg for p in partitions for kg in p.value.key_groups()]
+        assert covered == list(range(MAX_PARALLELISM))
+        boundaries = {key_group_range_for_operator(MAX_PARALLELISM, parallelism, i).start
+                      for i in range(parallelism)}
+        if target_rows == coarse:
+            assert {p.value.start for p in partitions} <= boundaries
+        else:
+            assert len(partitions) > parallelism
+    misplaced = load(spark, path, state="list", parallelism=str(parallelism)).where(
+        f"operator_index != key_group * {parallelism} div {MAX_PARALLELISM}").count()
+    assert misplaced == 0
+
+
+def test_key_pushdown_reads_only_that_key_groups_bytes(written):
+    path, _ = written
+    source = FlinkStateDataSource({"path": path, "state": "list", "filterPushdown": "true"})
+    reader = source.reader(source.schema())
+    wanted = KEYS[17]
+    assert list(reader.pushFilters([EqualTo(("key",), wanted)])) == []
+    (partition,) = reader.partitions()
+    (key_group,) = partition.value.key_groups()
+    reads = []
+    reader.read_listener = lambda file, offset, length: reads.append((offset, length))
+    rows = [row for batch in reader.read(partition) for row in batch.to_pylist()]
+    state = Checkpoint.open(path).operator().keyed_state("list")
+    (location,) = [loc for _, loc in state.key_group_locations() if loc.key_group == key_group]
+    assert reads == [(location.offset, location.length)]
+    full_scan = [row for table in Checkpoint.open(path).read_keyed_state("list")
+                 for row in table.to_pylist() if row["key"] == wanted]
+    assert [without_ttl(r) for r in rows] == [
+        {**r, "operator_index": key_group * 2 // MAX_PARALLELISM} for r in full_scan]
+
+
+def test_pushdown_through_spark_matches_a_full_scan(spark, written):
+    path, _ = written
+    for condition in [f"key = '{KEYS[3]}'", f"key IN ('{KEYS[3]}', '{KEYS[99]}', 'nobody')",
+                      "key_group >= 100 AND key_group < 110", "operator_index = 1",
+                      "key_group IN (3, 5) AND value IS NULL"]:
+        if "value" in condition:
+            condition = condition.replace("value", "user_value")
+        df = load(spark, path, state="map", filterPushdown="true")
+        pushed = sorted(map(plain, df.where(condition).collect()), key=str)
+        full = sorted(map(plain, load(spark, path, state="map").collect()), key=str)
+        filtered = sorted(map(plain, spark.createDataFrame(full, df.schema).where(condition)
+                              .collect()), key=str)
+        assert pushed == filtered, condition
+
+
+def test_filters_are_accepted_only_where_applied_exactly(written):
+    path, _ = written
+    source = FlinkStateDataSource({"path": path, "state": "value", "filterPushdown": "true"})
+    reader = source.reader(source.schema())
+    rest = list(reader.pushFilters([
+        GreaterThanOrEqual(("key_group",), 10), LessThan(("operator_index",), 1),
+        In(("key",), (KEYS[0], KEYS[1])), GreaterThanOrEqual(("value",), 3),
+        EqualTo(("key",), 5),
+    ]))
+    assert rest == [GreaterThanOrEqual(("value",), 3)]
+    assert reader.pushdown.keys == []  # 5 is no string: no key matches both predicates
+    assert reader.partitions() == []
+
+
+def reused_relation_counts(spark, path, pushdown: str) -> tuple[int, int]:
+    """A filtered query, then an unfiltered one, on the same DataFrame."""
+    df = load(spark, path, state="value", filterPushdown=pushdown)
+    df.where(f"key = '{KEYS[0]}'").count()
+    return df.count(), load(spark, path, state="value").count()
+
+
+def test_default_pushdown_never_leaks_into_a_later_query(spark, written):
+    path, _ = written
+    source = FlinkStateDataSource({"path": path, "state": "value"})
+    reader_class = type(source.reader(source.schema()))
+    pushed_by_default = reader_class.pushFilters is not DataSourceReader.pushFilters
+    assert pushed_by_default == pushdown_safe_by_default()
+    after, fresh = reused_relation_counts(spark, path, "true" if pushed_by_default else "false")
+    assert after == fresh
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW reused USING flinkstate"
+              f" OPTIONS (path '{path}', state 'value')")
+    spark.sql(f"SELECT * FROM reused WHERE key = '{KEYS[0]}'").collect()
+    assert spark.sql("SELECT count(*) FROM reused").first()[0] == fresh
+
+
+def test_pushdown_default_matches_the_installed_spark(spark, written):
+    """If this fails, pyspark changed: move compat.LAST_AFFECTED_VERSION accordingly."""
+    after, fresh = reused_relation_counts(spark, written[0], "true")
+    assert (after == fresh) == pushdown_safe_by_default()
+
+
+def test_pushdown_version_gate():
+    assert not pushdown_safe_by_default("4.1.0")
+    assert not pushdown_safe_by_default("4.3.0")
+    assert pushdown_safe_by_default("4.4.0.dev0")
+    assert pushdown_safe_by_default("5.0.0")
+
+
+def test_sql_view_and_metadata_view(spark, written):
+    path, model = written
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW counts USING flinkstate"
+              f" OPTIONS (path '{path}', state 'value')")
+    total = spark.sql("SELECT sum(value) AS total, count(*) AS n FROM counts").first()
+    assert (total.total, total.n) == (sum(model["value"].values()), len(model["value"]))
+    meta = {r.state_name: r for r in spark.read.format("flinkstate-metadata").load(path)
+            .collect()}
+    assert sorted(meta) == sorted(STATES)
+    assert meta["list"].entries == len(model["list"])
+    assert meta["list"].rows == sum(len(v) for v in model["list"].values())
+    assert (meta["value"].parallelism, meta["value"].max_parallelism) == (2, MAX_PARALLELISM)
+    assert json.loads(meta["map"].value_types)["user_key"] == "string"
+    assert meta["value"].checkpoint_id == 4 and meta["value"].operator_uid == "activity"
+
+
+def test_explicit_registration_is_harmless(spark, written):
+    register(spark)
+    assert load(spark, written[0], state="value").count() == len(written[1]["value"])
+
+
+def error_of(spark, path, fmt="flinkstate", **options) -> str:
+    with pytest.raises(Exception) as caught:
+        spark.read.format(fmt).options(**options).load(path).count()
+    return str(caught.value)
+
+
+def test_errors_name_the_bad_input(spark, written, tmp_path):
+    path, _ = written
+    assert "checkpoint path /nowhere/at/all does not exist" in error_of(spark, "/nowhere/at/all")
+    (tmp_path / "chk-9").mkdir()
+    assert "no complete checkpoint under" in error_of(spark, str(tmp_path))
+    assert "no operator named 'x'; available: 'activity'" in error_of(
+        spark, path, operator="x", state="value")
+    assert "choose a keyed state of operator 'activity': there are 9: 'agg'" in error_of(
+        spark, path)
+    assert "option parallelism must be an integer >= 1, got 'two'" in error_of(
+        spark, path, state="value", parallelism="two")
+    assert "parallelism 129 is outside [1, 128]" in error_of(
+        spark, path, state="value", parallelism="129")
+    assert "option flattenCollections must be true or false, got 'maybe'" in error_of(
+        spark, path, state="list", flattenCollections="maybe")
+    assert "unknown option(s) stat;" in error_of(spark, path, stat="value")
+    assert "no complete checkpoint 5 under" in error_of(spark, path, state="value",
+                                                        checkpointId="5")
+
+
+def test_unknown_format_version_is_refused(spark, written, tmp_path):
+    path, _ = written
+    source = Checkpoint.open(path).location.path
+    copy = tmp_path / "chk-4"
+    subprocess.run(["cp", "-r", source, str(copy)], check=True)
+    metadata = copy / "_metadata.json"
+    metadata.write_text(metadata.read_text().replace('"formatVersion": 1', '"formatVersion": 2'))
+    assert "format version 2; this statesource reads versions [1]" in error_of(
+        spark, str(tmp_path), state="value")
+
+
+def test_auto_registration_from_another_directory(written, tmp_path):
+    """An installed statesource needs no register() call, whatever the working directory."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        from pyspark.sql import SparkSession
+        spark = (SparkSession.builder.master("local[1]")
+                 .config("spark.ui.enabled", "false").getOrCreate())
+        print(spark.read.format("flinkstate").option("state", "value").load({written[0]!r}).count())
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip().splitlines()[-1:] == [str(len(written[1]["value"]))], done.stderr
