@@ -347,10 +347,19 @@ class _CompositeType(DataType):
     def _field_struct(self) -> list[pa.Field]:
         return [pa.field(f"f{i}", t.arrow_type) for i, t in enumerate(self.fields)]
 
-    def _avro_fields(self) -> list[dict[str, Any]]:
-        return [
-            {"name": f"f{i}", "type": ["null", t.to_avro()]} for i, t in enumerate(self.fields)
-        ]
+    def to_avro(self) -> Any:
+        return self._avro_record(self._record_name)
+
+    def _avro_record(self, record_name: str) -> dict[str, Any]:
+        """A record named by its path (``Tuple2_f0``...): Avro forbids defining a name twice."""
+        fields = []
+        for i, t in enumerate(self.fields):
+            field_type = (t._avro_record(f"{record_name}_f{i}") if isinstance(t, _CompositeType)
+                          else t.to_avro())
+            fields.append({"name": f"f{i}", "type": ["null", field_type]})
+        if isinstance(self, RowType):
+            fields.insert(0, {"name": "row_kind", "type": "string", "default": "+I"})
+        return {"type": "record", "name": record_name, "fields": fields}
 
 
 class TupleType(_CompositeType):
@@ -383,9 +392,9 @@ class TupleType(_CompositeType):
     def _typed(self, fields: dict[str, Any]) -> Any:
         return self._typed_fields(fields)
 
-    def to_avro(self) -> Any:
-        arity = len(self.fields)
-        return {"type": "record", "name": f"Tuple{arity}", "fields": self._avro_fields()}
+    @property
+    def _record_name(self) -> str:
+        return f"Tuple{len(self.fields)}"
 
 
 class RowType(_CompositeType):
@@ -426,9 +435,7 @@ class RowType(_CompositeType):
         kind = RowKind.from_short_string(fields["row_kind"])
         return Row(*self._typed_fields(fields), kind=kind)
 
-    def to_avro(self) -> Any:
-        kind = {"name": "row_kind", "type": "string", "default": "+I"}
-        return {"type": "record", "name": "Row", "fields": [kind, *self._avro_fields()]}
+    _record_name = "Row"
 
 
 STRING: DataType = _StringType()

@@ -216,3 +216,13 @@ def test_arrow_round_trip_of_every_key_type(type_name, data):
     keys = [as_rows(declared, k) for k in keys]
     assert [declared.java_hash(k) for k in restored] == [declared.java_hash(k) for k in keys]
     assert repr(restored) == repr(keys)  # repr: NaN != NaN, yet must survive the trip
+
+
+@pytest.mark.parametrize("type_name", ["tuple<tuple<int,long>,string>",
+                                       "row<row<int>,tuple<int>,tuple<int>>"])
+def test_nested_composites_are_valid_avro_value_types(type_name):
+    from statesource.schema import ValueSchema
+
+    declared = parse_type(type_name)
+    schema = ValueSchema.parse(declared.to_avro())
+    assert schema.arrow_type.num_fields == declared.arrow_type.num_fields

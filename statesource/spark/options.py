@@ -37,12 +37,19 @@ _KNOWN = {
     "filterpushdown": "filterPushdown",
 }
 _METADATA_KNOWN = {"path": "path", "checkpointid": "checkpointId"}
+_USE_A_VIEW = (
+    "CREATE TABLE ... USING flinkstate is not supported: Spark passes the OPTIONS when the"
+    " table is created but not when it is read. Use CREATE TEMPORARY VIEW <name> USING"
+    " flinkstate OPTIONS (path '...', state '...') instead"
+)
 
 
 def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = False) -> ReadOptions:
     """Parse and check ``flinkstate`` options (or, with ``metadata_view``, those of its view)."""
     known = _METADATA_KNOWN if metadata_view else _KNOWN
     lowered = {key.lower(): value for key, value in options.items()}
+    if "provider" in lowered and "location" in lowered:  # what the catalog adds for a table
+        raise InvalidArgumentError(_USE_A_VIEW)
     unknown = sorted(set(lowered) - set(known))
     if unknown:
         raise InvalidArgumentError(
@@ -52,7 +59,8 @@ def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = Fals
     if not path:
         raise InvalidArgumentError(
             "option path is required: the checkpoint directory or a directory of checkpoints,"
-            " e.g. .load('/tmp/checkpoints')"
+            " e.g. .load('/tmp/checkpoints'). (A table made with CREATE TABLE ... USING loses"
+            " its OPTIONS in Spark: " + _USE_A_VIEW.split(": ", 1)[1] + ")"
         )
     return ReadOptions(
         path=path,

@@ -2,7 +2,7 @@
 
 It maps (key, namespace) to a state object and takes snapshots in time proportional to
 its bucket count, not its entry count, while the program keeps changing it. The rules
-are Flink's (storage and its layout are in ``statemap_storage``):
+are Flink's (storage and its layout are in ``statemap_snapshot``):
 
 * Chained buckets, power-of-two capacities, low-bit indexing (``hash & (capacity - 1)``).
   Growth is checked before a new entry is added (``size > threshold``, threshold 3/4
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from statesource.errors import ConcurrentModificationError, InvalidArgumentError
-from statesource.state.statemap_storage import (
+from statesource.state.statemap_snapshot import (
     ENTRY_VERSION,
     NAMESPACE,
     NO_LIVE_SNAPSHOT,

@@ -272,3 +272,9 @@ def test_auto_registration_from_another_directory(written, tmp_path):
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.stdout.strip().splitlines()[-1:] == [str(len(written[1]["value"]))], done.stderr
+
+
+def test_create_table_is_refused_with_the_alternative(spark, written):
+    with pytest.raises(Exception, match="Use CREATE TEMPORARY VIEW"):
+        spark.sql(f"CREATE TABLE refused USING flinkstate OPTIONS (path '{written[0]}',"
+                  " state 'value')")

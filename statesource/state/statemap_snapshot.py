@@ -1,5 +1,6 @@
-"""The storage under ``CopyOnWriteStateMap``: bucket tables, the entry pool, and the two
-views that read them while the map changes (snapshots and the incremental visitor).
+"""Snapshots of a ``CopyOnWriteStateMap``, and the storage they read: bucket tables and the
+entry pool (the map's base class), plus the incremental visitor, the other reader that
+runs while the map changes.
 
 Nothing here applies Flink's rules; ``statemap.py`` does. This module only knows how
 entries and tables are laid out, allocated, recycled and read.
