@@ -10,10 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from statesource.cli import keygroup
+from statesource.cli import demo, inspect, keygroup
 from statesource.errors import StateSourceError
 
-_COMMANDS = (keygroup,)
+_COMMANDS = (demo, inspect, keygroup)
 
 
 def build_parser() -> argparse.ArgumentParser:

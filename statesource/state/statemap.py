@@ -335,12 +335,20 @@ class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
 
     def entry_versions(self, key: K, namespace: N) -> tuple[int, int] | None:
         """(entry version, state version) of (key, namespace), without side effects."""
-        table, bucket = self._select(bucket_hash(key, namespace))
-        slot = self._chain_lookup(table[bucket], key, namespace)
+        slot = self._peek_slot(key, namespace)
         if not slot:
             return None
         offset = STRIDE * slot
         return self._records[offset + ENTRY_VERSION], self._records[offset + STATE_VERSION]
+
+    def peek(self, key: K, namespace: N) -> S | None:
+        """The stored state of (key, namespace), without side effects: no rehash step and
+        no copy, so the object may be shared with a snapshot and must not be changed."""
+        return self._records[STRIDE * self._peek_slot(key, namespace) + STATE]
+
+    def _peek_slot(self, key: K, namespace: N) -> int:
+        table, bucket = self._select(bucket_hash(key, namespace))
+        return self._chain_lookup(table[bucket], key, namespace)
 
     # -- lookup -------------------------------------------------------------------------
 

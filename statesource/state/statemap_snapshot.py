@@ -8,13 +8,17 @@ entries and tables are laid out, allocated, recycled and read.
 Entry pool. Entries are not objects but slots: millions of small objects would each be
 tracked by the cyclic garbage collector, whose full collections then stall for hundreds of
 milliseconds walking them. Slot i keeps key, namespace, state, entry version and state
-version in ``records[5 * i : 5 * i + 5]`` (one list, so that a lookup finds key,
-namespace and state on the same cache line), its next link in ``next[i]`` and its hash in
-``hashes[i]`` (arrays of C ints, not int objects). Slot 0 is the null entry, so 0 means
-"no entry" in tables and links. A dropped slot is either free at once (``_recycle``) or,
-while a snapshot may still read it, *retired* with the map version of the moment; slots
-retired at version D come free once every live snapshot is newer than D. The owning thread
-reclaims them, two per allocation or removal, so no call pays for a whole batch.
+version in ``records[5 * i : 5 * i + 5]``: one list rather than five, so that a lookup
+finds them on one cache line (measured: about 15% faster gets at a million entries than
+parallel lists). Versions live in the list because they are a few small ints shared by
+many entries, and a list subscript is several times cheaper than an array subscript,
+which must box its int. Next links and hashes are distinct per entry, so they are
+arrays of C ints (``next[i]``, ``hashes[i]``), with no int object each. Slot 0 is the null
+entry, so 0 means "no entry" in tables and links. A dropped slot is either free at once
+(``_recycle``) or, while a snapshot may still read it, *retired* with the map version of
+the moment; slots retired at version D come free once every live snapshot is newer than
+D. The owning thread reclaims them, two per allocation or removal, so that no call pays
+for a whole batch.
 
 Bucket tables are zero-filled ``memoryview`` objects of C ints holding slot numbers.
 Tables of 1 MiB and more are private anonymous ``mmap`` regions, which the kernel hands
@@ -33,8 +37,11 @@ import sys
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
+from itertools import compress
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+
+import numpy as np
 
 from statesource.errors import InvalidArgumentError, StateSourceError
 
@@ -56,13 +63,15 @@ STATE_VERSION = 4
 
 NO_LIVE_SNAPSHOT = sys.maxsize  # the lowest live version when no snapshot is live
 _RECLAIMED_PER_CALL = 2
+_MIN_VECTOR_FRONTIER = 64  # below this many chains, finishing them in Python is cheaper
+_BUCKET_BYTES = array("i").itemsize  # a C int
 _MMAP_MIN_BYTES = 1 << 20
 _HAVE_MMAP_TABLES = hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MADV_DONTNEED")  # POSIX
 
 
 def new_table(buckets: int) -> memoryview:
     """A table of ``buckets`` empty (zero) buckets."""
-    size = 4 * buckets
+    size = _BUCKET_BYTES * buckets
     if size < _MMAP_MIN_BYTES or not _HAVE_MMAP_TABLES:
         return memoryview(bytearray(size)).cast("i")
     # Private, so that a forked process (e.g. a Spark worker) gets its own copy on write.
@@ -78,9 +87,9 @@ def discard(table: memoryview, start: int, end: int) -> None:
     """
     storage = table.obj
     if isinstance(storage, mmap.mmap):
-        length = 4 * (end - start) // mmap.PAGESIZE * mmap.PAGESIZE
+        length = _BUCKET_BYTES * (end - start) // mmap.PAGESIZE * mmap.PAGESIZE
         if length:
-            storage.madvise(mmap.MADV_DONTNEED, 4 * start, length)
+            storage.madvise(mmap.MADV_DONTNEED, _BUCKET_BYTES * start, length)
 
 
 def concat_tables(*parts: memoryview) -> memoryview:
@@ -214,9 +223,11 @@ class StateMapSnapshot(Generic[K, N, S]):
     treated as read-only.
 
     Iterating and :meth:`columns` may run on another thread while the owning thread keeps
-    changing the map: every read is a single list or array subscript, atomic under the
-    GIL, of a slot the map no longer writes. Release the snapshot when done (or use it as
-    a context manager): until then, every change to a shared entry costs the map a copy.
+    changing the map: they read the pool through one array copy, list slices and
+    subscripts, each atomic under the GIL, and use only slots the map no longer writes
+    (never exporting a buffer of an array the map may grow). Release the snapshot when
+    done (or use it as a context manager): until then, every change to a shared entry
+    costs the map a copy.
     """
 
     __slots__ = ("_version", "_heads", "_size", "_storage", "_release", "_released")
@@ -250,28 +261,47 @@ class StateMapSnapshot(Generic[K, N, S]):
         return self._size
 
     def __iter__(self) -> Iterator[tuple[K, N, S]]:
-        """Yield ``(key, namespace, state)`` of every entry at snapshot time."""
-        return self._entries(self._live_heads())
-
-    def _entries(self, heads: memoryview) -> Iterator[tuple[K, N, S]]:
-        for head in filter(None, heads):
-            yield from self._storage._chain(head)
+        """Yield ``(key, namespace, state)`` of every entry at snapshot time, in the order
+        of :meth:`columns`."""
+        return zip(*self.columns())
 
     def columns(self) -> tuple[list[K], list[N], list[S]]:
-        """Keys, namespaces and states as three lists, in iteration order (bulk export)."""
+        """Keys, namespaces and states as three lists, in pool slot order (bulk export).
+
+        The chains are walked a level at a time with numpy, to mark the slots this
+        snapshot holds; the fields are then picked from the records in slot order, which
+        reads memory sequentially.
+        """
+        held = self._held_slots()
+        end = STRIDE * len(held)
+        records = self._storage._records
+        return (
+            list(compress(records[0:end:STRIDE], held)),
+            list(compress(records[NAMESPACE:end:STRIDE], held)),
+            list(compress(records[STATE:end:STRIDE], held)),
+        )
+
+    def _held_slots(self) -> bytes:
+        """One byte per pool slot (from slot 0): 1 if this snapshot holds it, else 0."""
         heads = self._live_heads()
-        next_links = self._storage._next
-        offsets = []
-        add = offsets.append
-        for slot in filter(None, heads):
+        live_next = self._storage._next
+        # Links of held slots never change, so any copy has them right; a copy, because the
+        # live array must not export its buffer (the map could no longer grow it).
+        next_links = np.frombuffer(live_next[:], dtype=np.intc)
+        held = np.zeros(len(next_links), dtype=np.bool_)
+        frontier = np.frombuffer(heads, dtype=np.intc)
+        frontier = frontier[frontier != 0]
+        while len(frontier) > _MIN_VECTOR_FRONTIER:
+            held[frontier] = True
+            frontier = next_links[frontier]
+            frontier = frontier[frontier != 0]
+        rest = []  # the ends of the few longest chains, walked one by one
+        for slot in frontier.tolist():
             while slot:
-                add(STRIDE * slot)
-                slot = next_links[slot]
-        read = self._storage._records.__getitem__
-        keys = list(map(read, offsets))
-        namespaces = list(map(read, [offset + NAMESPACE for offset in offsets]))
-        states = list(map(read, [offset + STATE for offset in offsets]))
-        return keys, namespaces, states
+                rest.append(slot)
+                slot = live_next[slot]
+        held[rest] = True
+        return held.tobytes()
 
     def release(self) -> None:
         """Tell the map this snapshot is no longer read; calling it again does nothing."""

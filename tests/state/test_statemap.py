@@ -297,6 +297,18 @@ def test_no_copier_means_states_are_never_copied():
         assert m.state_copies == 0
 
 
+def test_introspection_has_no_side_effects():
+    m = CopyOnWriteStateMap(4, copier=list.copy)
+    for key in range(5):
+        m.put(key, NS, [key])
+    assert m.is_rehashing and m.rehash_index == 0
+    with m.snapshot():
+        assert [m.peek(k, NS) for k in range(5)] == [[k] for k in range(5)]
+        assert m.peek(99, NS) is None and m.entry_versions(99, NS) is None
+        assert [m.entry_versions(k, NS) for k in range(5)] == [(0, 0)] * 5
+        assert (m.rehash_index, m.entry_copies, m.state_copies) == (0, 0, 0)
+
+
 def test_snapshot_versions_with_several_live_snapshots():
     m = CopyOnWriteStateMap()
     m.put("a", NS, 1)

@@ -130,10 +130,24 @@ class StateMapMachine(RuleBasedStateMachine):
     # -- invariants ------------------------------------------------------------------
 
     @invariant()
-    def size_and_membership(self):
-        assert len(self.map) == len(self.model)
-        for key, namespace in self.model:
-            assert self.map.entry_versions(key, namespace) is not None
+    def live_map_equals_model(self):
+        """Through side-effect-free introspection only: no rehash step, no copy."""
+        state_map = self.map
+        assert len(state_map) == len(self.model)
+        capacity = state_map.capacity  # of the new table, during a rehash
+        if state_map.is_rehashing:
+            tables = [(False, capacity // 2), (True, capacity)]
+        else:
+            tables = [(False, capacity)]
+        chained = Counter(
+            pair
+            for rehash_table, buckets in tables
+            for bucket in range(buckets)
+            for pair in state_map.bucket_chain(bucket, rehash_table=rehash_table)
+        )
+        assert chained == Counter(self.model.keys())  # every entry exactly once
+        for (key, namespace), state in self.model.items():
+            assert state_map.peek(key, namespace) == state
 
     @invariant()
     def snapshots_are_frozen(self):

@@ -1,0 +1,94 @@
+"""``statesource inspect``: what a checkpoint holds and how evenly, without Spark."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from datetime import datetime, timezone
+
+from statesource.format import Checkpoint
+from statesource.format.metadata import OperatorMeta
+from statesource.skew import Distribution, imbalance
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "inspect", help="summarise a checkpoint: states, sizes, key-group skew",
+        description="Summarise a checkpoint from its metadata: operators, states, entries,"
+        " bytes, and how state spreads over key groups and subtasks.")
+    parser.add_argument("path", help="a checkpoint, or a directory of checkpoints (newest used)")
+    parser.add_argument("--checkpoint-id", type=int, help="a checkpoint under PATH")
+    parser.add_argument("--parallelism", type=int,
+                        help="also show how a job with this parallelism would split the state")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="draw state per key group and per subtask (needs matplotlib)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    checkpoint = Checkpoint.open(args.path, checkpoint_id=args.checkpoint_id)
+    meta = checkpoint.metadata
+    taken = datetime.fromtimestamp(meta.timestamp_ms / 1000, timezone.utc)
+    print(f"checkpoint {meta.checkpoint_id} at {checkpoint.location.path}"
+          f" (format v{meta.format_version}, taken {taken:%Y-%m-%d %H:%M:%S} UTC)")
+    keyed = [op for op in meta.operators if op.keyed_states]
+    for op in meta.operators:
+        print_operator(op, args.parallelism)
+    if args.plot:
+        if not keyed:
+            print("nothing to plot: no operator has keyed state")
+            return 0
+        from statesource.plot import plot_distribution
+
+        for op in keyed:
+            path = args.plot if len(keyed) == 1 else _suffixed(args.plot, op.uid)
+            plot_distribution(op, args.parallelism, path)
+            print(f"wrote {path}")
+    return 0
+
+
+def print_operator(op: OperatorMeta, proposed: int | None) -> None:
+    key_type = op.key_type.name if op.key_type else "none"
+    print(f"\noperator {op.uid}: parallelism {op.parallelism}, max parallelism"
+          f" {op.max_parallelism}, key type {key_type}")
+    rows = [(s.name, s.kind.value, s.entries, s.rows, s.size_bytes, _types(s.schemas))
+            for s in op.keyed_states]
+    rows += [(s.name, f"operator-{s.mode.value}", s.rows, s.rows, s.size_bytes,
+              _types(s.schemas)) for s in op.operator_states]
+    print(f"  {'state':<20} {'kind':<18} {'entries':>11} {'rows':>11} {'bytes':>10}  types")
+    for name, kind, entries, count, size, types in rows:
+        print(f"  {name:<20} {kind:<18} {entries:>11,} {count:>11,} {_bytes(size):>10}  {types}")
+    if not op.keyed_states:
+        return
+    distribution = Distribution.of(op)
+    per_group = distribution.rows
+    heaviest = sorted(range(len(per_group)), key=lambda kg: -per_group[kg])[:3]
+    print(f"  key-group skew (rows of all keyed states): min {min(per_group):,}, median"
+          f" {statistics.median(per_group):,.0f}, max {max(per_group):,}"
+          f" (max/mean {imbalance(per_group):.2f}); heaviest key groups: "
+          + ", ".join(f"{kg} ({per_group[kg]:,})" for kg in heaviest))
+    for parallelism in dict.fromkeys(p for p in (op.parallelism, proposed) if p):
+        totals = distribution.per_subtask(per_group, parallelism)
+        label = "now" if parallelism == op.parallelism else "proposed"
+        shown = ", ".join(f"{i}: {t:,}" for i, t in enumerate(totals[:8]))
+        more = f", ... ({parallelism} subtasks)" if parallelism > 8 else ""
+        print(f"  rows per subtask at parallelism {parallelism} ({label}): {shown}{more}"
+              f" (max/mean {imbalance(totals):.2f})")
+
+
+def _types(schemas: dict) -> str:
+    return ", ".join(f"{role}={json.dumps(s.avro)}" for role, s in schemas.items())
+
+
+def _bytes(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+def _suffixed(path: str, uid: str) -> str:
+    stem, dot, extension = path.rpartition(".")
+    return f"{stem}-{uid}.{extension}" if dot else f"{path}-{uid}"
