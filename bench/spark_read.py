@@ -97,7 +97,8 @@ def main() -> None:
         started = time.perf_counter()
         write_checkpoint(checkpoint, args.entries)
         write_parquet(checkpoint, parquet)
-        print(f"{args.entries:,} Value-state entries written in {time.perf_counter() - started:.0f} s")
+        elapsed = time.perf_counter() - started
+        print(f"{args.entries:,} Value-state entries written in {elapsed:.0f} s")
 
         from statesource.spark import session
 

@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 from produce_and_checkpoint import produce
+
 from statesource.format import Checkpoint
 from statesource.keygroups import KeyGroupRange, assign_to_key_group
 from statesource.spark import session

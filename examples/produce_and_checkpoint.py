@@ -24,7 +24,8 @@ def produce(checkpoint_dir: str, events: int = 20_000) -> str:
             orders.add(i)
             if i == events // 2:
                 first = writer.write_async(1, {"orders-by-customer": [backend]})
-        # The program kept running while checkpoint 1 was written; it holds the state of event 10,000.
+        # The program kept running while checkpoint 1 was written; it holds the state at
+        # event 10,000, whatever happened after.
         print(f"checkpoint {first.result().checkpoint_id} written at {first.result().path}")
         last = writer.write(2, {"orders-by-customer": [backend]})
     print(f"checkpoint {last.checkpoint_id} written at {last.path}")

@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 from produce_and_checkpoint import produce
+
 from statesource.spark import session
 
 path = sys.argv[1] if len(sys.argv) > 1 else produce(tempfile.mkdtemp(prefix="statesource-"))

@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 from produce_and_checkpoint import produce
+
 from statesource.format import Checkpoint
 from statesource.keygroups import assign_to_key_group, operator_index_for_key_group
 from statesource.state.descriptors import ListStateDescriptor, ValueStateDescriptor

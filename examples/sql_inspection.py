@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 from produce_and_checkpoint import produce
+
 from statesource.spark import session
 
 path = sys.argv[1] if len(sys.argv) > 1 else produce(tempfile.mkdtemp(prefix="statesource-"))
@@ -16,7 +17,8 @@ spark = session()
 
 spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW checkpoint_states USING `flinkstate-metadata`"
           f" OPTIONS (path '{path}')")
-spark.sql("SELECT operator_uid, state_name, kind, entries, rows, bytes FROM checkpoint_states").show()
+spark.sql("SELECT operator_uid, state_name, kind, entries, rows, bytes"
+          " FROM checkpoint_states").show()
 
 spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW orders USING flinkstate"
           f" OPTIONS (path '{path}', state 'orders', parallelism '4')")

@@ -21,8 +21,8 @@ def plot_distribution(op: OperatorMeta, proposed: int | None, path: str) -> None
     distribution = Distribution.of(op)
     per_group = [size / 1024 for size in distribution.bytes]
     parallelisms = list(dict.fromkeys(p for p in (op.parallelism, proposed) if p))
-    figure, axes = plt.subplots(1 + len(parallelisms), 1, figsize=(11, 3.2 * (1 + len(parallelisms))),
-                                constrained_layout=True)
+    panels = 1 + len(parallelisms)
+    figure, axes = plt.subplots(panels, 1, figsize=(11, 3.2 * panels), constrained_layout=True)
     top = axes[0]
     top.bar(range(len(per_group)), per_group, width=1.0, color="#4C72B0")
     top.axhline(sum(per_group) / len(per_group), color="#C44E52", linewidth=1, label="mean")
