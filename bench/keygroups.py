@@ -9,23 +9,14 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 
 import pyarrow as pa
+from timing import best_of
 
 from statesource.keygroups import assign_to_key_group, key_groups
 from statesource.types import LONG, STRING
 
 MAX_PARALLELISM = 128
-
-
-def best_of(repeats: int, job) -> float:
-    timings = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        job()
-        timings.append(time.perf_counter() - started)
-    return min(timings)
 
 
 def measure(label: str, keys: list, key_type, repeats: int) -> None:

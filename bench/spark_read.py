@@ -24,6 +24,7 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from timing import best_of
 
 from statesource.format import CheckpointWriter
 from statesource.keygroups import key_group_range_for_operator
@@ -65,15 +66,6 @@ def write_parquet(checkpoint_root: str, path: str) -> None:
     table = pa.concat_tables(tables)
     table = table.set_column(2, "namespace", pa.nulls(table.num_rows, pa.string()))
     pq.write_table(table, path)
-
-
-def best_of(repeats: int, job) -> float:
-    timings = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        job()
-        timings.append(time.perf_counter() - started)
-    return min(timings)
 
 
 FIRST_QUERY = textwrap.dedent("""

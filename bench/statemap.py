@@ -32,6 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from timing import best_of
+
 from statesource.state.statemap import CopyOnWriteStateMap  # noqa: E402
 
 NAMESPACE = "window"
@@ -53,15 +55,6 @@ class DictTable:
 
     def __len__(self) -> int:
         return len(self._d)
-
-
-def best_of(repeats: int, job: Callable[[], object]) -> float:
-    timings = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        job()
-        timings.append(time.perf_counter() - started)
-    return min(timings)
 
 
 def filled(table, keys: list[int]):

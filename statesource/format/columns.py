@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from statesource.errors import StateSourceError
@@ -51,9 +52,9 @@ def data_schema(key_type: DataType, declaration: StateDescriptor) -> pa.Schema:
 
 @dataclass
 class RowBuffer:
-    """Python column lists being filled for one data file."""
+    """Python column lists being filled for one data file (key groups as runs)."""
 
-    key_groups: list[int]
+    key_group_runs: list[tuple[int, int]]
     keys: list[Any]
     namespaces: list[Any]
     values: tuple[list[Any], ...]
@@ -119,14 +120,15 @@ class RowEncoder:
                 buffer.timestamps.extend(s[1] for s in states)
             else:
                 values[0].extend(states)
-        buffer.key_groups.extend([key_group] * (len(buffer) - start))
+        if len(buffer) > start:
+            buffer.key_group_runs.append((key_group, len(buffer) - start))
         buffer.entries += len(keys)
 
     def to_table(self, buffer: RowBuffer, name: str) -> pa.Table:
         """The buffered rows as a table of :func:`data_schema`; type errors name the state."""
         try:
             columns = [
-                pa.array(buffer.key_groups, pa.int32()),
+                pa.array(_repeat_runs(buffer.key_group_runs)),
                 self.key_type.to_arrow(buffer.keys),
                 self.declaration.namespace_type.to_arrow(buffer.namespaces),
             ]
@@ -140,6 +142,11 @@ class RowEncoder:
         if self._ttl:
             columns.append(pa.array(buffer.timestamps, TTL_ARROW_TYPE))
         return pa.Table.from_arrays(columns, schema=self.schema)
+
+
+def _repeat_runs(runs: list[tuple[int, int]]) -> np.ndarray:
+    groups, counts = zip(*runs) if runs else ((), ())
+    return np.repeat(np.array(groups, dtype=np.int32), np.array(counts, dtype=np.int64))
 
 
 def entry_starts(keys: list[Any], namespaces: list[Any]) -> list[int]:

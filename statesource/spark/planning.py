@@ -6,11 +6,12 @@ without a SparkSession.
 Partitions follow Flink's key-group ranges for the requested parallelism:
 adjacent subtask ranges are merged until a partition holds about
 ``TARGET_ROWS`` rows (every Spark task costs a Python worker round trip), and a
-subtask range much larger than that is split at key-group boundaries.
+larger subtask range is split at key-group boundaries.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,9 +91,20 @@ class KeyGroupSlice:
 
 
 def plan_slices(state: KeyedStateMeta, max_parallelism: int, parallelism: int,
-                allowed: set[int] | None) -> list[KeyGroupSlice]:
-    """Contiguous key-group slices covering every (allowed) key group exactly once."""
+                allowed: set[int] | None, cores: int | None = None) -> list[KeyGroupSlice]:
+    """Contiguous key-group slices covering every (allowed) key group exactly once.
+
+    The slice count is the rows over ``TARGET_ROWS``, rounded up to a multiple
+    of ``cores`` (default: this machine's) so that no wave of tasks runs
+    half empty; slices end at subtask boundaries where they can.
+    """
     rows = {loc.key_group: loc.rows for _, loc in state.key_group_locations()}
+    total = sum(n for kg, n in rows.items() if allowed is None or kg in allowed)
+    cores = cores or os.cpu_count() or 1
+    count = -(-total // TARGET_ROWS)
+    if count > 1:
+        count = -(-count // cores) * cores
+    target = max(1, -(-total // max(count, 1)))
     slices: list[KeyGroupSlice] = []
     pending: list[int] = []
     pending_rows = 0
@@ -110,11 +122,11 @@ def plan_slices(state: KeyedStateMeta, max_parallelism: int, parallelism: int,
         for key_group in owned:
             if allowed is not None and key_group not in allowed:
                 continue
-            if pending_rows >= 2 * TARGET_ROWS:
+            if pending_rows >= target:
                 flush()
             pending.append(key_group)
             pending_rows += rows.get(key_group, 0)
-        if pending_rows >= TARGET_ROWS:
+        if pending_rows >= target:
             flush()
     flush()
     return slices

@@ -278,3 +278,19 @@ def test_create_table_is_refused_with_the_alternative(spark, written):
     with pytest.raises(Exception, match="Use CREATE TEMPORARY VIEW"):
         spark.sql(f"CREATE TABLE refused USING flinkstate OPTIONS (path '{written[0]}',"
                   " state 'value')")
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3])
+def test_slices_are_sized_for_whole_waves_of_tasks(written, monkeypatch, cores):
+    state = Checkpoint.open(written[0]).operator().keyed_state("list")
+    rows = {loc.key_group: loc.rows for _, loc in state.key_group_locations()}
+    total = sum(rows.values())
+    monkeypatch.setattr(planning, "TARGET_ROWS", total // 5)
+    slices = planning.plan_slices(state, MAX_PARALLELISM, 2, None, cores=cores)
+    count = -(-total // (total // 5))  # 5 or 6 slices' worth of rows
+    count = -(-count // cores) * cores  # rounded up to whole waves of tasks
+    target = -(-total // count)
+    sizes = [sum(rows.get(kg, 0) for kg in s.key_groups()) for s in slices]
+    assert sum(sizes) == total
+    assert all(size >= target for size in sizes[:-1])
+    assert all(size < target + max(rows.values()) for size in sizes)
