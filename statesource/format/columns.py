@@ -8,14 +8,16 @@ lets a reader regroup them without sorting.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from statesource.errors import StateSourceError
+from statesource.format.ipc import split_batches
 from statesource.state.descriptors import StateDescriptor, StateKind
 from statesource.state.expiry import Expirer, expirer_for
 from statesource.types import DataType
@@ -50,27 +52,33 @@ def data_schema(key_type: DataType, declaration: StateDescriptor) -> pa.Schema:
     return pa.schema(fields)
 
 
-@dataclass
-class RowBuffer:
-    """Python column lists being filled for one data file (key groups as runs)."""
+CHUNK_ROWS = 1 << 12
+"""Key groups with fewer rows are gathered up to this many before conversion, so that
+thousands of tiny key groups do not each pay pyarrow's per-call cost."""
 
-    key_group_runs: list[tuple[int, int]]
+
+@dataclass
+class Rows:
+    """One key group's rows as Python column lists."""
+
+    key_group: int
     keys: list[Any]
     namespaces: list[Any]
     values: tuple[list[Any], ...]
     timestamps: list[int]
-    entries: int = 0
-
-    @classmethod
-    def empty(cls, value_columns: int) -> RowBuffer:
-        return cls([], [], [], tuple([] for _ in range(value_columns)), [])
+    entries: int
 
     def __len__(self) -> int:
         return len(self.keys)
 
 
 class RowEncoder:
-    """Turns stored state objects of one state into rows (dropping expired ones if asked)."""
+    """Turns one state's snapshot into record batches, key group by key group.
+
+    Expired values are dropped when the state asks for full-snapshot cleanup.
+    A key group converts straight from the lists the snapshot hands out; only
+    small ones are copied together first.
+    """
 
     def __init__(self, key_type: DataType, declaration: StateDescriptor,
                  expire_at_ms: int | None) -> None:
@@ -84,55 +92,81 @@ class RowEncoder:
             self._expire = expirer_for(declaration.kind, declaration.ttl)
         self._expire_at = expire_at_ms
 
-    def add(self, buffer: RowBuffer, key_group: int, keys: list, namespaces: list,
-            states: list) -> None:
-        """Append the rows of one key group's entries to ``buffer``."""
+    def encode(self, key_group_snapshots: Iterable[tuple[int, Any]], name: str
+               ) -> Iterator[tuple[int, list[pa.RecordBatch], int, int]]:
+        """``(key group, batches, rows, entries)`` of every key group with rows, in order."""
+        chunk: list[Rows] = []
+        chunk_rows = 0
+        for key_group, map_snapshot in key_group_snapshots:
+            rows = self.rows_of(key_group, *map_snapshot.columns())
+            if len(rows):
+                chunk.append(rows)
+                chunk_rows += len(rows)
+            if chunk_rows >= CHUNK_ROWS:
+                yield from self._encode_chunk(chunk, name)
+                chunk, chunk_rows = [], 0
+        yield from self._encode_chunk(chunk, name)
+
+    def rows_of(self, key_group: int, keys: list, namespaces: list, states: list) -> Rows:
+        """The rows of one key group's entries (the snapshot's own lists where possible)."""
         if self._expire is not None:
             expire, now = self._expire, self._expire_at
             kept = [(k, n, live) for k, n, stored in zip(keys, namespaces, states)
                     if (live := expire(stored, now)) is not None]
             keys, namespaces, states = (list(c) for c in zip(*kept)) if kept else ([], [], [])
-        start = len(buffer)
-        kind, ttl, values = self._kind, self._ttl, buffer.values
-        if kind is StateKind.LIST or kind is StateKind.MAP:
-            for key, namespace, stored in zip(keys, namespaces, states):
-                count = len(stored)
-                buffer.keys.extend([key] * count)
-                buffer.namespaces.extend([namespace] * count)
-                if kind is StateKind.LIST:
-                    items = stored
-                    target = values[0]
-                else:
-                    values[0].extend(stored.keys())
-                    items = stored.values()
-                    target = values[1]
-                if ttl:
-                    for value, timestamp in items:
-                        target.append(value)
-                        buffer.timestamps.append(timestamp)
-                else:
-                    target.extend(items)
-        else:
-            buffer.keys.extend(keys)
-            buffer.namespaces.extend(namespaces)
-            if ttl:
-                values[0].extend(s[0] for s in states)
-                buffer.timestamps.extend(s[1] for s in states)
+        kind, ttl = self._kind, self._ttl
+        if kind is not StateKind.LIST and kind is not StateKind.MAP:
+            if not ttl:
+                return Rows(key_group, keys, namespaces, (states,), [], len(keys))
+            return Rows(key_group, keys, namespaces, ([s[0] for s in states],),
+                        [s[1] for s in states], len(keys))
+        rows = Rows(key_group, [], [], ([], []) if kind is StateKind.MAP else ([],), [],
+                    len(keys))
+        values = rows.values
+        for key, namespace, stored in zip(keys, namespaces, states):
+            count = len(stored)
+            rows.keys.extend([key] * count)
+            rows.namespaces.extend([namespace] * count)
+            if kind is StateKind.LIST:
+                items, target = stored, values[0]
             else:
-                values[0].extend(states)
-        if len(buffer) > start:
-            buffer.key_group_runs.append((key_group, len(buffer) - start))
-        buffer.entries += len(keys)
+                values[0].extend(stored.keys())
+                items, target = stored.values(), values[1]
+            if ttl:
+                for value, timestamp in items:
+                    target.append(value)
+                    rows.timestamps.append(timestamp)
+            else:
+                target.extend(items)
+        return rows
 
-    def to_table(self, buffer: RowBuffer, name: str) -> pa.Table:
-        """The buffered rows as a table of :func:`data_schema`; type errors name the state."""
+    def _encode_chunk(self, chunk: list[Rows], name: str
+                      ) -> Iterator[tuple[int, list[pa.RecordBatch], int, int]]:
+        if not chunk:
+            return
+        table = self._to_table(chunk, name)
+        start = 0
+        for rows in chunk:
+            yield rows.key_group, split_batches(table, start, len(rows)), len(rows), rows.entries
+            start += len(rows)
+
+    def _to_table(self, chunk: list[Rows], name: str) -> pa.Table:
+        """The chunk's rows as a table of :func:`data_schema`; type errors name the state."""
+
+        def joined(pick: Callable[[Rows], list]) -> list:
+            return pick(chunk[0]) if len(chunk) == 1 else list(
+                chain.from_iterable(pick(rows) for rows in chunk))
+
+        groups = np.repeat(np.array([r.key_group for r in chunk], dtype=np.int32),
+                           np.array([len(r) for r in chunk], dtype=np.int64))
         try:
             columns = [
-                pa.array(_repeat_runs(buffer.key_group_runs)),
-                self.key_type.to_arrow(buffer.keys),
-                self.declaration.namespace_type.to_arrow(buffer.namespaces),
+                pa.array(groups),
+                self.key_type.to_arrow(joined(lambda r: r.keys)),
+                self.declaration.namespace_type.to_arrow(joined(lambda r: r.namespaces)),
             ]
-            for (_, role), values in zip(VALUE_COLUMNS[self._kind], buffer.values):
+            for index, (_, role) in enumerate(VALUE_COLUMNS[self._kind]):
+                values = joined(lambda r, i=index: r.values[i])
                 columns.append(self.declaration.schemas[role].to_arrow(values))
         except StateSourceError as error:
             raise type(error)(f"state {name!r}: {error}") from None
@@ -140,13 +174,8 @@ class RowEncoder:
             raise StateSourceError(f"state {name!r}: cannot encode keys or values: {error}") \
                 from None
         if self._ttl:
-            columns.append(pa.array(buffer.timestamps, TTL_ARROW_TYPE))
+            columns.append(pa.array(joined(lambda r: r.timestamps), TTL_ARROW_TYPE))
         return pa.Table.from_arrays(columns, schema=self.schema)
-
-
-def _repeat_runs(runs: list[tuple[int, int]]) -> np.ndarray:
-    groups, counts = zip(*runs) if runs else ((), ())
-    return np.repeat(np.array(groups, dtype=np.int32), np.array(counts, dtype=np.int64))
 
 
 def entry_starts(keys: list[Any], namespaces: list[Any]) -> list[int]:

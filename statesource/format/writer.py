@@ -14,7 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from statesource.errors import InvalidArgumentError, StateSourceError
-from statesource.format.columns import VALUE_COLUMNS, RowBuffer, RowEncoder
-from statesource.format.ipc import encode_file, split_batches
+from statesource.format.columns import RowEncoder
+from statesource.format.ipc import encode_file
 from statesource.format.metadata import (
     CheckpointMeta,
     DataFile,
@@ -246,26 +246,21 @@ def _write_keyed_file(data_dir: Location, uid: str, backend: KeyedBackendSnapsho
                       state: StateTableSnapshot, written: list[Location]) -> DataFile:
     declaration = state.descriptor
     encoder = RowEncoder(backend.key_type, declaration, expire_at_ms=backend.timestamp_ms)
-    buffer = RowBuffer.empty(len(VALUE_COLUMNS[declaration.kind]))
-    bounds: list[tuple[int, int, int, int]] = []  # key group, first row, rows, entries
-    for key_group, map_snapshot in state:
-        first_row, first_entry = len(buffer), buffer.entries
-        keys, namespaces, stored = map_snapshot.columns()
-        encoder.add(buffer, key_group, keys, namespaces, stored)
-        if len(buffer) > first_row:
-            bounds.append((key_group, first_row, len(buffer) - first_row,
-                           buffer.entries - first_entry))
-    table = encoder.to_table(buffer, declaration.name)
-    payload, ranges = encode_file(
-        table.schema, (split_batches(table, first, rows) for _, first, rows, _ in bounds)
-    )
+    groups: list[tuple[int, int, int]] = []  # key group, rows, entries
+
+    def batches_per_key_group() -> Iterator[list[pa.RecordBatch]]:
+        for key_group, batches, rows, entries in encoder.encode(state, declaration.name):
+            groups.append((key_group, rows, entries))
+            yield batches
+
+    payload, ranges = encode_file(encoder.schema, batches_per_key_group())
     key_range = backend.key_group_range
     path = _write_file(data_dir, f"{uid}.{declaration.name}.kg{key_range.start}-{key_range.end}",
                        payload, written)
     locations = tuple(
         KeyGroupLocation(key_group, r.batch_start, r.batch_count, r.offset, r.length, rows,
                          entries, r.crc32)
-        for (key_group, _, rows, entries), r in zip(bounds, ranges)
+        for (key_group, rows, entries), r in zip(groups, ranges)
     )
     return DataFile(path, key_range, payload.size, locations)
 

@@ -330,3 +330,34 @@ def test_random_backends_round_trip(tmp_path_factory, operations, parallelism):
     checkpoint = Checkpoint.open(str(root))
     restored = [checkpoint.restore_keyed_backend(i, parallelism) for i in range(parallelism)]
     assert merged([dump(s) for s in restored]) == dump(backend)
+
+
+def test_a_list_longer_than_a_record_batch_round_trips(tmp_path):
+    from statesource.format.ipc import MAX_ROWS_PER_BATCH
+
+    backend = KeyedStateBackend("string", 128)
+    items = backend.get_state(ListStateDescriptor("items", "long"))
+    backend.set_current_key("big")
+    items.add_all(range(MAX_ROWS_PER_BATCH + 10))
+    backend.set_current_key("small")
+    items.add(1)
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    checkpoint = Checkpoint.open(str(tmp_path))
+    locations = checkpoint.operator().keyed_state("items").files[0].locations
+    assert max(loc.batch_count for loc in locations) == 2
+    assert dump(checkpoint.restore_keyed_backend(0, 1)) == dump(backend)
+
+
+def test_many_tiny_key_groups_are_encoded_in_chunks(tmp_path):
+    backend = KeyedStateBackend("long", 32768)
+    value = backend.get_state(ValueStateDescriptor("v", "long"))
+    for key in range(20_000):
+        backend.set_current_key(key)
+        value.update(-key)
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    checkpoint = Checkpoint.open(str(tmp_path))
+    locations = checkpoint.operator().keyed_state("v").files[0].locations
+    assert len(locations) > 10_000 and all(loc.batch_count == 1 for loc in locations)
+    restored = checkpoint.restore_keyed_backend(5, 7)
+    assert dump(restored)["v"] == {k: v for k, v in dump(backend)["v"].items()
+                                   if restored._key_group_of(k[0]) in restored.key_group_range}
