@@ -19,7 +19,7 @@ from statesource.errors import (
     IncompatibleCheckpointError,
     InvalidArgumentError,
 )
-from statesource.format.columns import data_schema, decode_entries
+from statesource.format.columns import KEY_GROUP, data_schema, decode_entries
 from statesource.format.ipc import ReadListener, read_ranges
 from statesource.format.metadata import CheckpointMeta, KeyedStateMeta, OperatorMeta
 from statesource.format.operator_columns import decode_operator_state, operator_state_schema
@@ -169,11 +169,10 @@ class Checkpoint:
     def _restore_state(self, backend: KeyedStateBackend, op: OperatorMeta,
                        meta: KeyedStateMeta, owned: KeyGroupRange) -> None:
         declaration = meta.declaration()
-        backend.restore_entries(declaration, owned.start, iter(()))
-        for table in self.read_keyed_state(meta.name, operator=op.uid, key_groups=owned):
-            key_group = table.column("key_group")[0].as_py()
-            backend.restore_entries(declaration, key_group,
-                                    decode_entries(op.key_type, declaration, table))
+        backend.restore_state(declaration, (
+            (table.column(KEY_GROUP)[0].as_py(), decode_entries(op.key_type, declaration, table))
+            for table in self.read_keyed_state(meta.name, operator=op.uid, key_groups=owned)
+        ))
 
     # -- operator state --------------------------------------------------------------------
 

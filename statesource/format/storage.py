@@ -9,6 +9,7 @@ All I/O goes through ``pyarrow.fs``, so local paths, ``file://``, ``s3://`` and
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -51,16 +52,10 @@ def resolve(path: str, filesystem: pafs.FileSystem | None = None) -> Location:
     try:
         filesystem, resolved = pafs.FileSystem.from_uri(path)
     except (ValueError, TypeError):  # a relative local path is not a URI
-        filesystem, resolved = pafs.LocalFileSystem(), _absolute(path)
+        filesystem, resolved = pafs.LocalFileSystem(), os.path.abspath(path)
     except OSError as error:
         raise InvalidArgumentError(f"cannot open filesystem for {path!r}: {error}") from None
     return Location(filesystem, resolved)
-
-
-def _absolute(path: str) -> str:
-    import os
-
-    return os.path.abspath(path)
 
 
 def checkpoint_dir_name(checkpoint_id: int) -> str:

@@ -110,9 +110,14 @@ class FlinkStateReader(DataSourceReader):
         self.target = target
         self.pushdown = Pushdown()
         self.read_listener: ReadListener | None = None  # set by tests to observe byte ranges
+        self._op: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Spark pickles the reader into every task: leave the metadata behind."""
+        return {**self.__dict__, "_op": None}
 
     def _operator(self) -> Any:
-        if not hasattr(self, "_op"):
+        if self._op is None:
             checkpoint = Checkpoint.open(self.target.location.path,
                                          checkpoint_id=self.target.checkpoint_id,
                                          filesystem=self.target.location.filesystem)

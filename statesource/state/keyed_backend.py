@@ -11,7 +11,7 @@ returned snapshot in the background.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,16 +130,16 @@ class KeyedStateBackend:
     def descriptor(self, name: str) -> StateDescriptor:
         return self._tables[name].descriptor
 
-    def restore_entries(
+    def restore_state(
         self,
         declaration: StateDescriptor,
-        key_group: int,
-        entries: Iterator[tuple[Any, Any, Any]],
+        key_groups: Iterable[tuple[int, Iterable[tuple[Any, Any, Any]]]],
     ) -> None:
-        """Load stored ``(key, namespace, stored_state)`` entries of one key group.
+        """Load a restored state: per key group, its stored ``(key, namespace, state)`` entries.
 
         Used by the checkpoint reader before the program asks for its states;
-        the stored shapes are those of ``statesource.state.expiry``.
+        the stored shapes are those of ``statesource.state.expiry``. The
+        program's later ``get_state`` must declare the same types.
         """
         table = self._tables.get(declaration.name)
         if table is None:
@@ -149,13 +149,15 @@ class KeyedStateBackend:
                 f"state {declaration.name!r}: restored declaration {declaration.describe()}"
                 f" differs from {table.descriptor.describe()}"
             )
-        if key_group not in self.key_group_range:
-            raise InvalidArgumentError(
-                f"key group {key_group} is outside this backend's range {self.key_group_range}"
-            )
-        state_map = table.map_for(key_group)
-        for key, namespace, stored in entries:
-            state_map.put(key, namespace, stored)
+        for key_group, entries in key_groups:
+            if key_group not in self.key_group_range:
+                raise InvalidArgumentError(
+                    f"key group {key_group} is outside this backend's range"
+                    f" {self.key_group_range}"
+                )
+            state_map = table.map_for(key_group)
+            for key, namespace, stored in entries:
+                state_map.put(key, namespace, stored)
 
     # -- snapshots -------------------------------------------------------------------------
 

@@ -361,3 +361,10 @@ def test_many_tiny_key_groups_are_encoded_in_chunks(tmp_path):
     restored = checkpoint.restore_keyed_backend(5, 7)
     assert dump(restored)["v"] == {k: v for k, v in dump(backend)["v"].items()
                                    if restored._key_group_of(k[0]) in restored.key_group_range}
+
+
+def test_relative_paths_resolve_against_the_working_directory(tmp_path, backend, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    CheckpointWriter("relative/checkpoints").write(1, {"op": [backend]})
+    checkpoint = Checkpoint.open("relative/checkpoints")
+    assert checkpoint.location.path == str(tmp_path / "relative" / "checkpoints" / "chk-1")

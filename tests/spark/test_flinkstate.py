@@ -294,3 +294,18 @@ def test_slices_are_sized_for_whole_waves_of_tasks(written, monkeypatch, cores):
     assert sum(sizes) == total
     assert all(size >= target for size in sizes[:-1])
     assert all(size < target + max(rows.values()) for size in sizes)
+
+
+def test_the_reader_shipped_to_tasks_carries_no_metadata(written):
+    import pickle
+
+    source = FlinkStateDataSource({"path": written[0], "state": "list", "filterPushdown": "true"})
+    reader = source.reader(source.schema())
+    list(reader.pushFilters([EqualTo(("key",), KEYS[1])]))
+    (partition,) = reader.partitions()
+    shipped = pickle.loads(pickle.dumps(reader))
+    assert shipped._op is None and shipped.pushdown.keys == [KEYS[1]]
+    expected = [row["list_element"] for table in Checkpoint.open(written[0]).read_keyed_state(
+        "list") for row in table.to_pylist() if row["key"] == KEYS[1]]
+    assert [r["list_element"] for b in shipped.read(partition) for r in b.to_pylist()] == expected
+    assert expected
