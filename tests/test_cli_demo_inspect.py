@@ -68,3 +68,11 @@ def test_inspect_without_matplotlib_says_how_to_install(demo_output, tmp_path, m
 def test_inspect_reports_a_missing_checkpoint(tmp_path, capsys):
     assert main(["inspect", str(tmp_path / "nothing")]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_demo_checks_java_before_processing(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["demo", "--events", "10", "--output", str(tmp_path / "out")]) == 1
+    assert "Spark needs Java 17" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -36,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             f"--events ({args.events}) and --checkpoint-every ({args.checkpoint_every})"
             " must be positive")
+    if not args.no_spark:
+        from statesource.spark import check_java
+
+        check_java()  # before a minute of processing, not after
     output = os.path.abspath(args.output or tempfile.mkdtemp(prefix="statesource-demo-"))
     print(f"statesource demo: {args.events:,} clicks, parallelism {args.parallelism},"
           f" checkpoints every {args.checkpoint_every:,} events into {output}")
