@@ -133,8 +133,14 @@ class CheckpointWriter:
                     for uid, backends in operators.items()}
         for uid, backends in subtasks.items():
             _check_operator(uid, backends)
-        snapshots = [_snapshot_operator(uid, backends, checkpoint_id)
-                     for uid, backends in subtasks.items()]
+        snapshots: list[_OperatorSnapshot] = []
+        try:
+            for uid, backends in subtasks.items():
+                snapshots.append(_snapshot_operator(uid, backends, checkpoint_id))
+        except BaseException:
+            for snapshot in snapshots:
+                snapshot.close()  # a failed checkpoint must not pin map versions
+            raise
         timestamp_ms = next((s.keyed[0].timestamp_ms for s in snapshots if s.keyed),
                             time.time_ns() // 1_000_000)
         future = self._executor.submit(_write_checkpoint, directory, checkpoint_id,
@@ -194,11 +200,19 @@ def _check_operator(uid: str, subtasks: list[SubtaskBackends]) -> None:
 
 def _snapshot_operator(uid: str, subtasks: list[SubtaskBackends],
                        checkpoint_id: int) -> _OperatorSnapshot:
-    keyed = [s.keyed.snapshot(checkpoint_id) for s in subtasks if s.keyed is not None]
-    operator = [None if s.operator is None else s.operator.snapshot(checkpoint_id)
-                for s in subtasks]
-    max_parallelism = keyed[0].max_parallelism if keyed else len(subtasks)
-    return _OperatorSnapshot(uid, len(subtasks), max_parallelism, keyed, operator)
+    snapshot = _OperatorSnapshot(uid, len(subtasks), len(subtasks), [], [])
+    try:
+        for subtask in subtasks:
+            if subtask.keyed is not None:
+                snapshot.keyed.append(subtask.keyed.snapshot(checkpoint_id))
+            snapshot.operator.append(
+                None if subtask.operator is None else subtask.operator.snapshot(checkpoint_id))
+    except BaseException:
+        snapshot.close()
+        raise
+    if snapshot.keyed:
+        snapshot.max_parallelism = snapshot.keyed[0].max_parallelism
+    return snapshot
 
 
 def _write_checkpoint(directory: Location, checkpoint_id: int, timestamp_ms: int,

@@ -368,3 +368,13 @@ def test_relative_paths_resolve_against_the_working_directory(tmp_path, backend,
     CheckpointWriter("relative/checkpoints").write(1, {"op": [backend]})
     checkpoint = Checkpoint.open("relative/checkpoints")
     assert checkpoint.location.path == str(tmp_path / "relative" / "checkpoints" / "chk-1")
+
+
+def test_a_failing_snapshot_releases_the_ones_already_taken(tmp_path, backend, monkeypatch):
+    broken = OperatorStateBackend()
+    monkeypatch.setattr(broken, "snapshot", lambda checkpoint_id: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        CheckpointWriter(str(tmp_path)).write_async(
+            1, {"op": [SubtaskBackends(keyed=backend, operator=broken)]})
+    for table in backend._tables.values():
+        assert all(m.highest_required_snapshot_version == 0 for m in table.maps)
