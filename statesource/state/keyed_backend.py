@@ -25,19 +25,17 @@ from statesource.state.descriptors import StateDescriptor
 from statesource.state.keyed_states import HANDLES, KeyedState
 from statesource.state.statetable import StateTable, StateTableSnapshot
 from statesource.state.ttl import Clock, SystemClock
-from statesource.types import DOUBLE, FLOAT, DataType, RowType, TupleType, key_type
+from statesource.types import BOOLEAN, BYTE, CHAR, INT, LONG, SHORT, STRING, DataType, key_type
 
-_KEY_GROUP_CACHE_SIZE = 1 << 16
+_KEY_GROUP_CACHE_LIMIT = 1 << 18
+_CACHEABLE: dict[DataType, type] = {
+    STRING: str, CHAR: str, INT: int, LONG: int, SHORT: int, BYTE: int, BOOLEAN: bool,
+}
+"""Key types whose Python equality, for values of exactly this Python type, is Java's.
 
-
-def _equality_is_java_equality(declared: DataType) -> bool:
-    """Whether a cache hit on Python ``==`` (exact type) is safe for this key type.
-
-    Floats break it (``0.0 == -0.0`` in Python, but Java hashes them apart), and
-    so do composites, whose fields ``lru_cache(typed=True)`` does not type:
-    ``("a", True)`` would hit the entry of ``("a", 1)`` and skip validation.
-    """
-    return declared not in (FLOAT, DOUBLE) and not isinstance(declared, (TupleType, RowType))
+Floats are missing because ``0.0 == -0.0`` in Python while Java hashes them
+apart, and composites because ``("a", True) == ("a", 1)``.
+"""
 
 
 class KeyedStateBackend:
@@ -69,18 +67,30 @@ class KeyedStateBackend:
         self._key_group_index: int | None = None
         self._current_namespace: Any = None
         self._namespace_version = 0
-        key_group_of: Callable[[Any], int] = functools.partial(
+        self._key_group_of: Callable[[Any], int] = functools.partial(
             _key_group, self.key_type.java_hash, max_parallelism
         )
-        if _equality_is_java_equality(self.key_type):
-            key_group_of = functools.lru_cache(_KEY_GROUP_CACHE_SIZE, typed=True)(key_group_of)
-        self._key_group_of = key_group_of
+        self._cacheable = _CACHEABLE.get(self.key_type)
+        self._key_group_cache: dict[Any, int] = {}
 
     # -- current key and namespace -------------------------------------------------------
 
     def set_current_key(self, key: Any) -> None:
-        """Make ``key`` current for every state handle; its key group is computed here, once."""
-        index = self._key_group_of(key) - self.key_group_range.start
+        """Make ``key`` current for every state handle; its key group is computed here, once.
+
+        Streams revisit keys, so key groups are remembered (up to a bound) for key
+        types where that is exact; a key of any other Python type is validated afresh.
+        """
+        if type(key) is self._cacheable:
+            key_group = self._key_group_cache.get(key)
+            if key_group is None:
+                key_group = self._key_group_of(key)
+                if len(self._key_group_cache) >= _KEY_GROUP_CACHE_LIMIT:
+                    self._key_group_cache.clear()
+                self._key_group_cache[key] = key_group
+        else:
+            key_group = self._key_group_of(key)
+        index = key_group - self.key_group_range.start
         if not 0 <= index < len(self.key_group_range):
             raise InvalidArgumentError(
                 f"key {key!r} belongs to key group {index + self.key_group_range.start}, outside"

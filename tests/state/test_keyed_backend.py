@@ -247,3 +247,19 @@ def test_incremental_cleanup_drops_expired_entries_of_other_keys(clock):
     value.update(0)  # one access runs the cleanup over the other entries
     table = backend._tables["v"]
     assert len(table) == 1
+
+
+def test_cached_key_groups_never_let_a_wrong_type_through():
+    backend = KeyedStateBackend("int", 128)
+    backend.set_current_key(1)
+    backend.set_current_key(1)  # served from the cache
+    with pytest.raises(TypeMismatchError, match="True"):
+        backend.set_current_key(True)  # == 1 in Python, but not an int key
+
+
+def test_float_keys_that_python_calls_equal_keep_their_java_key_groups():
+    backend = KeyedStateBackend("double", 4096)
+    backend.set_current_key(0.0)
+    zero = backend.current_key_group
+    backend.set_current_key(-0.0)
+    assert backend.current_key_group != zero  # Java hashes -0.0 and 0.0 apart
