@@ -113,6 +113,7 @@ class CheckpointWriter:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="statesource-checkpoint"
         )
+        self._in_flight: set[int] = set()
 
     def write(self, checkpoint_id: int, operators: Mapping[str, Sequence[Any]]) -> CheckpointInfo:
         """Snapshot and write synchronously; returns once the checkpoint is committed."""
@@ -126,8 +127,12 @@ class CheckpointWriter:
         subtask is a :class:`SubtaskBackends`, a ``KeyedStateBackend`` or an
         ``OperatorStateBackend``.
         """
+        if type(checkpoint_id) is not int or checkpoint_id < 0:
+            raise InvalidArgumentError(f"checkpoint id {checkpoint_id!r} must be an int >= 0")
+        if not operators:
+            raise InvalidArgumentError("nothing to checkpoint: no operators given")
         directory = self.root.child(checkpoint_dir_name(checkpoint_id))
-        if directory.child(METADATA_FILE).exists():
+        if checkpoint_id in self._in_flight or directory.child(METADATA_FILE).exists():
             raise InvalidArgumentError(f"checkpoint {checkpoint_id} already exists at {directory}")
         subtasks = {uid: [_as_subtask(uid, s) for s in backends]
                     for uid, backends in operators.items()}
@@ -143,8 +148,10 @@ class CheckpointWriter:
             raise
         timestamp_ms = next((s.keyed[0].timestamp_ms for s in snapshots if s.keyed),
                             time.time_ns() // 1_000_000)
+        self._in_flight.add(checkpoint_id)
         future = self._executor.submit(_write_checkpoint, directory, checkpoint_id,
                                        timestamp_ms, snapshots)
+        future.add_done_callback(lambda _: self._in_flight.discard(checkpoint_id))
         return PendingCheckpoint(checkpoint_id, future)
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from statesource.errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
     IncompatibleCheckpointError,
+    InvalidArgumentError,
     StateNotFoundError,
     UnsupportedFormatVersionError,
 )
@@ -378,3 +379,23 @@ def test_a_failing_snapshot_releases_the_ones_already_taken(tmp_path, backend, m
             1, {"op": [SubtaskBackends(keyed=backend, operator=broken)]})
     for table in backend._tables.values():
         assert all(m.highest_required_snapshot_version == 0 for m in table.maps)
+
+
+def test_bad_write_requests_are_refused_up_front(tmp_path, backend, monkeypatch):
+    writer = CheckpointWriter(str(tmp_path))
+    with pytest.raises(InvalidArgumentError, match="checkpoint id -1"):
+        writer.write_async(-1, {"op": [backend]})
+    with pytest.raises(InvalidArgumentError, match="no operators"):
+        writer.write_async(1, {})
+    release = threading.Event()
+    original = writer_module.encode_file
+    monkeypatch.setattr(writer_module, "encode_file",
+                        lambda *a, **k: (release.wait(10), original(*a, **k))[1])
+    pending = writer.write_async(1, {"op": [backend]})
+    with pytest.raises(InvalidArgumentError, match="checkpoint 1 already exists"):
+        writer.write_async(1, {"op": [backend]})  # still being written
+    release.set()
+    pending.result(10)
+    with pytest.raises(InvalidArgumentError, match="checkpoint 1 already exists"):
+        writer.write_async(1, {"op": [backend]})
+    writer.close()
