@@ -36,9 +36,6 @@ class Location:
     def exists(self) -> bool:
         return self.filesystem.get_file_info(self.path).type != pafs.FileType.NotFound
 
-    def is_dir(self) -> bool:
-        return self.filesystem.get_file_info(self.path).type == pafs.FileType.Directory
-
     def __str__(self) -> str:
         return self.path
 

@@ -441,7 +441,6 @@ class DecimalLeaf(TypedLeaf):
     def __init__(self, label: str, precision: int, scale: int) -> None:
         self.label, self.precision, self.scale = label, precision, scale
         self.arrow_type = pa.decimal128(precision, scale)
-        self._quantum = Decimal(1).scaleb(-scale)
         self._limit = 10**precision
 
     def _type_ok(self, t):

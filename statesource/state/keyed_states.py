@@ -265,8 +265,6 @@ class MapState(KeyedState):
 class _FoldingState(KeyedState):
     """Reducing and Aggregating state: ``add`` folds a value into what is stored."""
 
-    _role: str
-
     def _fold(self, stored: Any, value: Any) -> Any:
         raise NotImplementedError
 
