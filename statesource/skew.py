@@ -8,6 +8,7 @@ much busier than the rest, whatever the parallelism.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from statesource.format.metadata import OperatorMeta
@@ -41,7 +42,7 @@ class Distribution:
         return totals
 
 
-def imbalance(amounts: list[int]) -> float:
+def imbalance(amounts: Sequence[float]) -> float:
     """Largest over mean: 1.0 is perfectly even, 2.0 means one part carries twice its share."""
     mean = statistics.fmean(amounts) if amounts else 0.0
     return max(amounts) / mean if mean else 1.0

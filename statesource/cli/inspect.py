@@ -81,7 +81,7 @@ def _types(schemas: dict) -> str:
     return ", ".join(f"{role}={json.dumps(s.avro)}" for role, s in schemas.items())
 
 
-def _bytes(size: int) -> str:
+def _bytes(size: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if size < 1024 or unit == "GB":
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"

@@ -19,7 +19,7 @@ import pyarrow as pa
 from statesource.errors import StateSourceError
 from statesource.format.ipc import split_batches
 from statesource.state.descriptors import StateDescriptor, StateKind
-from statesource.state.expiry import Expirer, expirer_for
+from statesource.state.expiry import expirer_for
 from statesource.types import DataType
 
 KEY_GROUP = "key_group"
@@ -87,10 +87,11 @@ class RowEncoder:
         self.schema = data_schema(key_type, declaration)
         self._kind = declaration.kind
         self._ttl = declaration.ttl is not None
-        self._expire: Expirer | None = None
-        if self._ttl and expire_at_ms is not None and declaration.ttl.cleanup_full_snapshot:
-            self._expire = expirer_for(declaration.kind, declaration.ttl)
-        self._expire_at = expire_at_ms
+        self._expire: Callable[[Any], Any] | None = None
+        ttl = declaration.ttl
+        if ttl is not None and expire_at_ms is not None and ttl.cleanup_full_snapshot:
+            expire, now = expirer_for(declaration.kind, ttl), expire_at_ms
+            self._expire = lambda stored: expire(stored, now)
 
     def encode(self, key_group_snapshots: Iterable[tuple[int, Any]], name: str
                ) -> Iterator[tuple[int, list[pa.RecordBatch], int, int]]:
@@ -110,9 +111,9 @@ class RowEncoder:
     def rows_of(self, key_group: int, keys: list, namespaces: list, states: list) -> Rows:
         """The rows of one key group's entries (the snapshot's own lists where possible)."""
         if self._expire is not None:
-            expire, now = self._expire, self._expire_at
+            expire = self._expire
             kept = [(k, n, live) for k, n, stored in zip(keys, namespaces, states)
-                    if (live := expire(stored, now)) is not None]
+                    if (live := expire(stored)) is not None]
             keys, namespaces, states = (list(c) for c in zip(*kept)) if kept else ([], [], [])
         kind, ttl = self._kind, self._ttl
         if kind is not StateKind.LIST and kind is not StateKind.MAP:
@@ -207,8 +208,6 @@ def decode_entries(key_type: DataType, declaration: StateDescriptor,
         items = list(zip(items, timestamps))
     starts = entry_starts(keys, namespaces)
     for start, end in zip(starts, starts[1:]):
-        if kind is StateKind.LIST:
-            stored: Any = items[start:end]
-        else:
-            stored = dict(zip(values[0][start:end], items[start:end]))
-        yield keys[start], namespaces[start], stored
+        entry: list | dict = (items[start:end] if kind is StateKind.LIST
+                              else dict(zip(values[0][start:end], items[start:end])))
+        yield keys[start], namespaces[start], entry

@@ -12,6 +12,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -23,6 +24,22 @@ _FILE_MAGIC_PADDED = 8  # "ARROW1" plus two bytes of padding precede the schema 
 
 ReadListener = Callable[[str, int, int], None]
 """Called with (path, offset, length) for every byte range read; for instrumentation."""
+
+
+class LocatedBatches(Protocol):
+    """Anything that says where consecutive batches lie (a key group, a subtask's share)."""
+
+    @property
+    def batch_count(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
+
+    @property
+    def crc32(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -80,7 +97,7 @@ def split_batches(table: pa.Table, start: int, length: int) -> list[pa.RecordBat
     ]
 
 
-def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[ByteRange],
+def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[LocatedBatches],
                 expected_size: int, verify: bool = True,
                 listener: ReadListener | None = None) -> Iterator[list[pa.RecordBatch]]:
     """Each range's batches, reading adjacent ranges with one request and checking CRCs."""
@@ -114,7 +131,7 @@ def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[ByteRange],
                 yield _decode(file, schema, byte_range, piece, verify)
 
 
-def _adjacent_spans(ranges: Sequence[ByteRange]) -> Iterator[list[ByteRange]]:
+def _adjacent_spans(ranges: Sequence[LocatedBatches]) -> Iterator[list[LocatedBatches]]:
     span = [ranges[0]]
     for byte_range in ranges[1:]:
         if byte_range.offset == span[-1].offset + span[-1].length:
@@ -125,7 +142,7 @@ def _adjacent_spans(ranges: Sequence[ByteRange]) -> Iterator[list[ByteRange]]:
     yield span
 
 
-def _decode(file: Location, schema: pa.Schema, byte_range: ByteRange, piece: pa.Buffer,
+def _decode(file: Location, schema: pa.Schema, byte_range: LocatedBatches, piece: pa.Buffer,
             verify: bool) -> list[pa.RecordBatch]:
     if verify and zlib.crc32(memoryview(piece)) != byte_range.crc32:
         raise CorruptCheckpointError(

@@ -223,6 +223,13 @@ class OperatorMeta:
     keyed_states: tuple[KeyedStateMeta, ...]
     operator_states: tuple[OperatorStateMeta, ...]
 
+    @property
+    def keyed_key_type(self) -> DataType:
+        """The key type, for reading keyed state (an error if the operator keeps none)."""
+        if self.key_type is None:
+            raise StateNotFoundError(f"operator {self.uid!r} has no keyed state")
+        return self.key_type
+
     def keyed_state(self, name: str | None = None) -> KeyedStateMeta:
         return _pick(self.keyed_states, name, f"keyed state of operator {self.uid!r}")
 

@@ -113,7 +113,7 @@ class Checkpoint:
         """
         op = self.operator(operator)
         meta = op.keyed_state(state)
-        schema = data_schema(op.key_type, meta.declaration())
+        schema = data_schema(op.keyed_key_type, meta.declaration())
         wanted = self._checked_range(op, key_groups)
         for data_file in meta.files:
             locations = [loc for loc in data_file.locations if loc.key_group in wanted]
@@ -157,20 +157,18 @@ class Checkpoint:
         the key groups Flink would assign it, read by byte range.
         """
         op = self.operator(operator)
-        if op.key_type is None:
-            raise IncompatibleCheckpointError(f"operator {op.uid!r} has no keyed state")
         check_parallelism(parallelism, op.max_parallelism)
         owned = key_group_range_for_operator(op.max_parallelism, parallelism, subtask_index)
-        backend = KeyedStateBackend(op.key_type, op.max_parallelism, owned, clock=clock)
+        backend = KeyedStateBackend(op.keyed_key_type, op.max_parallelism, owned, clock=clock)
         for meta in op.keyed_states:
             self._restore_state(backend, op, meta, owned)
         return backend
 
     def _restore_state(self, backend: KeyedStateBackend, op: OperatorMeta,
                        meta: KeyedStateMeta, owned: KeyGroupRange) -> None:
-        declaration = meta.declaration()
+        declaration, key_type = meta.declaration(), op.keyed_key_type
         backend.restore_state(declaration, (
-            (table.column(KEY_GROUP)[0].as_py(), decode_entries(op.key_type, declaration, table))
+            (table.column(KEY_GROUP)[0].as_py(), decode_entries(key_type, declaration, table))
             for table in self.read_keyed_state(meta.name, operator=op.uid, key_groups=owned)
         ))
 

@@ -177,7 +177,7 @@ def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None,
                                  filesystem=target.location.filesystem)
     op = checkpoint.operator(target.operator)
     state = op.keyed_state(target.state)
-    wanted = None if keys is None else op.key_type.to_arrow(keys)
+    wanted = None if keys is None else op.keyed_key_type.to_arrow(keys)
     for table in checkpoint.read_keyed_state(target.state, operator=target.operator,
                                              key_groups=part.key_groups(), listener=listener):
         if wanted is not None:

@@ -49,7 +49,7 @@ class OutputSchema:
 
 def output_schema(op: OperatorMeta, state: KeyedStateMeta, flatten: bool) -> OutputSchema:
     declaration = state.declaration()
-    stored = data_schema(op.key_type, declaration)
+    stored = data_schema(op.keyed_key_type, declaration)
     fields = [stored.field(KEY_GROUP), pa.field(OPERATOR_INDEX, pa.int32()),
               stored.field(KEY), stored.field(NAMESPACE)]
     nested = not flatten and state.kind in (StateKind.LIST, StateKind.MAP)

@@ -399,3 +399,11 @@ def test_bad_write_requests_are_refused_up_front(tmp_path, backend, monkeypatch)
     with pytest.raises(InvalidArgumentError, match="checkpoint 1 already exists"):
         writer.write_async(1, {"op": [backend]})
     writer.close()
+
+
+def test_restoring_keyed_state_of_an_operator_without_any_is_reported(tmp_path):
+    source = OperatorStateBackend()
+    source.get_list_state("offsets", "long").update([1])
+    CheckpointWriter(str(tmp_path)).write(1, {"src": [source]})
+    with pytest.raises(StateNotFoundError, match="operator 'src' has no keyed state"):
+        Checkpoint.open(str(tmp_path)).restore_keyed_backend(0, 1)
