@@ -407,3 +407,10 @@ def test_restoring_keyed_state_of_an_operator_without_any_is_reported(tmp_path):
     CheckpointWriter(str(tmp_path)).write(1, {"src": [source]})
     with pytest.raises(StateNotFoundError, match="operator 'src' has no keyed state"):
         Checkpoint.open(str(tmp_path)).restore_keyed_backend(0, 1)
+
+
+def test_file_uris_go_through_pyarrow_fs(tmp_path, backend):
+    uri = (tmp_path / "by-uri").as_uri()
+    CheckpointWriter(uri).write(1, {"op": [backend]})
+    assert (tmp_path / "by-uri" / "chk-1" / "_metadata.json").is_file()
+    assert dump(Checkpoint.open(uri).restore_keyed_backend(0, 1)) == dump(backend)
