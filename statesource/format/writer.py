@@ -244,19 +244,26 @@ def _write_checkpoint(directory: Location, checkpoint_id: int, timestamp_ms: int
 
 def _write_operator(data_dir: Location, snapshot: _OperatorSnapshot,
                     written: list[Location]) -> OperatorMeta:
+    """One file per keyed state per subtask that has it: subtasks register states lazily."""
+    by_name: dict[str, list[tuple[KeyedBackendSnapshot, StateTableSnapshot]]] = {}
+    for backend in snapshot.keyed:
+        for state in backend.states:
+            by_name.setdefault(state.descriptor.name, []).append((backend, state))
     keyed_states = []
-    if snapshot.keyed:
-        names = [state.descriptor.name for state in snapshot.keyed[0].states]
-        for index, name in enumerate(names):
-            files = tuple(
-                _write_keyed_file(data_dir, snapshot.uid, backend, backend.states[index], written)
-                for backend in snapshot.keyed
-            )
-            declaration = snapshot.keyed[0].states[index].descriptor
-            keyed_states.append(KeyedStateMeta(
-                name, declaration.kind, declaration.namespace_type, declaration.schemas,
-                declaration.ttl, files,
-            ))
+    for name, holders in sorted(by_name.items()):
+        declaration = holders[0][1].descriptor
+        for _, state in holders:
+            if not state.descriptor.same_declaration(declaration):
+                raise InvalidArgumentError(
+                    f"operator {snapshot.uid!r}: subtasks declare state {name!r} differently:"
+                    f" {declaration.describe()} and {state.descriptor.describe()}"
+                )
+        files = tuple(_write_keyed_file(data_dir, snapshot.uid, backend, state, written)
+                      for backend, state in holders)
+        keyed_states.append(KeyedStateMeta(
+            name, declaration.kind, declaration.namespace_type, declaration.schemas,
+            declaration.ttl, files,
+        ))
     operator_states = _write_operator_states(data_dir, snapshot, written)
     key_type = snapshot.keyed[0].key_type if snapshot.keyed else None
     return OperatorMeta(snapshot.uid, snapshot.parallelism, snapshot.max_parallelism, key_type,
@@ -295,6 +302,13 @@ def _write_operator_states(data_dir: Location, snapshot: _OperatorSnapshot,
     metas = []
     for name, entries in sorted(by_name.items()):
         first = entries[0][1]
+        for _, entry in entries:
+            if (entry.mode, dict(entry.schemas)) != (first.mode, dict(first.schemas)):
+                raise InvalidArgumentError(
+                    f"operator {snapshot.uid!r}: subtasks declare operator state {name!r}"
+                    f" differently: {first.mode.value} {dict(first.schemas)} and"
+                    f" {entry.mode.value} {dict(entry.schemas)}"
+                )
         tables = [(subtask, operator_state_table(entry)) for subtask, entry in entries]
         try:
             payload, ranges = encode_file(tables[0][1].schema,

@@ -39,6 +39,8 @@ class KeyedState:
         self.descriptor = table.descriptor
         self._namespace_type = self.descriptor.namespace_type
         self._namespaced = self._namespace_type is not VOID
+        self._validators = {role: schema.validate
+                            for role, schema in self.descriptor.schemas.items()}
         self._checked_namespace_version = -1
         ttl = self.descriptor.ttl
         self._ttl = ttl
@@ -83,7 +85,7 @@ class KeyedState:
 
     def _check(self, role: str, value: Any) -> None:
         try:
-            self.descriptor.schemas[role].validate(value)
+            self._validators[role](value)
         except StateSourceError as error:
             raise type(error)(f"state {self.name!r} {role}: {error}") from None
 

@@ -414,3 +414,32 @@ def test_file_uris_go_through_pyarrow_fs(tmp_path, backend):
     CheckpointWriter(uri).write(1, {"op": [backend]})
     assert (tmp_path / "by-uri" / "chk-1" / "_metadata.json").is_file()
     assert dump(Checkpoint.open(uri).restore_keyed_backend(0, 1)) == dump(backend)
+
+
+def test_subtasks_that_registered_different_states_are_written_by_name(tmp_path):
+    subtasks = [KeyedStateBackend("long", 128, key_group_range_for_operator(128, 2, i))
+                for i in range(2)]
+    model = {}
+    for index, backend in enumerate(subtasks):
+        names = ["only_first", "both"] if index == 0 else ["both"]
+        for name in names:
+            state = backend.get_state(ValueStateDescriptor(name, "long"))
+            key = next(k for k in range(1000) if backend._key_group_of(k)
+                       in backend.key_group_range)
+            backend.set_current_key(key)
+            state.update(index)
+            model.setdefault(name, {})[(key, None)] = index
+    CheckpointWriter(str(tmp_path)).write(1, {"op": subtasks})
+    checkpoint = Checkpoint.open(str(tmp_path))
+    assert len(checkpoint.operator().keyed_state("only_first").files) == 1
+    assert merged([dump(checkpoint.restore_keyed_backend(0, 1))]) == model
+
+
+def test_subtasks_declaring_a_state_differently_are_refused(tmp_path):
+    subtasks = [KeyedStateBackend("long", 128, key_group_range_for_operator(128, 2, i))
+                for i in range(2)]
+    subtasks[0].get_state(ValueStateDescriptor("v", "long"))
+    subtasks[1].get_state(ValueStateDescriptor("v", "string"))
+    with pytest.raises(InvalidArgumentError, match="subtasks declare state 'v' differently"):
+        CheckpointWriter(str(tmp_path)).write(1, {"op": subtasks})
+    assert not (tmp_path / "chk-1" / "_metadata.json").exists()
