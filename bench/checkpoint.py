@@ -17,7 +17,7 @@ import time
 
 import pyarrow as pa
 
-from statesource.format import Checkpoint, CheckpointWriter
+from statesource import Checkpoint, CheckpointWriter
 from statesource.keygroups import KeyGroupRange
 from statesource.state.descriptors import ValueStateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from timing import best_of
 
-from statesource.format import CheckpointWriter
+from statesource import CheckpointWriter
 from statesource.keygroups import key_group_range_for_operator
 from statesource.state.descriptors import ValueStateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import tempfile
 
-from statesource.format import CheckpointWriter
+from statesource import CheckpointWriter
 from statesource.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend
 

@@ -10,7 +10,7 @@ import tempfile
 
 from produce_and_checkpoint import produce
 
-from statesource.format import Checkpoint
+from statesource import Checkpoint, restore_keyed_backend
 from statesource.keygroups import assign_to_key_group, operator_index_for_key_group
 from statesource.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 
@@ -25,7 +25,7 @@ owner = operator_index_for_key_group(
     assign_to_key_group(customer, operator.key_type, operator.max_parallelism))
 for subtask in range(parallelism):
     # Each subtask reads only the byte ranges of the key groups Flink assigns it.
-    backend = checkpoint.restore_keyed_backend(subtask, parallelism)
+    backend = restore_keyed_backend(checkpoint, subtask, parallelism)
     print(f"subtask {subtask} of {parallelism} owns key groups {backend.key_group_range}")
     if subtask == owner:
         backend.set_current_key(customer)

@@ -1,6 +1,22 @@
-"""statesource: Flink-style keyed state in Python, checkpointed as Arrow, read with Spark."""
+"""statesource: Flink-style keyed state in Python, checkpointed as Arrow, read with Spark.
 
+The names here are the public API a program needs: keep state in backends,
+checkpoint it, open checkpoints, restore and retain them, and the errors all
+of it raises. Spark lives in :mod:`statesource.spark`, which this package
+does not import (it would start nothing, but pulls in PySpark).
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from statesource.checkpointing import (
+    CheckpointWriter,
+    PendingCheckpoint,
+    SubtaskBackends,
+    restore_keyed_backend,
+    restore_operator_backend,
+)
 from statesource.errors import (
+    CheckpointExistsError,
     CheckpointNotFoundError,
     ConcurrentModificationError,
     CorruptCheckpointError,
@@ -11,24 +27,66 @@ from statesource.errors import (
     TypeMismatchError,
     UnsupportedFormatVersionError,
 )
+from statesource.format import Checkpoint, CheckpointInfo, retain
 from statesource.keygroups import KeyGroupRange
+from statesource.model import DistributionMode, StateKind, StateVisibility, TtlConfig, UpdateType
+from statesource.state import (
+    AggregatingStateDescriptor,
+    KeyedStateBackend,
+    ListStateDescriptor,
+    ManualClock,
+    MapStateDescriptor,
+    OperatorStateBackend,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    SystemClock,
+    ValueStateDescriptor,
+)
 from statesource.types import Row, RowKind, key_type, parse_type
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("statesource")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
+    "AggregatingStateDescriptor",
+    "Checkpoint",
+    "CheckpointExistsError",
+    "CheckpointInfo",
     "CheckpointNotFoundError",
+    "CheckpointWriter",
     "ConcurrentModificationError",
     "CorruptCheckpointError",
+    "DistributionMode",
     "IncompatibleCheckpointError",
     "InvalidArgumentError",
     "KeyGroupRange",
+    "KeyedStateBackend",
+    "ListStateDescriptor",
+    "ManualClock",
+    "MapStateDescriptor",
+    "OperatorStateBackend",
+    "PendingCheckpoint",
+    "ReducingStateDescriptor",
     "Row",
     "RowKind",
+    "StateDescriptor",
+    "StateKind",
     "StateNotFoundError",
     "StateSourceError",
+    "StateVisibility",
+    "SubtaskBackends",
+    "SystemClock",
+    "TtlConfig",
     "TypeMismatchError",
     "UnsupportedFormatVersionError",
+    "UpdateType",
+    "ValueStateDescriptor",
+    "__version__",
     "key_type",
     "parse_type",
+    "restore_keyed_backend",
+    "restore_operator_backend",
+    "retain",
 ]

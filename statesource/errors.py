@@ -44,3 +44,7 @@ class IncompatibleCheckpointError(StateSourceError):
 
 class ConcurrentModificationError(StateSourceError, RuntimeError):
     """A fail-fast iterator saw its map change structurally underneath it."""
+
+
+class CheckpointExistsError(InvalidArgumentError, FileExistsError):
+    """A checkpoint id that is already committed: checkpoints are never overwritten."""

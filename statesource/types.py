@@ -347,6 +347,11 @@ class _CompositeType(DataType):
     def _field_struct(self) -> list[pa.Field]:
         return [pa.field(f"f{i}", t.arrow_type) for i, t in enumerate(self.fields)]
 
+    @property
+    def _record_name(self) -> str:
+        """The name of the top-level Avro record (``Tuple2``, ``Row``)."""
+        raise NotImplementedError
+
     def to_avro(self) -> Any:
         return self._avro_record(self._record_name)
 
@@ -435,7 +440,9 @@ class RowType(_CompositeType):
         kind = RowKind.from_short_string(fields["row_kind"])
         return Row(*self._typed_fields(fields), kind=kind)
 
-    _record_name = "Row"
+    @property
+    def _record_name(self) -> str:
+        return "Row"
 
 
 STRING: DataType = _StringType()

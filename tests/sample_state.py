@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from statesource.model import TtlConfig
 from statesource.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -16,7 +17,6 @@ from statesource.state.descriptors import (
     ValueStateDescriptor,
 )
 from statesource.state.keyed_backend import KeyedStateBackend
-from statesource.state.ttl import TtlConfig
 
 
 class Average:

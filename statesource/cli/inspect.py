@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from collections.abc import Mapping
 from datetime import datetime, timezone
 
 from statesource.format import Checkpoint
 from statesource.format.metadata import OperatorMeta
+from statesource.schema import ValueSchema
 from statesource.skew import Distribution, imbalance
 
 
@@ -77,7 +79,7 @@ def print_operator(op: OperatorMeta, proposed: int | None) -> None:
               f" (max/mean {imbalance(totals):.2f})")
 
 
-def _types(schemas: dict) -> str:
+def _types(schemas: Mapping[str, ValueSchema]) -> str:
     return ", ".join(f"{role}={json.dumps(s.avro)}" for role, s in schemas.items())
 
 

@@ -14,13 +14,15 @@ import operator
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
+from statesource.checkpointing import CheckpointWriter, PendingCheckpoint, SubtaskBackends
 from statesource.demo.clickstream import Click
-from statesource.format import CheckpointWriter, PendingCheckpoint, SubtaskBackends
 from statesource.keygroups import (
     assign_to_key_group,
     key_group_range_for_operator,
     operator_index_for_key_group,
 )
+from statesource.model import TtlConfig
+from statesource.state.clock import ManualClock
 from statesource.state.descriptors import (
     ListStateDescriptor,
     MapStateDescriptor,
@@ -29,7 +31,6 @@ from statesource.state.descriptors import (
 )
 from statesource.state.keyed_backend import KeyedStateBackend
 from statesource.state.operator_backend import OperatorStateBackend
-from statesource.state.ttl import ManualClock, TtlConfig
 from statesource.types import STRING
 
 OPERATOR_UID = "user-activity"

@@ -1,24 +1,26 @@
-"""Checkpoint format v1: key-group-partitioned Arrow IPC files plus JSON metadata.
+"""The checkpoint format: key-group-partitioned Arrow IPC files plus JSON metadata.
 
+Every producer writes through this layer (:func:`write_keyed_file`,
+:func:`write_operator_state_file`, :func:`commit_checkpoint`), and every
+reader reads through :class:`Checkpoint`. It knows nothing of live backends.
 See docs/FORMAT.md for the normative specification.
 """
 
+from statesource.format.commit import CheckpointInfo, commit_checkpoint
+from statesource.format.datafile import write_keyed_file, write_operator_state_file
 from statesource.format.metadata import FORMAT_VERSION, CheckpointMeta
 from statesource.format.reader import Checkpoint, StateSummary
-from statesource.format.writer import (
-    CheckpointInfo,
-    CheckpointWriter,
-    PendingCheckpoint,
-    SubtaskBackends,
-)
+from statesource.format.retention import RetentionPlan, retain
 
 __all__ = [
     "FORMAT_VERSION",
     "Checkpoint",
     "CheckpointInfo",
     "CheckpointMeta",
-    "CheckpointWriter",
-    "PendingCheckpoint",
+    "RetentionPlan",
     "StateSummary",
-    "SubtaskBackends",
+    "commit_checkpoint",
+    "retain",
+    "write_keyed_file",
+    "write_operator_state_file",
 ]

@@ -8,6 +8,7 @@ lets a reader regroup them without sorting.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
@@ -18,8 +19,7 @@ import pyarrow as pa
 
 from statesource.errors import StateSourceError
 from statesource.format.ipc import split_batches
-from statesource.state.descriptors import StateDescriptor, StateKind
-from statesource.state.expiry import expirer_for
+from statesource.model import VALUE_ROLES, StateDeclaration, StateKind, expirer_for
 from statesource.types import DataType
 
 KEY_GROUP = "key_group"
@@ -28,17 +28,18 @@ NAMESPACE = "namespace"
 TTL_TIMESTAMP = "ttl_timestamp"
 TTL_ARROW_TYPE = pa.timestamp("ms", tz="UTC")
 
+COLUMN_OF_ROLE = {"value": "value", "element": "list_element", "user_key": "user_key",
+                  "user_value": "user_value", "accumulator": "accumulator"}
+"""The data-file column that holds each value role."""
+
 VALUE_COLUMNS: dict[StateKind, tuple[tuple[str, str], ...]] = {
-    StateKind.VALUE: (("value", "value"),),
-    StateKind.REDUCING: (("value", "value"),),
-    StateKind.AGGREGATING: (("accumulator", "accumulator"),),
-    StateKind.LIST: (("list_element", "element"),),
-    StateKind.MAP: (("user_key", "user_key"), ("user_value", "user_value")),
+    kind: tuple((COLUMN_OF_ROLE[role], role) for role in roles)
+    for kind, roles in VALUE_ROLES.items()
 }
 """Per kind: (column name, schema role) of the value columns, in column order."""
 
 
-def data_schema(key_type: DataType, declaration: StateDescriptor) -> pa.Schema:
+def data_schema(key_type: DataType, declaration: StateDeclaration) -> pa.Schema:
     """The Arrow schema of a data file of this state (derived, never stored apart)."""
     fields = [
         pa.field(KEY_GROUP, pa.int32()),
@@ -73,14 +74,16 @@ class Rows:
 
 
 class RowEncoder:
-    """Turns one state's snapshot into record batches, key group by key group.
+    """Turns one state's stored entries into record batches, key group by key group.
 
-    Expired values are dropped when the state asks for full-snapshot cleanup.
-    A key group converts straight from the lists the snapshot hands out; only
-    small ones are copied together first.
+    The input is Python columns per key group (keys, namespaces, stored states
+    in the shapes of :mod:`statesource.model`), as a state map snapshot or any
+    other producer hands them out. Expired values are dropped when the state
+    asks for full-snapshot cleanup. A key group converts straight from the
+    given lists; only small ones are copied together first.
     """
 
-    def __init__(self, key_type: DataType, declaration: StateDescriptor,
+    def __init__(self, key_type: DataType, declaration: StateDeclaration,
                  expire_at_ms: int | None) -> None:
         self.key_type = key_type
         self.declaration = declaration
@@ -93,20 +96,23 @@ class RowEncoder:
             expire, now = expirer_for(declaration.kind, ttl), expire_at_ms
             self._expire = lambda stored: expire(stored, now)
 
-    def encode(self, key_group_snapshots: Iterable[tuple[int, Any]], name: str
-               ) -> Iterator[tuple[int, list[pa.RecordBatch], int, int]]:
-        """``(key group, batches, rows, entries)`` of every key group with rows, in order."""
+    def encode(self, key_groups: Iterable[tuple[int, list, list, list]]
+               ) -> Iterator[tuple[int, list[pa.RecordBatch], int]]:
+        """``(key group, batches, entries)`` of every key group with rows, in order.
+
+        ``key_groups`` yields ``(key group, keys, namespaces, stored states)``.
+        """
         chunk: list[Rows] = []
         chunk_rows = 0
-        for key_group, map_snapshot in key_group_snapshots:
-            rows = self.rows_of(key_group, *map_snapshot.columns())
+        for key_group, keys, namespaces, states in key_groups:
+            rows = self.rows_of(key_group, keys, namespaces, states)
             if len(rows):
                 chunk.append(rows)
                 chunk_rows += len(rows)
             if chunk_rows >= CHUNK_ROWS:
-                yield from self._encode_chunk(chunk, name)
+                yield from self._encode_chunk(chunk)
                 chunk, chunk_rows = [], 0
-        yield from self._encode_chunk(chunk, name)
+        yield from self._encode_chunk(chunk)
 
     def rows_of(self, key_group: int, keys: list, namespaces: list, states: list) -> Rows:
         """The rows of one key group's entries (the snapshot's own lists where possible)."""
@@ -141,17 +147,16 @@ class RowEncoder:
                 target.extend(items)
         return rows
 
-    def _encode_chunk(self, chunk: list[Rows], name: str
-                      ) -> Iterator[tuple[int, list[pa.RecordBatch], int, int]]:
+    def _encode_chunk(self, chunk: list[Rows]) -> Iterator[tuple[int, list[pa.RecordBatch], int]]:
         if not chunk:
             return
-        table = self._to_table(chunk, name)
+        table = self._to_table(chunk)
         start = 0
         for rows in chunk:
-            yield rows.key_group, split_batches(table, start, len(rows)), len(rows), rows.entries
+            yield rows.key_group, split_batches(table, start, len(rows)), rows.entries
             start += len(rows)
 
-    def _to_table(self, chunk: list[Rows], name: str) -> pa.Table:
+    def _to_table(self, chunk: list[Rows]) -> pa.Table:
         """The chunk's rows as a table of :func:`data_schema`; type errors name the state."""
 
         def joined(pick: Callable[[Rows], list]) -> list:
@@ -167,16 +172,21 @@ class RowEncoder:
                 self.declaration.namespace_type.to_arrow(joined(lambda r: r.namespaces)),
             ]
             for index, (_, role) in enumerate(VALUE_COLUMNS[self._kind]):
-                values = joined(lambda r, i=index: r.values[i])
+                values = joined(functools.partial(_values_at, index))
                 columns.append(self.declaration.schemas[role].to_arrow(values))
         except StateSourceError as error:
-            raise type(error)(f"state {name!r}: {error}") from None
+            raise type(error)(f"state {self.declaration.name!r}: {error}") from None
         except (pa.ArrowException, OverflowError, TypeError, ValueError) as error:
-            raise StateSourceError(f"state {name!r}: cannot encode keys or values: {error}") \
-                from None
+            raise StateSourceError(
+                f"state {self.declaration.name!r}: cannot encode keys or values: {error}"
+            ) from None
         if self._ttl:
             columns.append(pa.array(joined(lambda r: r.timestamps), TTL_ARROW_TYPE))
         return pa.Table.from_arrays(columns, schema=self.schema)
+
+
+def _values_at(index: int, rows: Rows) -> list:
+    return rows.values[index]
 
 
 def entry_starts(keys: list[Any], namespaces: list[Any]) -> list[int]:
@@ -189,7 +199,7 @@ def entry_starts(keys: list[Any], namespaces: list[Any]) -> list[int]:
     return starts
 
 
-def decode_entries(key_type: DataType, declaration: StateDescriptor,
+def decode_entries(key_type: DataType, declaration: StateDeclaration,
                    rows: pa.Table | pa.RecordBatch) -> Iterator[tuple[Any, Any, Any]]:
     """Regroup one key group's rows into ``(key, namespace, stored_state)`` entries."""
     keys = key_type.from_arrow(rows.column(KEY))

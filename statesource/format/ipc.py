@@ -10,7 +10,7 @@ The file stays a regular Arrow IPC file that any Arrow reader can open whole.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,7 +20,6 @@ from statesource.errors import CorruptCheckpointError
 from statesource.format.storage import Location
 
 MAX_ROWS_PER_BATCH = 1 << 16
-_FILE_MAGIC_PADDED = 8  # "ARROW1" plus two bytes of padding precede the schema message
 
 ReadListener = Callable[[str, int, int], None]
 """Called with (path, offset, length) for every byte range read; for instrumentation."""
@@ -51,39 +50,6 @@ class ByteRange:
     offset: int
     length: int
     crc32: int
-
-
-def encode_file(schema: pa.Schema,
-                groups: Iterable[Sequence[pa.RecordBatch]]) -> tuple[pa.Buffer, list[ByteRange]]:
-    """Write each group of batches contiguously; return the file and each group's range."""
-    sink = pa.BufferOutputStream()
-    batch_ends: list[int] = []
-    group_bounds: list[tuple[int, int]] = []
-    with pa.ipc.new_file(sink, schema) as writer:
-        for batches in groups:
-            first = len(batch_ends)
-            for batch in batches:
-                writer.write_batch(batch)
-                batch_ends.append(sink.tell())
-            group_bounds.append((first, len(batch_ends)))
-    payload = sink.getvalue()
-    first_batch_offset = _first_batch_offset(payload)
-    view = memoryview(payload)
-    ranges = []
-    for first, end in group_bounds:
-        offset = batch_ends[first - 1] if first else first_batch_offset
-        length = (batch_ends[end - 1] if end > first else offset) - offset
-        crc = zlib.crc32(view[offset:offset + length])
-        ranges.append(ByteRange(first, end - first, offset, length, crc))
-    return payload, ranges
-
-
-def _first_batch_offset(payload: pa.Buffer) -> int:
-    """The writer emits magic and schema lazily, so find the schema message's end by parsing."""
-    stream = pa.BufferReader(payload)
-    stream.seek(_FILE_MAGIC_PADDED)
-    pa.ipc.read_message(stream)
-    return stream.tell()
 
 
 def split_batches(table: pa.Table, start: int, length: int) -> list[pa.RecordBatch]:

@@ -1,33 +1,48 @@
-"""The checkpoint metadata model (format version 1) and its JSON form.
+"""The checkpoint metadata model and its JSON form (format versions 1 and 2).
 
 The metadata is the only file a reader must trust: it names every data file,
 the key-group range each covers, and where each key group's bytes lie with
 their checksum. Readers check ``formatVersion`` before anything else, so a
 future layout is refused with a message instead of being misread.
+
+In memory every data-file path is relative to the checkpoint *root* (the
+directory holding ``chk-<id>`` directories), as version 2 records it, so a
+checkpoint can reference files an earlier checkpoint wrote. Version 1
+recorded paths relative to the checkpoint directory; they are rebased when
+read, which is why parsing takes the checkpoint directory's name.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from statesource.checks import check_checkpoint_id
 from statesource.errors import (
     CorruptCheckpointError,
     StateNotFoundError,
     StateSourceError,
     UnsupportedFormatVersionError,
 )
-from statesource.keygroups import KeyGroupRange
+from statesource.format.storage import check_relative_path
+from statesource.keygroups import KeyGroupRange, check_max_parallelism, check_parallelism
+from statesource.model import (
+    DistributionMode,
+    StateDeclaration,
+    StateKind,
+    StateVisibility,
+    TtlConfig,
+    UpdateType,
+    operator_state_roles,
+)
 from statesource.schema import ValueSchema
-from statesource.state.descriptors import StateDescriptor, StateKind
-from statesource.state.redistribution import DistributionMode
-from statesource.state.ttl import TtlConfig
-from statesource.types import DataType, parse_type
+from statesource.types import DataType, key_type, parse_type
 
-FORMAT_VERSION = 1
-SUPPORTED_FORMAT_VERSIONS = (1,)
+FORMAT_VERSION = 2
+SUPPORTED_FORMAT_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -81,21 +96,76 @@ class DataFile:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> DataFile:
+    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> DataFile:
         columns = data["keyGroups"]
         lengths = {len(columns[name]) for name in _INDEX_FIELDS}
         if len(lengths) != 1:
             raise ValueError(f"key-group index columns of {data['path']} differ in length")
         locations = tuple(
-            KeyGroupLocation(**{attr: int(columns[name][i])
+            KeyGroupLocation(**{attr: _int(columns[name][i])
                                 for name, attr in _INDEX_FIELDS.items()})
             for i in range(lengths.pop())
         )
-        return cls(data["path"], KeyGroupRange(data["keyGroupStart"], data["keyGroupEnd"]),
-                   int(data["sizeBytes"]), locations)
+        data_file = cls(paths(data["path"]),
+                        KeyGroupRange(_int(data["keyGroupStart"]), _int(data["keyGroupEnd"])),
+                        _int(data["sizeBytes"]), locations)
+        data_file.check()
+        return data_file
+
+    def check(self) -> None:
+        """Locations ascend inside the file's range and its size, and never overlap."""
+        previous_group, previous_end = self.key_group_range.start - 1, 0
+        for loc in self.locations:
+            if not previous_group < loc.key_group <= self.key_group_range.end:
+                raise ValueError(
+                    f"{self.path}: key group {loc.key_group} is out of order or outside"
+                    f" {self.key_group_range}"
+                )
+            if min(loc.batch_start, loc.batch_count, loc.offset, loc.length, loc.rows,
+                   loc.entries, loc.crc32) < 0 or loc.offset < previous_end \
+                    or loc.offset + loc.length > self.size_bytes:
+                raise ValueError(
+                    f"{self.path}: key group {loc.key_group} has an invalid byte range"
+                    f" {loc.offset}+{loc.length} (file of {self.size_bytes} bytes)"
+                )
+            previous_group, previous_end = loc.key_group, loc.offset + loc.length
 
 
-def _schemas_to_json(schemas: dict[str, ValueSchema]) -> dict[str, Any]:
+_PathReader = Callable[[Any], str]
+"""Turns a recorded path into a checked root-relative one (rebasing version 1 paths)."""
+
+
+def _int(value: Any) -> int:
+    """JSON integers only: a float, string or bool in an integer field is corruption."""
+    if type(value) is not int:
+        raise ValueError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _ttl_to_json(ttl: TtlConfig) -> dict[str, Any]:
+    return {
+        "ttlMillis": ttl.ttl_ms,
+        "updateType": ttl.update_type.value,
+        "visibility": ttl.visibility.value,
+        "cleanupFullSnapshot": ttl.cleanup_full_snapshot,
+        "incrementalCleanupSize": ttl.incremental_cleanup_size,
+    }
+
+
+def _ttl_from_json(data: dict[str, Any]) -> TtlConfig:
+    cleanup = data["cleanupFullSnapshot"]
+    if type(cleanup) is not bool:
+        raise ValueError(f"cleanupFullSnapshot must be a boolean, got {cleanup!r}")
+    return TtlConfig(
+        ttl=timedelta(milliseconds=_int(data["ttlMillis"])),
+        update_type=UpdateType(data["updateType"]),
+        visibility=StateVisibility(data["visibility"]),
+        cleanup_full_snapshot=cleanup,
+        incremental_cleanup_size=_int(data["incrementalCleanupSize"]),
+    )
+
+
+def _schemas_to_json(schemas: Mapping[str, ValueSchema]) -> dict[str, Any]:
     return {role: schema.avro for role, schema in schemas.items()}
 
 
@@ -110,9 +180,14 @@ class KeyedStateMeta:
     name: str
     kind: StateKind
     namespace_type: DataType
-    schemas: dict[str, ValueSchema]
+    schemas: Mapping[str, ValueSchema]
     ttl: TtlConfig | None
     files: tuple[DataFile, ...]
+
+    @classmethod
+    def of(cls, declaration: StateDeclaration, files: tuple[DataFile, ...]) -> KeyedStateMeta:
+        return cls(declaration.name, declaration.kind, declaration.namespace_type,
+                   declaration.schemas, declaration.ttl, files)
 
     @property
     def entries(self) -> int:
@@ -128,9 +203,10 @@ class KeyedStateMeta:
     def size_bytes(self) -> int:
         return sum(f.size_bytes for f in self.files)
 
-    def declaration(self) -> StateDescriptor:
-        return StateDescriptor(self.name, self.kind, self.schemas,
-                               namespace_type=self.namespace_type, ttl=self.ttl)
+    @property
+    def declaration(self) -> StateDeclaration:
+        return StateDeclaration(self.name, self.kind, self.namespace_type, self.schemas,
+                                self.ttl)
 
     def key_group_locations(self) -> Iterator[tuple[DataFile, KeyGroupLocation]]:
         for data_file in self.files:
@@ -143,20 +219,28 @@ class KeyedStateMeta:
             "kind": self.kind.value,
             "namespaceType": self.namespace_type.name,
             "valueSchemas": _schemas_to_json(self.schemas),
-            "ttl": None if self.ttl is None else self.ttl.to_json(),
+            "ttl": None if self.ttl is None else _ttl_to_json(self.ttl),
             "files": [f.to_json() for f in self.files],
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> KeyedStateMeta:
-        return cls(
-            name=data["name"],
+    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> KeyedStateMeta:
+        meta = cls(
+            name=_name(data["name"]),
             kind=StateKind(data["kind"]),
             namespace_type=parse_type(data["namespaceType"]),
             schemas=_schemas_from_json(data["valueSchemas"]),
-            ttl=None if data["ttl"] is None else TtlConfig.from_json(data["ttl"]),
-            files=tuple(DataFile.from_json(f) for f in data["files"]),
+            ttl=None if data["ttl"] is None else _ttl_from_json(data["ttl"]),
+            files=tuple(DataFile.from_json(f, paths) for f in data["files"]),
         )
+        meta.declaration  # noqa: B018 - checks the roles against the kind
+        files = sorted(meta.files, key=lambda f: f.key_group_range.start)
+        for before, after in zip(files, files[1:]):
+            if after.key_group_range.start <= before.key_group_range.end:
+                raise ValueError(
+                    f"state {meta.name!r}: data files {before.path} and {after.path} overlap"
+                )
+        return meta
 
 
 @dataclass(frozen=True)
@@ -178,9 +262,11 @@ class SubtaskPartition:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SubtaskPartition:
-        return cls(int(data["subtask"]), int(data["batchStart"]), int(data["batchCount"]),
-                   int(data["offset"]), int(data["length"]), int(data["rows"]),
-                   int(data["crc32"]))
+        fields = [_int(data[name]) for name in ("subtask", "batchStart", "batchCount", "offset",
+                                                 "length", "rows", "crc32")]
+        if min(fields) < 0:
+            raise ValueError(f"subtask partition {data!r} has a negative field")
+        return cls(*fields)
 
 
 @dataclass(frozen=True)
@@ -189,7 +275,7 @@ class OperatorStateMeta:
 
     name: str
     mode: DistributionMode
-    schemas: dict[str, ValueSchema]
+    schemas: Mapping[str, ValueSchema]
     path: str
     size_bytes: int
     partitions: tuple[SubtaskPartition, ...]
@@ -205,11 +291,19 @@ class OperatorStateMeta:
                 "partitions": [p.to_json() for p in self.partitions]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> OperatorStateMeta:
-        return cls(data["name"], DistributionMode(data["mode"]),
-                   _schemas_from_json(data["valueSchemas"]), data["path"],
-                   int(data["sizeBytes"]),
+    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> OperatorStateMeta:
+        meta = cls(_name(data["name"]), DistributionMode(data["mode"]),
+                   _schemas_from_json(data["valueSchemas"]), paths(data["path"]),
+                   _int(data["sizeBytes"]),
                    tuple(SubtaskPartition.from_json(p) for p in data["partitions"]))
+        if set(meta.schemas) != set(operator_state_roles(meta.mode)):
+            raise ValueError(f"operator state {meta.name!r} has value types for roles"
+                             f" {sorted(meta.schemas)}")
+        for partition in meta.partitions:
+            if partition.offset + partition.length > meta.size_bytes:
+                raise ValueError(f"operator state {meta.name!r}: subtask {partition.subtask}'s"
+                                 f" bytes lie beyond the file's {meta.size_bytes} bytes")
+        return meta
 
 
 @dataclass(frozen=True)
@@ -247,15 +341,34 @@ class OperatorMeta:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> OperatorMeta:
-        return cls(
-            uid=data["uid"],
-            parallelism=int(data["parallelism"]),
-            max_parallelism=int(data["maxParallelism"]),
-            key_type=None if data["keyType"] is None else parse_type(data["keyType"]),
-            keyed_states=tuple(KeyedStateMeta.from_json(s) for s in data["keyedStates"]),
-            operator_states=tuple(OperatorStateMeta.from_json(s) for s in data["operatorStates"]),
+    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> OperatorMeta:
+        meta = cls(
+            uid=_name(data["uid"]),
+            parallelism=_int(data["parallelism"]),
+            max_parallelism=check_max_parallelism(_int(data["maxParallelism"])),
+            key_type=None if data["keyType"] is None else key_type(data["keyType"]),
+            keyed_states=tuple(KeyedStateMeta.from_json(s, paths) for s in data["keyedStates"]),
+            operator_states=tuple(OperatorStateMeta.from_json(s, paths)
+                                  for s in data["operatorStates"]),
         )
+        check_parallelism(meta.parallelism, meta.max_parallelism)
+        if meta.keyed_states and meta.key_type is None:
+            raise ValueError(f"operator {meta.uid!r} has keyed states but no key type")
+        for state in meta.keyed_states:
+            for data_file in state.files:
+                if data_file.key_group_range.end >= meta.max_parallelism:
+                    raise ValueError(
+                        f"data file {data_file.path} covers {data_file.key_group_range}, beyond"
+                        f" operator {meta.uid!r}'s {meta.max_parallelism} key groups"
+                    )
+        for op_state in meta.operator_states:
+            for partition in op_state.partitions:
+                if partition.subtask >= meta.parallelism:
+                    raise ValueError(f"operator state {op_state.name!r} has a share of subtask"
+                                     f" {partition.subtask} of {meta.parallelism}")
+        _check_unique(meta.keyed_states, f"keyed state of operator {meta.uid!r}")
+        _check_unique(meta.operator_states, f"operator state of operator {meta.uid!r}")
+        return meta
 
 
 @dataclass(frozen=True)
@@ -271,9 +384,22 @@ class CheckpointMeta:
         """The operator ``uid``; optional when the checkpoint holds only one."""
         return _pick(self.operators, uid, "operator", attribute="uid")
 
+    def referenced_files(self) -> dict[str, int]:
+        """Every data file this checkpoint reads, root-relative, with its size."""
+        files: dict[str, int] = {}
+        for op in self.operators:
+            recorded = [(f.path, f.size_bytes) for state in op.keyed_states for f in state.files]
+            recorded += [(s.path, s.size_bytes) for s in op.operator_states]
+            for path, size in recorded:
+                if files.setdefault(path, size) != size:
+                    raise ValueError(f"data file {path} is recorded with sizes {files[path]}"
+                                     f" and {size}")
+        return files
+
     def to_json_bytes(self) -> bytes:
+        """The metadata as the current format version records it."""
         document = {
-            "formatVersion": self.format_version,
+            "formatVersion": FORMAT_VERSION,
             "checkpointId": self.checkpoint_id,
             "timestampMillis": self.timestamp_ms,
             "operators": [o.to_json() for o in self.operators],
@@ -281,8 +407,13 @@ class CheckpointMeta:
         return json.dumps(document, indent=1, sort_keys=False).encode("utf-8")
 
     @classmethod
-    def from_json_bytes(cls, payload: bytes, source: str) -> CheckpointMeta:
-        """Parse metadata read from ``source`` (named in every error)."""
+    def from_json_bytes(cls, payload: bytes, source: str,
+                        directory_name: str) -> CheckpointMeta:
+        """Parse metadata read from ``source`` (named in every error).
+
+        ``directory_name`` is the name of the checkpoint's directory, which
+        version 1 paths are relative to.
+        """
         try:
             document = json.loads(payload.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -295,19 +426,40 @@ class CheckpointMeta:
                 f"checkpoint {source} has format version {version!r}; this statesource reads"
                 f" versions {list(SUPPORTED_FORMAT_VERSIONS)}: upgrade statesource to read it"
             )
+        prefix = f"{directory_name}/" if version == 1 else ""
+
+        def paths(recorded: Any) -> str:
+            return check_relative_path(prefix + check_relative_path(recorded, source), source)
+
         try:
-            return cls(
-                checkpoint_id=int(document["checkpointId"]),
-                timestamp_ms=int(document["timestampMillis"]),
-                operators=tuple(OperatorMeta.from_json(o) for o in document["operators"]),
+            metadata = cls(
+                checkpoint_id=check_checkpoint_id(_int(document["checkpointId"])),
+                timestamp_ms=_int(document["timestampMillis"]),
+                operators=tuple(OperatorMeta.from_json(o, paths) for o in document["operators"]),
                 format_version=version,
             )
+            _check_unique(metadata.operators, "operator", attribute="uid")
+            metadata.referenced_files()  # checks that each file has one size
+            return metadata
         except StateSourceError as error:
             raise CorruptCheckpointError(f"metadata {source} is invalid: {error}") from None
         except (KeyError, TypeError, ValueError) as error:
             raise CorruptCheckpointError(
                 f"metadata {source} is invalid: {type(error).__name__}: {error}"
             ) from None
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty name, got {value!r}")
+    return value
+
+
+def _check_unique(items: tuple, what: str, attribute: str = "name") -> None:
+    names = [getattr(item, attribute) for item in items]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"{what} names {duplicates} appear more than once")
 
 
 def _pick(items: tuple, name: str | None, what: str, attribute: str = "name") -> Any:

@@ -7,38 +7,38 @@ redistributes.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 import pyarrow as pa
 
+from statesource.format.columns import COLUMN_OF_ROLE
+from statesource.model import DistributionMode, operator_state_roles
 from statesource.schema import ValueSchema
-from statesource.state.redistribution import DistributionMode
-
-LIST_COLUMNS = (("list_element", "element"),)
-BROADCAST_COLUMNS = (("user_key", "user_key"), ("user_value", "user_value"))
 
 
 def _columns(mode: DistributionMode) -> tuple[tuple[str, str], ...]:
-    return BROADCAST_COLUMNS if mode is DistributionMode.BROADCAST else LIST_COLUMNS
+    return tuple((COLUMN_OF_ROLE[role], role) for role in operator_state_roles(mode))
 
 
-def operator_state_schema(mode: DistributionMode, schemas: dict[str, ValueSchema]) -> pa.Schema:
+def operator_state_schema(mode: DistributionMode, schemas: Mapping[str, ValueSchema]) -> pa.Schema:
     return pa.schema([pa.field(column, schemas[role].arrow_type)
                       for column, role in _columns(mode)])
 
 
-def operator_state_table(entry: Any) -> pa.Table:
-    """One subtask's share of an operator state (a snapshot entry) as a table."""
-    if entry.mode is DistributionMode.BROADCAST:
-        columns = [list(entry.values.keys()), list(entry.values.values())]
+def operator_state_table(mode: DistributionMode, schemas: Mapping[str, ValueSchema],
+                         share: list | dict) -> pa.Table:
+    """One subtask's share of an operator state (a list, or a dict for broadcast) as a table."""
+    if mode is DistributionMode.BROADCAST:
+        assert isinstance(share, dict)
+        columns = [list(share.keys()), list(share.values())]
     else:
-        columns = [list(entry.values)]
-    arrays = [entry.schemas[role].to_arrow(values)
-              for (_, role), values in zip(_columns(entry.mode), columns)]
-    return pa.Table.from_arrays(arrays, schema=operator_state_schema(entry.mode, entry.schemas))
+        columns = [list(share)]
+    arrays = [schemas[role].to_arrow(values)
+              for (_, role), values in zip(_columns(mode), columns)]
+    return pa.Table.from_arrays(arrays, schema=operator_state_schema(mode, schemas))
 
 
-def decode_operator_state(mode: DistributionMode, schemas: dict[str, ValueSchema],
+def decode_operator_state(mode: DistributionMode, schemas: Mapping[str, ValueSchema],
                           batches: list[pa.RecordBatch]) -> list | dict:
     """A subtask's share back as a list (list, union) or a dict (broadcast)."""
     if not batches:

@@ -1,8 +1,9 @@
-"""Reading checkpoints without Spark: metadata, key-group ranges, checks and restore.
+"""Reading checkpoints without Spark: metadata, key-group ranges and checks.
 
 A reader trusts the metadata and nothing else: it reads only the files and
 byte ranges the metadata lists, checks each range's CRC-32 before decoding,
-and derives every Arrow schema from the declared types.
+and derives every Arrow schema from the declared types. Data-file paths are
+resolved under the checkpoint root and never outside it.
 """
 
 from __future__ import annotations
@@ -14,21 +15,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from statesource.errors import (
-    CorruptCheckpointError,
-    IncompatibleCheckpointError,
-    InvalidArgumentError,
-)
-from statesource.format.columns import KEY_GROUP, data_schema, decode_entries
+from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
+from statesource.format.columns import data_schema
 from statesource.format.ipc import ReadListener, read_ranges
-from statesource.format.metadata import CheckpointMeta, KeyedStateMeta, OperatorMeta
+from statesource.format.metadata import CheckpointMeta, OperatorMeta
 from statesource.format.operator_columns import decode_operator_state, operator_state_schema
-from statesource.format.storage import METADATA_FILE, Location, find_checkpoint, resolve
-from statesource.keygroups import KeyGroupRange, check_parallelism, key_group_range_for_operator
-from statesource.state.keyed_backend import KeyedStateBackend
-from statesource.state.operator_backend import OperatorStateBackend
-from statesource.state.redistribution import redistribute
-from statesource.state.ttl import Clock
+from statesource.format.storage import (
+    METADATA_FILE,
+    Location,
+    confined,
+    find_checkpoint,
+    resolve,
+)
+from statesource.keygroups import KeyGroupRange
 
 
 @dataclass(frozen=True)
@@ -48,6 +47,17 @@ class StateSummary:
     size_bytes: int
 
 
+def read_metadata(directory: Location, file_name: str = METADATA_FILE) -> CheckpointMeta:
+    """Parse the metadata file ``file_name`` of checkpoint directory ``directory``."""
+    metadata_file = directory.child(file_name)
+    try:
+        with metadata_file.filesystem.open_input_stream(metadata_file.path) as stream:
+            payload = stream.read()
+    except OSError as error:
+        raise CorruptCheckpointError(f"cannot read metadata {metadata_file}: {error}") from None
+    return CheckpointMeta.from_json_bytes(payload, str(metadata_file), directory.name)
+
+
 class Checkpoint:
     """One committed checkpoint, opened by reading its metadata."""
 
@@ -60,24 +70,26 @@ class Checkpoint:
              filesystem: pafs.FileSystem | None = None) -> Checkpoint:
         """Open the checkpoint at ``path``, or the newest complete one under it."""
         location = find_checkpoint(resolve(path, filesystem), checkpoint_id)
-        metadata_file = location.child(METADATA_FILE)
-        try:
-            with metadata_file.filesystem.open_input_stream(metadata_file.path) as stream:
-                payload = stream.read()
-        except OSError as error:
-            raise CorruptCheckpointError(f"cannot read metadata {metadata_file}: {error}") \
-                from None
-        metadata = CheckpointMeta.from_json_bytes(payload, str(metadata_file))
+        metadata = read_metadata(location)
         if checkpoint_id is not None and metadata.checkpoint_id != checkpoint_id:
             raise CorruptCheckpointError(
-                f"metadata {metadata_file} holds checkpoint {metadata.checkpoint_id},"
-                f" not {checkpoint_id}"
+                f"metadata {location.child(METADATA_FILE)} holds checkpoint"
+                f" {metadata.checkpoint_id}, not {checkpoint_id}"
             )
         return cls(location, metadata)
 
     @property
     def checkpoint_id(self) -> int:
         return self.metadata.checkpoint_id
+
+    @property
+    def root(self) -> Location:
+        """The directory of checkpoints this one belongs to; data paths are relative to it."""
+        return self.location.parent
+
+    def data_file(self, path: str) -> Location:
+        """Where a data file the metadata names lies (confined to the root)."""
+        return confined(self.root, path)
 
     def operator(self, uid: str | None = None) -> OperatorMeta:
         return self.metadata.operator(uid)
@@ -113,11 +125,13 @@ class Checkpoint:
         """
         op = self.operator(operator)
         meta = op.keyed_state(state)
-        schema = data_schema(op.keyed_key_type, meta.declaration())
+        schema = data_schema(op.keyed_key_type, meta.declaration)
         wanted = self._checked_range(op, key_groups)
         for data_file in meta.files:
             locations = [loc for loc in data_file.locations if loc.key_group in wanted]
-            file = self.location.child(*data_file.path.split("/"))
+            if not locations:
+                continue
+            file = self.data_file(data_file.path)
             for batches in read_ranges(file, schema, locations, data_file.size_bytes, verify,
                                        listener):
                 yield pa.Table.from_batches(batches, schema=schema)
@@ -148,30 +162,6 @@ class Checkpoint:
             for op_state in op.operator_states:
                 self.read_operator_state(op_state.name, operator=op.uid)
 
-    def restore_keyed_backend(self, subtask_index: int, parallelism: int, *,
-                              operator: str | None = None,
-                              clock: Clock | None = None) -> KeyedStateBackend:
-        """The keyed backend subtask ``subtask_index`` of ``parallelism`` starts from.
-
-        Parallelism may differ from the checkpoint's: each subtask gets exactly
-        the key groups Flink would assign it, read by byte range.
-        """
-        op = self.operator(operator)
-        check_parallelism(parallelism, op.max_parallelism)
-        owned = key_group_range_for_operator(op.max_parallelism, parallelism, subtask_index)
-        backend = KeyedStateBackend(op.keyed_key_type, op.max_parallelism, owned, clock=clock)
-        for meta in op.keyed_states:
-            self._restore_state(backend, op, meta, owned)
-        return backend
-
-    def _restore_state(self, backend: KeyedStateBackend, op: OperatorMeta,
-                       meta: KeyedStateMeta, owned: KeyGroupRange) -> None:
-        declaration, key_type = meta.declaration(), op.keyed_key_type
-        backend.restore_state(declaration, (
-            (table.column(KEY_GROUP)[0].as_py(), decode_entries(key_type, declaration, table))
-            for table in self.read_keyed_state(meta.name, operator=op.uid, key_groups=owned)
-        ))
-
     # -- operator state --------------------------------------------------------------------
 
     def read_operator_state(self, name: str, *, operator: str | None = None,
@@ -180,7 +170,7 @@ class Checkpoint:
         op = self.operator(operator)
         meta = op.operator_state(name)
         schema = operator_state_schema(meta.mode, meta.schemas)
-        file = self.location.child(*meta.path.split("/"))
+        file = self.data_file(meta.path)
         shares: list[list | dict] = [decode_operator_state(meta.mode, meta.schemas, [])
                                      for _ in range(op.parallelism)]
         partitions = [p for p in meta.partitions if p.batch_count]
@@ -189,18 +179,3 @@ class Checkpoint:
                                                   verify)):
             shares[partition.subtask] = decode_operator_state(meta.mode, meta.schemas, batches)
         return shares
-
-    def restore_operator_backend(self, subtask_index: int, parallelism: int, *,
-                                 operator: str | None = None) -> OperatorStateBackend:
-        """The operator-state backend of subtask ``subtask_index`` under a new parallelism."""
-        op = self.operator(operator)
-        if type(parallelism) is not int or not 0 <= subtask_index < parallelism:
-            raise InvalidArgumentError(
-                f"subtask {subtask_index!r} is not an index of parallelism {parallelism!r}"
-            )
-        backend = OperatorStateBackend()
-        for meta in op.operator_states:
-            shares = self.read_operator_state(meta.name, operator=op.uid)
-            share = redistribute(meta.mode, shares, parallelism)[subtask_index]
-            backend.restore_state(meta.name, meta.mode, meta.schemas, share)
-        return backend

@@ -1,10 +1,14 @@
-"""Where checkpoints live: filesystem resolution, directory layout, atomic commit.
+"""Where checkpoints live: filesystem resolution, directory layout, confined paths.
 
 All I/O goes through ``pyarrow.fs``, so local paths, ``file://``, ``s3://`` and
 ``hdfs://`` URIs work alike. The layout (see docs/FORMAT.md)::
 
     <root>/chk-<id>/_metadata.json     written last; its presence makes the checkpoint
     <root>/chk-<id>/data/<file>.arrow  data files, uniquely named per write attempt
+
+Metadata names data files by paths relative to the root, and may name files
+another checkpoint wrote. Those paths come from disk, so they are untrusted:
+:func:`confined` is the only way from a recorded path to a location.
 """
 
 from __future__ import annotations
@@ -16,9 +20,16 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from statesource.errors import CheckpointNotFoundError, InvalidArgumentError
+from statesource.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    InvalidArgumentError,
+)
 
 METADATA_FILE = "_metadata.json"
+RETIRED_FILE = "_retired.json"
+"""A checkpoint's metadata after ``retain`` retired it: no longer a checkpoint, but
+still the list of files the interrupted deletion must finish with."""
 DATA_DIR = "data"
 _CHECKPOINT_DIR = re.compile(r"chk-(\d+)")
 
@@ -32,6 +43,18 @@ class Location:
 
     def child(self, *names: str) -> Location:
         return Location(self.filesystem, "/".join([self.path.rstrip("/"), *names]))
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> Location:
+        return Location(self.filesystem, self.path.rstrip("/").rsplit("/", 1)[0] or "/")
+
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.filesystem, pafs.LocalFileSystem)
 
     def exists(self) -> bool:
         return self.filesystem.get_file_info(self.path).type != pafs.FileType.NotFound
@@ -61,13 +84,18 @@ def checkpoint_dir_name(checkpoint_id: int) -> str:
 
 def complete_checkpoints(root: Location) -> dict[int, Location]:
     """The checkpoints under ``root`` whose metadata exists, by id."""
+    return checkpoint_dirs(root, METADATA_FILE)
+
+
+def checkpoint_dirs(root: Location, marker: str) -> dict[int, Location]:
+    """The ``chk-<id>`` directories under ``root`` holding a file named ``marker``, by id."""
     selector = pafs.FileSelector(root.path, allow_not_found=True)
     found = {}
     for info in root.filesystem.get_file_info(selector):
         match = _CHECKPOINT_DIR.fullmatch(info.base_name)
         if match and info.type == pafs.FileType.Directory:
             directory = Location(root.filesystem, info.path)
-            if directory.child(METADATA_FILE).exists():
+            if directory.child(marker).exists():
                 found[int(match.group(1))] = directory
     return found
 
@@ -100,22 +128,46 @@ def unique_data_file_name(stem: str) -> str:
     return f"{safe}-{uuid.uuid4().hex[:16]}.arrow"
 
 
-def write_atomically(target: Location, payload: bytes) -> None:
-    """Make ``payload`` appear at ``target`` all at once, or not at all.
+def new_data_file(root: Location, checkpoint_id: int, stem: str) -> tuple[Location, str]:
+    """A fresh data file of checkpoint ``checkpoint_id``: where to write it and the
+    root-relative path the metadata records."""
+    relative = "/".join([checkpoint_dir_name(checkpoint_id), DATA_DIR,
+                         unique_data_file_name(stem)])
+    target = root.child(*relative.split("/"))
+    target.filesystem.create_dir(target.parent.path, recursive=True)
+    return target, relative
 
-    Locally: write a temporary sibling, then rename (atomic on POSIX). Object
-    stores make a single-object upload visible only when it completes, so
-    there the payload is written to its final name directly.
+
+def check_relative_path(path: object, source: str) -> str:
+    """A recorded data-file path, refused unless it is plainly inside the root.
+
+    Refused: anything but a non-empty string; absolute paths; URIs and drive
+    letters; backslashes; empty, ``.`` and ``..`` components; control characters.
     """
-    if isinstance(target.filesystem, pafs.LocalFileSystem):
-        temporary = Location(target.filesystem, f"{target.path}.tmp-{uuid.uuid4().hex}")
-        with temporary.filesystem.open_output_stream(temporary.path) as out:
-            out.write(payload)
-        try:
-            target.filesystem.move(temporary.path, target.path)
-        except OSError:
-            target.filesystem.delete_file(temporary.path)
-            raise
-        return
-    with target.filesystem.open_output_stream(target.path) as out:
-        out.write(payload)
+    if (not isinstance(path, str) or not path or path.startswith("/") or "\\" in path
+            or ":" in path or any(ord(c) < 32 for c in path)
+            or any(part in ("", ".", "..") for part in path.split("/"))):
+        raise CorruptCheckpointError(
+            f"metadata {source} names data file {path!r}, which is not a relative path inside"
+            " the checkpoint root"
+        )
+    return path
+
+
+def confined(root: Location, path: str) -> Location:
+    """The location of recorded ``path`` under ``root``, refusing symlink escapes.
+
+    On a local filesystem a recorded path could pass every syntactic check and
+    still lead out of the root through a symlink, so the resolved path must
+    stay inside the resolved root.
+    """
+    check_relative_path(path, str(root))
+    location = root.child(*path.split("/"))
+    if location.is_local:
+        real_root = os.path.realpath(root.path)
+        real = os.path.realpath(location.path)
+        if os.path.commonpath([real_root, real]) != real_root:
+            raise CorruptCheckpointError(
+                f"data file {path!r} resolves to {real}, outside the checkpoint root {real_root}"
+            )
+    return location

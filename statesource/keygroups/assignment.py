@@ -13,6 +13,7 @@ from typing import Any
 
 import mmh3
 
+from statesource.checks import check_int
 from statesource.errors import InvalidArgumentError
 from statesource.keygroups.range import KeyGroupRange
 from statesource.types import DataType
@@ -81,20 +82,11 @@ def default_max_parallelism(parallelism: int) -> int:
 
 def check_max_parallelism(max_parallelism: int) -> int:
     """Validate a max parallelism (1..32768) and return it."""
-    if type(max_parallelism) is not int or not (
-        1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM
-    ):
-        raise InvalidArgumentError(
-            f"max parallelism {max_parallelism!r} is outside [1, {UPPER_BOUND_MAX_PARALLELISM}]"
-        )
-    return max_parallelism
+    return check_int(max_parallelism, "max parallelism", 1, UPPER_BOUND_MAX_PARALLELISM)
 
 
 def check_parallelism(parallelism: int, max_parallelism: int) -> int:
     """Validate a parallelism against its max parallelism and return it."""
     check_max_parallelism(max_parallelism)
-    if type(parallelism) is not int or not 1 <= parallelism <= max_parallelism:
-        raise InvalidArgumentError(
-            f"parallelism {parallelism!r} is outside [1, {max_parallelism}] (the max parallelism)"
-        )
-    return parallelism
+    return check_int(parallelism, "parallelism", 1, max_parallelism,
+                     context=" (the max parallelism)")

@@ -102,6 +102,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -323,9 +324,11 @@ class _Compiler:
 
     def _decimal(self, s: Mapping, size: int | None, path: str) -> tuple[int, int]:
         precision, scale = s.get("precision"), s.get("scale", 0)
-        for what, v in (("precision", precision), ("scale", scale)):
-            if type(v) is not int:
-                raise _SchemaProblem(path, f"{_short_json(s)}: decimal {what} must be an integer")
+        # ``type(...) is int`` (not isinstance): a bool is not a decimal precision or scale
+        if type(precision) is not int:
+            raise _SchemaProblem(path, f"{_short_json(s)}: decimal precision must be an integer")
+        if type(scale) is not int:
+            raise _SchemaProblem(path, f"{_short_json(s)}: decimal scale must be an integer")
         if precision < 1 or scale < 0 or scale > precision:
             raise _SchemaProblem(
                 path, f"{_short_json(s)}: decimal needs precision >= 1 and 0 <= scale <= precision"
@@ -442,7 +445,7 @@ class _Compiler:
 # ----------------------------------------------------------------------------
 # public API
 # ----------------------------------------------------------------------------
-def _load(schema: object) -> object:
+def _load(schema: object) -> str | list[Any] | Mapping[Any, Any]:
     if isinstance(schema, str):
         text = schema.strip()
         if text[:1] in ("{", "[", '"'):
@@ -470,6 +473,12 @@ class ValueSchema:
     """
 
     __slots__ = ("_json", "_root", "_nullable", "_arrow_type", "_hash")
+    # Set once by :meth:`parse` through ``object.__setattr__`` (the class is immutable).
+    _json: str
+    _root: _c.Node
+    _nullable: bool
+    _arrow_type: pa.DataType
+    _hash: int
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         raise TypeError("use ValueSchema.parse(schema) or value_schema(schema)")
@@ -497,7 +506,9 @@ class ValueSchema:
                 f"Avro schema {_short_json(obj)} is nested too deeply"
             ) from None
         try:
-            _fastavro_parse(obj, _write_hint=False)
+            # fastavro is typed for a dict; a non-dict Mapping (outside parse's signature)
+            # is handed on unchanged as before, and fastavro's rejection is reported below.
+            _fastavro_parse(cast("str | list[Any] | dict[Any, Any]", obj), _write_hint=False)
         except Exception as exc:  # fastavro raises assorted exception types
             # fastavro mis-resolves references to null-namespace types inside a
             # namespace; our resolution already accepted every name, so ignore that one.
@@ -544,27 +555,31 @@ class ValueSchema:
         is a ``pa.ChunkedArray`` only when pyarrow needs one (over 2 GiB of
         string/binary data in one column).
         """
+        items: list[Any] | tuple[Any, ...] | np.ndarray
         if isinstance(values, (pa.Array, pa.ChunkedArray)):
-            values = values.to_pylist()
+            items = values.to_pylist()
         elif isinstance(values, np.ndarray):
             if values.ndim != 1:
                 raise InvalidArgumentError(
                     f"to_arrow needs a 1-D sequence of values, got a {values.ndim}-D numpy array"
                 )
-        elif not isinstance(values, (list, tuple)):
+            items = values
+        elif isinstance(values, (list, tuple)):
+            items = values
+        else:
             if isinstance(values, (str, bytes, bytearray, Mapping)):
                 raise InvalidArgumentError(
                     "to_arrow needs a sequence of values, "
                     f"got a single {type(values).__name__}: {values!r:.80}"
                 )
             try:
-                values = list(values)
+                items = list(values)
             except TypeError:
                 raise InvalidArgumentError(
                     f"to_arrow needs a sequence of values, got {type(values).__name__}"
                 ) from None
         try:
-            return self._root.to_arrow(values, self._nullable)
+            return self._root.to_arrow(items, self._nullable)
         except _c.ColumnMismatch as e:
             raise TypeMismatchError(self._column_message(e)) from None
 

@@ -452,6 +452,7 @@ class DecimalLeaf(TypedLeaf):
         if not v.is_finite():
             raise Mismatch(f"{describe(v)} is not a finite decimal")
         sign, digits, exp = v.as_tuple()
+        assert isinstance(exp, int)  # a finite Decimal's exponent is an int, never 'n'/'N'/'F'
         coeff = int("".join(map(str, digits)))
         shift = exp + self.scale
         if coeff == 0:

@@ -7,7 +7,7 @@ The analogue of Spark's ``state-metadata`` source and Flink's
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -65,7 +65,9 @@ class MetadataReader(DataSourceReader):
              s.kind, s.key_type, json.dumps(s.value_types), s.entries, s.rows, s.size_bytes)
             for s in self.checkpoint.summaries()
         ]
-        columns = list(zip(*rows)) if rows else [[] for _ in METADATA_SCHEMA]
+        columns: list[Sequence[object]] = (
+            list(zip(*rows)) if rows else [[] for _ in METADATA_SCHEMA]
+        )
         yield pa.RecordBatch.from_arrays(
             [pa.array(c, f.type) for c, f in zip(columns, METADATA_SCHEMA)],
             schema=METADATA_SCHEMA)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import overload
 
 from statesource.errors import InvalidArgumentError
 
@@ -86,6 +87,14 @@ def _integer(options: dict[str, str], key: str, minimum: int) -> int | None:
             f"option {_KNOWN[key]} must be an integer >= {minimum}, got {text!r}"
         )
     return value
+
+
+@overload
+def _boolean(options: dict[str, str], key: str, default: bool) -> bool: ...
+
+
+@overload
+def _boolean(options: dict[str, str], key: str, default: None) -> bool | None: ...
 
 
 def _boolean(options: dict[str, str], key: str, default: bool | None) -> bool | None:

@@ -38,8 +38,8 @@ from statesource.keygroups import (
     key_group_range_for_operator,
     key_groups,
 )
+from statesource.model import StateKind
 from statesource.spark.schema import OutputSchema
-from statesource.state.descriptors import StateKind
 from statesource.types import BOOLEAN, BYTE, CHAR, INT, LONG, SHORT, STRING
 
 TARGET_ROWS = 1 << 21
@@ -201,7 +201,7 @@ def _output_table(target: ScanTarget, state: KeyedStateMeta, table: pa.Table) ->
 
 def _nest(state: KeyedStateMeta, table: pa.Table) -> pa.Table:
     """One row per entry: list elements (or map entries) gathered into one array (or map)."""
-    declaration = state.declaration()
+    declaration = state.declaration
     starts = entry_starts(table.column(KEY).to_pylist(), table.column(NAMESPACE).to_pylist())
     offsets = pa.array(starts, pa.int32())
     first_rows = table.take(pa.array(starts[:-1], pa.int64()))

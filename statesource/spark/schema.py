@@ -29,7 +29,7 @@ from statesource.format.columns import (
     data_schema,
 )
 from statesource.format.metadata import KeyedStateMeta, OperatorMeta
-from statesource.state.descriptors import StateKind
+from statesource.model import StateKind
 
 OPERATOR_INDEX = "operator_index"
 LIST_VALUE = "list_value"
@@ -48,7 +48,7 @@ class OutputSchema:
 
 
 def output_schema(op: OperatorMeta, state: KeyedStateMeta, flatten: bool) -> OutputSchema:
-    declaration = state.declaration()
+    declaration = state.declaration
     stored = data_schema(op.keyed_key_type, declaration)
     fields = [stored.field(KEY_GROUP), pa.field(OPERATOR_INDEX, pa.int32()),
               stored.field(KEY), stored.field(NAMESPACE)]

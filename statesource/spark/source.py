@@ -42,6 +42,7 @@ from statesource.spark.planning import (
 )
 from statesource.spark.schema import OPERATOR_INDEX, output_schema
 
+_COMPARISON_TYPES = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
 _COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
                 LessThanOrEqual: "<="}
 
@@ -169,7 +170,7 @@ class PushdownFlinkStateReader(FlinkStateReader):
             return False
         if isinstance(predicate, In):
             operator, bound = "in", tuple(predicate.value)
-        elif type(predicate) in _COMPARISONS:
+        elif isinstance(predicate, _COMPARISON_TYPES) and type(predicate) in _COMPARISONS:
             operator, bound = _COMPARISONS[type(predicate)], predicate.value
         else:
             return False

@@ -1,5 +1,7 @@
 """The write side: Flink's heap keyed-state backend and operator state, in Python."""
 
+from statesource.model import DistributionMode, StateKind, StateVisibility, TtlConfig, UpdateType
+from statesource.state.clock import Clock, ManualClock, SystemClock
 from statesource.state.descriptors import (
     AggregateFunction,
     AggregatingStateDescriptor,
@@ -7,23 +9,15 @@ from statesource.state.descriptors import (
     MapStateDescriptor,
     ReducingStateDescriptor,
     StateDescriptor,
-    StateKind,
     ValueStateDescriptor,
 )
 from statesource.state.keyed_backend import KeyedBackendSnapshot, KeyedStateBackend
 from statesource.state.operator_backend import OperatorStateBackend
-from statesource.state.redistribution import DistributionMode
-from statesource.state.ttl import (
-    ManualClock,
-    StateVisibility,
-    SystemClock,
-    TtlConfig,
-    UpdateType,
-)
 
 __all__ = [
     "AggregateFunction",
     "AggregatingStateDescriptor",
+    "Clock",
     "DistributionMode",
     "KeyedBackendSnapshot",
     "KeyedStateBackend",

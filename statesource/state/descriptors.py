@@ -10,29 +10,19 @@ key vocabulary (``"long"``, ``"tuple<string,long>"``), a
 from __future__ import annotations
 
 import copy
-import enum
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 import pyarrow as pa
 
 from statesource.errors import InvalidArgumentError, StateSourceError, TypeMismatchError
+from statesource.model import StateDeclaration, StateKind, TtlConfig
 from statesource.schema import ValueSchema
-from statesource.state.ttl import TtlConfig
 from statesource.types import VOID, DataType, parse_type
 
-IN = TypeVar("IN")
+IN = TypeVar("IN", contravariant=True)
 ACC = TypeVar("ACC")
-OUT = TypeVar("OUT")
-
-
-class StateKind(enum.Enum):
-    VALUE = "value"
-    LIST = "list"
-    MAP = "map"
-    REDUCING = "reducing"
-    AGGREGATING = "aggregating"
+OUT = TypeVar("OUT", covariant=True)
 
 
 class AggregateFunction(Protocol, Generic[IN, ACC, OUT]):
@@ -86,14 +76,23 @@ class StateDescriptor:
             raise InvalidArgumentError(f"a state name must be a non-empty string, got {name!r}")
         if ttl is not None and not isinstance(ttl, TtlConfig):
             raise InvalidArgumentError(f"ttl of state {name!r} must be a TtlConfig, got {ttl!r}")
+        try:
+            self.declaration = StateDeclaration(
+                name, kind, parse_type(namespace_type),
+                {role: resolve_value_type(t) for role, t in schemas.items()}, ttl)
+        except StateSourceError as error:
+            raise type(error)(f"state {name!r}: {error}") from None
         self.name = name
         self.kind = kind
         self.ttl = ttl
-        try:
-            self.namespace_type = parse_type(namespace_type)
-            self.schemas = {role: resolve_value_type(t) for role, t in schemas.items()}
-        except StateSourceError as error:
-            raise type(error)(f"state {name!r}: {error}") from None
+        self.namespace_type = self.declaration.namespace_type
+        self.schemas = dict(self.declaration.schemas)
+
+    @classmethod
+    def of(cls, declaration: StateDeclaration) -> StateDescriptor:
+        """The descriptor a restored state carries until the program registers its own."""
+        return cls(declaration.name, declaration.kind, declaration.schemas,
+                   namespace_type=declaration.namespace_type, ttl=declaration.ttl)
 
     def state_copier(self) -> Callable[[Any], Any] | None:
         """How the state map copies a stored object shared with a snapshot (None: never)."""
@@ -107,16 +106,10 @@ class StateDescriptor:
 
     def same_declaration(self, other: StateDescriptor) -> bool:
         """Whether two descriptors declare the same stored state (functions aside)."""
-        return (
-            self.kind is other.kind
-            and self.namespace_type == other.namespace_type
-            and self.schemas == other.schemas
-            and self.ttl == other.ttl
-        )
+        return self.declaration.same_types(other.declaration)
 
     def describe(self) -> str:
-        types = ", ".join(f"{role}={json.dumps(s.avro)}" for role, s in self.schemas.items())
-        return f"{self.kind.value} state {self.name!r} ({types}, namespace {self.namespace_type})"
+        return self.declaration.describe()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.describe()})"

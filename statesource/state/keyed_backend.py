@@ -1,11 +1,11 @@
 """``KeyedStateBackend``: Flink's heap keyed-state backend for one subtask.
 
-The backend owns a key-group range, the current key (whose key group it
-computes once per key change) and the current namespace, and one
-:class:`StateTable` per registered state. ``snapshot`` does only the
-synchronous part of a checkpoint, a version bump and bucket-array copy per
-map, so the program resumes at once while the checkpoint writer iterates the
-returned snapshot in the background.
+The backend owns a key-group range, one :class:`StateTable` per registered
+state and the :class:`KeyContext` its state handles read: the current key
+(whose key group it computes once per key change) and the current namespace.
+``snapshot`` does only the synchronous part of a checkpoint, a version bump and
+bucket-array copy per map, so the program resumes at once while the checkpoint
+writer iterates the returned snapshot in the background.
 """
 
 from __future__ import annotations
@@ -15,16 +15,18 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from statesource.checks import check_checkpoint_id
 from statesource.errors import InvalidArgumentError, TypeMismatchError
 from statesource.keygroups import (
     KeyGroupRange,
     check_max_parallelism,
     compute_key_group_for_key_hash,
 )
+from statesource.state.clock import Clock, SystemClock
 from statesource.state.descriptors import StateDescriptor
+from statesource.state.key_context import KeyContext
 from statesource.state.keyed_states import HANDLES, KeyedState
 from statesource.state.statetable import StateTable, StateTableSnapshot
-from statesource.state.ttl import Clock, SystemClock
 from statesource.types import BOOLEAN, BYTE, CHAR, INT, LONG, SHORT, STRING, DataType, key_type
 
 _KEY_GROUP_CACHE_LIMIT = 1 << 18
@@ -63,10 +65,7 @@ class KeyedStateBackend:
         self.clock: Clock = clock or SystemClock()
         self._tables: dict[str, StateTable] = {}
         self._handles: dict[str, KeyedState] = {}
-        self._current_key: Any = None
-        self._key_group_index: int | None = None
-        self._current_namespace: Any = None
-        self._namespace_version = 0
+        self._key_context = KeyContext()
         self._key_group_of: Callable[[Any], int] = functools.partial(
             _key_group, self.key_type.java_hash, max_parallelism
         )
@@ -96,23 +95,24 @@ class KeyedStateBackend:
                 f"key {key!r} belongs to key group {index + self.key_group_range.start}, outside"
                 f" this backend's key-group range {self.key_group_range}"
             )
-        self._current_key = key
-        self._key_group_index = index
+        context = self._key_context
+        context.key = key
+        context.key_group_index = index
 
     @property
     def current_key(self) -> Any:
-        return self._current_key
+        return self._key_context.key
 
     @property
     def current_key_group(self) -> int | None:
-        if self._key_group_index is None:
-            return None
-        return self._key_group_index + self.key_group_range.start
+        index = self._key_context.key_group_index
+        return None if index is None else index + self.key_group_range.start
 
     def set_current_namespace(self, namespace: Any) -> None:
         """The namespace (e.g. a window) that namespaced states act on from now on."""
-        self._current_namespace = namespace
-        self._namespace_version += 1
+        context = self._key_context
+        context.namespace = namespace
+        context.namespace_version += 1
 
     # -- states ----------------------------------------------------------------------------
 
@@ -131,7 +131,8 @@ class KeyedStateBackend:
             table.descriptor = descriptor  # a restored state gets its functions now
         handle = self._handles.get(name)
         if handle is None or handle.descriptor is not table.descriptor:
-            handle = self._handles[name] = HANDLES[descriptor.kind](self, table)
+            handle = self._handles[name] = HANDLES[descriptor.kind](
+                self._key_context, table, self.clock)
         return handle
 
     def state_names(self) -> list[str]:
@@ -148,7 +149,7 @@ class KeyedStateBackend:
         """Load a restored state: per key group, its stored ``(key, namespace, state)`` entries.
 
         Used by the checkpoint reader before the program asks for its states;
-        the stored shapes are those of ``statesource.state.expiry``. The
+        the stored shapes are those of ``statesource.model``. The
         program's later ``get_state`` must declare the same types.
         """
         table = self._tables.get(declaration.name)
@@ -177,8 +178,7 @@ class KeyedStateBackend:
         The returned object stays valid while the program keeps changing the
         backend; close it when written, which releases the map versions.
         """
-        if type(checkpoint_id) is not int or checkpoint_id < 0:
-            raise InvalidArgumentError(f"checkpoint id {checkpoint_id!r} must be an int >= 0")
+        check_checkpoint_id(checkpoint_id)
         return KeyedBackendSnapshot(
             checkpoint_id=checkpoint_id,
             timestamp_ms=self.clock.now_ms(),

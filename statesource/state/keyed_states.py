@@ -1,40 +1,40 @@
 """The state handles a program uses: Value, List, Map, Reducing, Aggregating.
 
-A handle acts on the backend's current key and (for namespaced states) its
-current namespace. It reaches the key group's map directly through the index
-the backend computed once per key change, so the hot path is one list index
-and one map call. Writes are type-checked against the declared schema, so a
-bad value fails at the line that wrote it rather than in a background snapshot.
+A handle acts on its backend's current key and (for namespaced states) its
+current namespace, read from the backend's :class:`KeyContext`. It reaches the
+key group's map directly through the index the backend computed once per key
+change, so the hot path is one list index and one map call. Writes are
+type-checked against the declared schema, so a bad value fails at the line that
+wrote it rather than in a background snapshot.
 
 Reads and writes go through the copy-on-write map, whose ``get`` and
 ``transform`` hand out a private copy of any object still shared with a
 running snapshot: mutating what they return in place is therefore safe.
+
+TTL: whether a stored object (or which parts of it) expired is decided only by
+the expirer of :mod:`statesource.model`, which the checkpoint writer uses too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from statesource.errors import InvalidArgumentError, StateSourceError
-from statesource.state.descriptors import (
-    AggregatingStateDescriptor,
-    ReducingStateDescriptor,
-    StateKind,
-)
-from statesource.state.expiry import expirer_for
+from statesource.model import Expirer, StateKind, expirer_for
+from statesource.state.clock import Clock
+from statesource.state.descriptors import AggregatingStateDescriptor, ReducingStateDescriptor
+from statesource.state.key_context import KeyContext
+from statesource.state.statemap_visitor import IncrementalVisitor
 from statesource.state.statetable import StateTable
 from statesource.types import VOID
-
-if TYPE_CHECKING:
-    from statesource.state.keyed_backend import KeyedStateBackend
 
 
 class KeyedState:
     """What every handle shares: where its entry lives, TTL, and clear()."""
 
-    def __init__(self, backend: KeyedStateBackend, table: StateTable) -> None:
-        self._backend = backend
+    def __init__(self, context: KeyContext, table: StateTable, clock: Clock) -> None:
+        self._context = context
         self._maps = table.maps
         self.descriptor = table.descriptor
         self._namespace_type = self.descriptor.namespace_type
@@ -45,11 +45,10 @@ class KeyedState:
         ttl = self.descriptor.ttl
         self._ttl = ttl
         if ttl is not None:
-            self._clock = backend.clock
+            self._clock = clock
             self._expire = expirer_for(self.descriptor.kind, ttl)
             self._cleanup = (
-                _IncrementalCleanup(table, self._expire, ttl.incremental_cleanup_size,
-                                    backend.clock)
+                _IncrementalCleanup(table, self._expire, ttl.incremental_cleanup_size, clock)
                 if ttl.incremental_cleanup_size else None
             )
 
@@ -59,18 +58,18 @@ class KeyedState:
 
     def _locate(self) -> tuple[Any, Any, Any]:
         """The current key's map, the key, and this state's namespace."""
-        backend = self._backend
-        index = backend._key_group_index
+        context = self._context
+        index = context.key_group_index
         if index is None:
             raise InvalidArgumentError(
                 f"state {self.name!r} used before set_current_key() was called"
             )
         if not self._namespaced:
-            return self._maps[index], backend._current_key, None
-        if backend._namespace_version != self._checked_namespace_version:
-            self._check_namespace(backend._current_namespace)
-            self._checked_namespace_version = backend._namespace_version
-        return self._maps[index], backend._current_key, backend._current_namespace
+            return self._maps[index], context.key, None
+        if context.namespace_version != self._checked_namespace_version:
+            self._check_namespace(context.namespace)
+            self._checked_namespace_version = context.namespace_version
+        return self._maps[index], context.key, context.namespace
 
     def _check_namespace(self, namespace: Any) -> None:
         if namespace is None:
@@ -94,20 +93,38 @@ class KeyedState:
             self._cleanup.run()
         return self._clock.now_ms()
 
-    def _read_ttl_scalar(self) -> Any:
-        """Flink's TTL read: an expired value is cleared, and returned only if allowed."""
+    def _read_with_ttl(self) -> Any:
+        """Flink's TTL read of the stored object, or None when there is nothing to show.
+
+        Expired parts leave the map and are returned only if the visibility allows;
+        what is left is refreshed first when reads count as accesses.
+        """
+        ttl = self._ttl
+        assert ttl is not None
         state_map, key, namespace = self._locate()
         now = self._now()
         stored = state_map.get(key, namespace)
         if stored is None:
             return None
-        value, last_access = stored
-        if self._ttl.is_expired(last_access, now):
+        live = self._expire(stored, now)
+        kept = live if live is None or not ttl.update_on_read else self._refreshed(live, now)
+        if kept is None:
             state_map.remove(key, namespace)
-            return value if self._ttl.return_expired else None
-        if self._ttl.update_on_read:
-            state_map.put(key, namespace, (value, now))
-        return value
+        elif kept is not stored:
+            state_map.put(key, namespace, kept)
+        return stored if ttl.return_expired else live
+
+    def _refreshed(self, stored: Any, now: int) -> Any:
+        """``stored`` with its last access set to ``now``: a scalar state's ``(value, ms)``."""
+        return stored[0], now
+
+    def _read_scalar(self) -> Any:
+        """The value of a Value, Reducing or Aggregating state (None when there is none)."""
+        if self._ttl is None:
+            state_map, key, namespace = self._locate()
+            return state_map.get(key, namespace)
+        stored = self._read_with_ttl()
+        return None if stored is None else stored[0]
 
     def clear(self) -> None:
         state_map, key, namespace = self._locate()
@@ -115,11 +132,7 @@ class KeyedState:
 
 
 class ValueState(KeyedState):
-    def value(self) -> Any:
-        if self._ttl is not None:
-            return self._read_ttl_scalar()
-        state_map, key, namespace = self._locate()
-        return state_map.get(key, namespace)
+    value = KeyedState._read_scalar  # an alias, not a method calling it: reads are hot
 
     def update(self, value: Any) -> None:
         """Set the value; ``None`` clears it, as in Flink."""
@@ -141,23 +154,15 @@ def _append(stored: list | None, elements: list) -> list:
 class ListState(KeyedState):
     def get(self) -> list:
         """The elements, in insertion order (a new list; empty when there is no state)."""
-        state_map, key, namespace = self._locate()
         if self._ttl is None:
+            state_map, key, namespace = self._locate()
             stored = state_map.get(key, namespace)
             return [] if stored is None else list(stored)
-        now = self._now()
-        stored = state_map.get(key, namespace)
-        if stored is None:
-            return []
-        live = self._expire(stored, now)
-        visible = stored if self._ttl.return_expired else (live or [])
-        if self._ttl.update_on_read and live:
-            live = [(element, now) for element, _ in live]
-        if live is None:
-            state_map.remove(key, namespace)
-        elif live is not stored:
-            state_map.put(key, namespace, live)
-        return [element for element, _ in visible]
+        stored = self._read_with_ttl()
+        return [] if stored is None else [element for element, _ in stored]
+
+    def _refreshed(self, stored: Any, now: int) -> Any:
+        return [(element, now) for element, _ in stored]
 
     def add(self, element: Any) -> None:
         self.add_all((element,))
@@ -201,42 +206,34 @@ def _put_entries(stored: dict | None, entries: dict) -> dict:
 
 
 class MapState(KeyedState):
-    def _entries(self) -> tuple[dict, Any, Any, Any]:
-        """The live entries, after TTL cleanup (and refresh on read), plus where they live."""
-        state_map, key, namespace = self._locate()
+    def _entries(self) -> dict:
+        """The entries a read sees, after TTL cleanup (and refresh on read)."""
         if self._ttl is None:
-            return state_map.get(key, namespace) or {}, state_map, key, namespace
-        now = self._now()
-        stored = state_map.get(key, namespace)
-        if stored is None:
-            return {}, state_map, key, namespace
-        live = self._expire(stored, now)
-        visible = stored if self._ttl.return_expired else (live or {})
-        if self._ttl.update_on_read and live:
-            live = {k: (v, now) for k, (v, _) in live.items()}
-        if live is None:
-            state_map.remove(key, namespace)
-        elif live is not stored:
-            state_map.put(key, namespace, live)
-        return {k: v for k, (v, _) in visible.items()}, state_map, key, namespace
+            state_map, key, namespace = self._locate()
+            return state_map.get(key, namespace) or {}
+        stored = self._read_with_ttl()
+        return {} if stored is None else {k: v for k, (v, _) in stored.items()}
+
+    def _refreshed(self, stored: Any, now: int) -> Any:
+        return {k: (v, now) for k, (v, _) in stored.items()}
 
     def get(self, user_key: Any) -> Any:
-        return self._entries()[0].get(user_key)
+        return self._entries().get(user_key)
 
     def contains(self, user_key: Any) -> bool:
-        return user_key in self._entries()[0]
+        return user_key in self._entries()
 
     def keys(self) -> list:
-        return list(self._entries()[0])
+        return list(self._entries())
 
     def values(self) -> list:
-        return list(self._entries()[0].values())
+        return list(self._entries().values())
 
     def items(self) -> list[tuple[Any, Any]]:
-        return list(self._entries()[0].items())
+        return list(self._entries().items())
 
     def is_empty(self) -> bool:
-        return not self._entries()[0]
+        return not self._entries()
 
     def put(self, user_key: Any, user_value: Any) -> None:
         self.put_all({user_key: user_value})
@@ -270,12 +267,6 @@ class _FoldingState(KeyedState):
     def _fold(self, stored: Any, value: Any) -> Any:
         raise NotImplementedError
 
-    def _stored(self) -> Any:
-        if self._ttl is not None:
-            return self._read_ttl_scalar()
-        state_map, key, namespace = self._locate()
-        return state_map.get(key, namespace)
-
     def add(self, value: Any) -> None:
         if value is None:
             raise InvalidArgumentError(f"state {self.name!r}: cannot add None")
@@ -284,18 +275,18 @@ class _FoldingState(KeyedState):
             state_map.transform(key, namespace, value, self._fold)
             return
         now = self._now()
-        ttl = self._ttl
+        expire, fold = self._expire, self._fold
 
         def fold_with_ttl(stored: Any, new: Any) -> Any:
-            live = None if stored is None or ttl.is_expired(stored[1], now) else stored[0]
-            return (self._fold(live, new), now)
+            live = None if stored is None else expire(stored, now)
+            return fold(None if live is None else live[0], new), now
 
         state_map.transform(key, namespace, value, fold_with_ttl)
 
 
 class ReducingState(_FoldingState):
-    def __init__(self, backend: KeyedStateBackend, table: StateTable) -> None:
-        super().__init__(backend, table)
+    def __init__(self, context: KeyContext, table: StateTable, clock: Clock) -> None:
+        super().__init__(context, table, clock)
         descriptor = table.descriptor
         assert isinstance(descriptor, ReducingStateDescriptor)
         self._reduce = descriptor.reduce_function
@@ -308,12 +299,12 @@ class ReducingState(_FoldingState):
         return result
 
     def get(self) -> Any:
-        return self._stored()
+        return self._read_scalar()
 
 
 class AggregatingState(_FoldingState):
-    def __init__(self, backend: KeyedStateBackend, table: StateTable) -> None:
-        super().__init__(backend, table)
+    def __init__(self, context: KeyContext, table: StateTable, clock: Clock) -> None:
+        super().__init__(context, table, clock)
         descriptor = table.descriptor
         assert isinstance(descriptor, AggregatingStateDescriptor)
         self._function = descriptor.aggregate_function
@@ -325,11 +316,11 @@ class AggregatingState(_FoldingState):
         return accumulator
 
     def get(self) -> Any:
-        accumulator = self._stored()
+        accumulator = self._read_scalar()
         return None if accumulator is None else self._function.get_result(accumulator)
 
 
-HANDLES: dict[StateKind, Callable[[KeyedStateBackend, StateTable], KeyedState]] = {
+HANDLES: dict[StateKind, Callable[[KeyContext, StateTable, Clock], KeyedState]] = {
     StateKind.VALUE: ValueState,
     StateKind.LIST: ListState,
     StateKind.MAP: MapState,
@@ -341,14 +332,13 @@ HANDLES: dict[StateKind, Callable[[KeyedStateBackend, StateTable], KeyedState]] 
 class _IncrementalCleanup:
     """Flink's incremental TTL cleanup: each access checks a few entries, key group by key group."""
 
-    def __init__(self, table: StateTable, expire: Callable[[Any, int], Any], size: int,
-                 clock: Any) -> None:
+    def __init__(self, table: StateTable, expire: Expirer, size: int, clock: Clock) -> None:
         self._maps = table.maps
         self._expire = expire
         self._size = size
         self._clock = clock
         self._map_index = 0
-        self._visitor: Any = None
+        self._visitor: IncrementalVisitor | None = None
 
     def run(self) -> None:
         now = self._clock.now_ms()

@@ -2,7 +2,7 @@
 
 This follows Flink's ``DefaultOperatorStateBackend``. A subtask holds list
 states (redistributed on rescale either by splitting or by union, see
-:mod:`statesource.state.redistribution`) and broadcast states (maps that every
+:mod:`statesource.redistribution`) and broadcast states (maps that every
 subtask holds identically). Operator state is small, so, as in Flink, a
 snapshot copies it synchronously and needs no copy-on-write machinery.
 
@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
 from typing import Any
 
+from statesource.checks import check_checkpoint_id
 from statesource.errors import InvalidArgumentError, StateSourceError, TypeMismatchError
+from statesource.model import DistributionMode, operator_state_roles
 from statesource.schema import ValueSchema
 from statesource.state.descriptors import resolve_value_type
-from statesource.state.redistribution import DistributionMode
 
-_LIST_ROLES = ("element",)
-_BROADCAST_ROLES = ("user_key", "user_value")
 _MODE_LABELS = {
     DistributionMode.SPLIT_DISTRIBUTE: "split-distribute list",
     DistributionMode.UNION: "union list",
@@ -35,12 +34,9 @@ _MODE_LABELS = {
 }
 
 
-def _roles_of(mode: DistributionMode) -> tuple[str, ...]:
-    return _BROADCAST_ROLES if mode is DistributionMode.BROADCAST else _LIST_ROLES
-
-
 def _describe(name: str, mode: DistributionMode, schemas: Mapping[str, ValueSchema]) -> str:
-    types = ", ".join(f"{role}={json.dumps(schemas[role].avro)}" for role in _roles_of(mode))
+    roles = operator_state_roles(mode)
+    types = ", ".join(f"{role}={json.dumps(schemas[role].avro)}" for role in roles)
     return f"{_MODE_LABELS[mode]} state {name!r} ({types})"
 
 
@@ -318,10 +314,7 @@ class OperatorStateBackend:
 
     def snapshot(self, checkpoint_id: int) -> OperatorStateSnapshot:
         """Copy every state now; later writes do not reach the returned snapshot."""
-        if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int):
-            raise InvalidArgumentError(f"checkpoint id must be an int, got {checkpoint_id!r}")
-        if checkpoint_id < 0:
-            raise InvalidArgumentError(f"checkpoint id must not be negative, got {checkpoint_id}")
+        check_checkpoint_id(checkpoint_id)
         entries = [
             OperatorStateSnapshotEntry(
                 name=name,
@@ -333,7 +326,8 @@ class OperatorStateBackend:
         ]
         return OperatorStateSnapshot(checkpoint_id, entries)
 
-    def restore_state(self, name: str, mode: DistributionMode, schemas: dict[str, ValueSchema],
+    def restore_state(self, name: str, mode: DistributionMode,
+                      schemas: Mapping[str, ValueSchema],
                       values: list[Any] | dict[Any, Any]) -> None:
         """Load one state's (already redistributed) content before the program asks for it.
 
@@ -355,10 +349,10 @@ class OperatorStateBackend:
             )
         if name in self._states:
             raise InvalidArgumentError(f"state {name!r} was already restored")
-        if not isinstance(schemas, Mapping) or set(schemas) != set(_roles_of(mode)):
+        if not isinstance(schemas, Mapping) or set(schemas) != set(operator_state_roles(mode)):
             raise InvalidArgumentError(
                 f"state {name!r}: {_MODE_LABELS[mode]} state needs schemas for roles"
-                f" {list(_roles_of(mode))}, got {schemas!r}"
+                f" {list(operator_state_roles(mode))}, got {schemas!r}"
             )
         resolved = self._resolve(name, schemas)
         handle: _Handle

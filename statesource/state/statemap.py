@@ -2,14 +2,13 @@
 
 It maps (key, namespace) to a state object and takes snapshots in time proportional to
 its bucket count, not its entry count, while the program keeps changing it. The rules
-are Flink's (storage and its layout are in ``statemap_snapshot``):
+are Flink's. This module applies them to the storage it builds on: the entry pool
+(``entry_pool``) and the bucket tables with their incremental rehash (``bucket_tables``).
+Snapshots (``statemap_snapshot``) and the incremental visitor (``statemap_visitor``) are
+the readers that run while the map changes.
 
-* Chained buckets, power-of-two capacities, low-bit indexing (``hash & (capacity - 1)``).
-  Growth is checked before a new entry is added (``size > threshold``, threshold 3/4
-  capacity) and only allocates a table of twice the size. Every operation then first
-  moves whole chains from the old table, bucket by bucket, until at least four entries
-  moved; a lookup uses the old table when ``hash & (old capacity - 1) >= rehash_index``.
-  Old bucket i only maps to new buckets i and i + old capacity.
+* Chained buckets, power-of-two capacities, low-bit indexing, grown by an incremental
+  rehash: see ``bucket_tables``.
 * Versions: each snapshot increments ``state_map_version`` and becomes live; the newest
   live version is ``highest_required_snapshot_version``. An entry created (or copied) at a
   version below it may be reachable from a snapshot, so before its link or state pointer
@@ -26,27 +25,29 @@ shared with ``snapshot``, and a stale read of it by the owner only costs a needl
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from statesource.errors import ConcurrentModificationError, InvalidArgumentError
-from statesource.state.statemap_snapshot import (
+from statesource.state.bucket_tables import (
+    DEFAULT_CAPACITY,
+    MAXIMUM_CAPACITY,
+    MINIMUM_CAPACITY,
+    BucketTables,
+    concat_tables,
+    table_capacity,
+)
+from statesource.state.entry_pool import (
     ENTRY_VERSION,
     NAMESPACE,
     NO_LIVE_SNAPSHOT,
     STATE,
     STATE_VERSION,
     STRIDE,
-    EntryStorage,
-    IncrementalVisitor,
-    StateEntry,
-    StateMapSnapshot,
-    concat_tables,
-    discard,
-    new_table,
 )
+from statesource.state.statemap_snapshot import StateMapSnapshot
+from statesource.state.statemap_visitor import IncrementalVisitor, StateEntry
 
 __all__ = [
     "DEFAULT_CAPACITY",
@@ -64,14 +65,6 @@ N = TypeVar("N")
 S = TypeVar("S")
 T = TypeVar("T")
 
-DEFAULT_CAPACITY = 128
-MINIMUM_CAPACITY = 4
-MAXIMUM_CAPACITY = 1 << 30
-_MIN_TRANSFERRED_PER_REHASH_STEP = 4
-# A rehash gives the old table's emptied pages back 2**16 buckets (256 KiB) at a time, so
-# a big table is never freed all at once (unmapping 16 MiB takes about 2 ms).
-_DISCARD_SHIFT = 16
-
 # snapshot() and release() may run on different threads; they update a map's live
 # versions, highest required and lowest live version together under this lock.
 _VERSION_LOCK = threading.Lock()
@@ -86,17 +79,7 @@ def bucket_hash(key: Any, namespace: Any) -> int:
     return hash((key, namespace))
 
 
-def _table_capacity(requested: int) -> int:
-    """``requested`` rounded up to a power of two within the capacity limits."""
-    return max(MINIMUM_CAPACITY, min(MAXIMUM_CAPACITY, 1 << max(requested - 1, 0).bit_length()))
-
-
-def _threshold(capacity: int) -> int:
-    # At the maximum capacity the map stops growing; chains just get longer.
-    return sys.maxsize if capacity == MAXIMUM_CAPACITY else (capacity >> 1) + (capacity >> 2)
-
-
-class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
+class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
     """(key, namespace) -> state with cheap snapshots; see the module docstring.
 
     Args:
@@ -109,15 +92,7 @@ class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
     Keys and namespaces are any hashable values, compared with ``==``.
     """
 
-    __slots__ = (
-        "_copier",
-        "_threshold",
-        "_version",
-        "_required",
-        "_live",
-        "_entry_copies",
-        "_state_copies",
-    )
+    __slots__ = ("_copier", "_size", "_mod_count", "_live", "_state_copies")
 
     def __init__(
         self, capacity: int = DEFAULT_CAPACITY, copier: Callable[[S], S] | None = None
@@ -126,14 +101,11 @@ class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
             raise InvalidArgumentError(f"state map capacity {capacity!r} must be an int >= 0")
         if copier is not None and not callable(copier):
             raise InvalidArgumentError(f"state copier {copier!r} must be callable or None")
-        capacity = _table_capacity(capacity)
-        super().__init__(capacity)
+        super().__init__(table_capacity(capacity))
         self._copier = copier
-        self._threshold = _threshold(capacity)
-        self._version = 0
-        self._required = 0
+        self._size = 0
+        self._mod_count = 0  # insertions and removals, for fail-fast iteration
         self._live: set[int] = set()
-        self._entry_copies = 0
         self._state_copies = 0
 
     # -- operations ---------------------------------------------------------------------
@@ -238,8 +210,7 @@ class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
         entries under the iterator. States are yielded as stored, not copied: do not
         change them in place while a snapshot is live (use :meth:`get` for that).
         """
-        while self._new_table is not None:
-            self._rehash_step()
+        self._finish_rehash()
         return self._iterate(self._mod_count)
 
     def _iterate(self, expected_mod_count: int) -> Iterator[tuple[K, N, S]]:
@@ -297,20 +268,6 @@ class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
     # -- introspection (read-only, for tests and diagnostics) ----------------------------
 
     @property
-    def capacity(self) -> int:
-        """Bucket count; during a rehash, that of the table being filled."""
-        return len(self._table if self._new_table is None else self._new_table)
-
-    @property
-    def is_rehashing(self) -> bool:
-        return self._new_table is not None
-
-    @property
-    def rehash_index(self) -> int:
-        """The first old bucket not moved yet (0 when not rehashing)."""
-        return self._rehash_index
-
-    @property
     def state_map_version(self) -> int:
         return self._version
 
@@ -322,11 +279,6 @@ class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
     def snapshot_versions(self) -> frozenset[int]:
         with _VERSION_LOCK:
             return frozenset(self._live)
-
-    @property
-    def entry_copies(self) -> int:
-        """Entries copied so far (copy-on-write of a chain, or moved by a rehash)."""
-        return self._entry_copies
 
     @property
     def state_copies(self) -> int:
@@ -351,13 +303,6 @@ class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
         return self._chain_lookup(table[bucket], key, namespace)
 
     # -- lookup -------------------------------------------------------------------------
-
-    def _select(self, h: int) -> tuple[memoryview, int]:
-        """The table and bucket responsible for hash ``h`` (no rehash step)."""
-        new = self._new_table
-        if new is not None and (h & self._mask) < self._rehash_index:
-            return new, h & (len(new) - 1)
-        return self._table, h & self._mask
 
     def _find(self, key: K, namespace: N) -> tuple[int, memoryview, int, int]:
         """Do the operation's rehash step; return hash, table, bucket and slot (0: absent)."""
@@ -430,22 +375,6 @@ class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
                 writable = current
         return writable
 
-    def _copy_entry(self, slot: int) -> int:
-        """A new slot with ``slot``'s fields at the current version; ``slot`` is retired."""
-        offset = STRIDE * slot
-        copy = self._new_slot(
-            self._records[offset],
-            self._records[offset + NAMESPACE],
-            self._records[offset + STATE],
-            self._version,
-            self._records[offset + STATE_VERSION],
-            self._next[slot],
-            self._hashes[slot],
-        )
-        self._retired.append((self._version, slot))
-        self._entry_copies += 1
-        return copy
-
     def _unshare_state(self, table: memoryview, bucket: int, slot: int) -> S:
         """``get`` of a shared state: store a copy (copying the entry if needed), return it."""
         if self._copier is None:
@@ -470,7 +399,7 @@ class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
         self._state_copies += 1
         return self._copier(state)
 
-    # -- adding and dropping entries ------------------------------------------------------
+    # -- adding entries ------------------------------------------------------------------
 
     def _insert(
         self, table: memoryview, bucket: int, h: int, key: K, namespace: N, state: S
@@ -492,67 +421,6 @@ class CopyOnWriteStateMap(EntryStorage, Generic[K, N, S]):
             self._hashes.append(h)
         table[bucket] = slot
         self._size += 1
-
-    def _drop(self, slot: int) -> None:
-        """``slot`` left the map: recycle it, or retire it while a snapshot may read it."""
-        if self._records[STRIDE * slot + ENTRY_VERSION] < self._required:
-            self._retired.append((self._version, slot))
-        else:
-            self._recycle(slot)
-        if self._retired:
-            self._reclaim()
-
-    # -- incremental rehash -------------------------------------------------------------
-
-    def _start_rehash(self) -> None:
-        capacity = 2 * len(self._table)
-        self._new_table = new_table(capacity)
-        self._rehash_index = 0
-        self._threshold = _threshold(capacity)
-
-    def _rehash_step_and_select(self, h: int) -> tuple[memoryview, int]:
-        self._rehash_step()
-        return self._select(h)
-
-    def _rehash_step(self) -> None:
-        """Move whole old chains, in bucket order, until at least four entries moved.
-
-        Old bucket i goes to new buckets i and i + old capacity. Moved entries are
-        prepended; shared ones are copied first, since their link changes.
-        """
-        old = self._table
-        new = self._new_table
-        new_mask = len(new) - 1
-        end = len(old)
-        records = self._records
-        next_links = self._next
-        hashes = self._hashes
-        required = self._required
-        start = index = self._rehash_index
-        moved = 0
-        while moved < _MIN_TRANSFERRED_PER_REHASH_STEP and index < end:
-            slot = old[index]
-            if slot:
-                old[index] = 0
-                while slot:
-                    if required and records[STRIDE * slot + ENTRY_VERSION] < required:
-                        slot = self._copy_entry(slot)
-                    following = next_links[slot]
-                    target = hashes[slot] & new_mask
-                    next_links[slot] = new[target]
-                    new[target] = slot
-                    slot = following
-                    moved += 1
-            index += 1
-        if index >> _DISCARD_SHIFT != start >> _DISCARD_SHIFT:
-            discard(old, start >> _DISCARD_SHIFT << _DISCARD_SHIFT, index)
-        if index == end:
-            self._table = new
-            self._mask = new_mask
-            self._new_table = None
-            self._rehash_index = 0
-        else:
-            self._rehash_index = index
 
     def __repr__(self) -> str:
         return (

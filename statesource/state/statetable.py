@@ -22,7 +22,9 @@ class StateTable:
         self.descriptor = descriptor
         self.key_group_range = key_group_range
         copier = descriptor.state_copier()
-        self.maps = [CopyOnWriteStateMap(copier=copier) for _ in key_group_range]
+        self.maps: list[CopyOnWriteStateMap] = [
+            CopyOnWriteStateMap(copier=copier) for _ in key_group_range
+        ]
 
     def map_for(self, key_group: int) -> CopyOnWriteStateMap:
         return self.maps[key_group - self.key_group_range.start]

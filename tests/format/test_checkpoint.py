@@ -13,6 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sample_state import ACCUMULATOR, KEYS, TTL, Average, dump, merged, populate
+from statesource.checkpointing import (
+    CheckpointWriter,
+    SubtaskBackends,
+    restore_keyed_backend,
+    restore_operator_backend,
+)
+from statesource.checkpointing import writer as writer_module
 from statesource.errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
@@ -21,10 +28,11 @@ from statesource.errors import (
     StateNotFoundError,
     UnsupportedFormatVersionError,
 )
-from statesource.format import Checkpoint, CheckpointWriter, SubtaskBackends
-from statesource.format import writer as writer_module
+from statesource.format import Checkpoint
 from statesource.format.columns import data_schema
 from statesource.keygroups import KeyGroupRange, key_group_range_for_operator
+from statesource.model import TtlConfig
+from statesource.state.clock import ManualClock
 from statesource.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -33,7 +41,6 @@ from statesource.state.descriptors import (
 )
 from statesource.state.keyed_backend import KeyedStateBackend
 from statesource.state.operator_backend import OperatorStateBackend
-from statesource.state.ttl import ManualClock, TtlConfig
 
 
 @pytest.fixture
@@ -53,14 +60,14 @@ def test_round_trip_of_every_state_kind(tmp_path, backend, clock):
         info = writer.write(1, {"op": [backend]})
     checkpoint = Checkpoint.open(str(tmp_path))
     assert checkpoint.checkpoint_id == 1 and info.path == checkpoint.location.path
-    restored = checkpoint.restore_keyed_backend(0, 1, clock=clock)
+    restored = restore_keyed_backend(checkpoint, 0, 1, clock=clock)
     assert dump(restored) == dump(backend)
     assert restored.descriptor("ttl_list").ttl == TTL
 
 
 def test_restored_states_work_with_their_functions(tmp_path, backend, clock):
     CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
-    restored = Checkpoint.open(str(tmp_path)).restore_keyed_backend(0, 1, clock=clock)
+    restored = restore_keyed_backend(Checkpoint.open(str(tmp_path)), 0, 1, clock=clock)
     agg = restored.get_state(AggregatingStateDescriptor("agg", Average(), ACCUMULATOR))
     restored.set_current_key("user-3")
     agg.add(9)
@@ -73,8 +80,8 @@ def test_data_files_are_plain_arrow_files_matching_the_metadata(tmp_path, backen
     op = checkpoint.operator()
     for state in op.keyed_states:
         (data_file,) = state.files
-        reader = pa.ipc.open_file(str(Path(checkpoint.location.path) / data_file.path))
-        assert reader.schema == data_schema(op.key_type, state.declaration())
+        reader = pa.ipc.open_file(checkpoint.data_file(data_file.path).path)
+        assert reader.schema == data_schema(op.key_type, state.declaration)
         table = reader.read_all()
         assert table.num_rows == state.rows
         assert reader.num_record_batches == sum(loc.batch_count for loc in data_file.locations)
@@ -94,7 +101,7 @@ def test_operator_state_round_trip_and_redistribution(tmp_path):
     CheckpointWriter(str(tmp_path)).write(1, {"src": subtasks})
     checkpoint = Checkpoint.open(str(tmp_path))
     assert checkpoint.read_operator_state("offsets") == [[0, 1, 2], [10, 11, 12]]
-    restored = [checkpoint.restore_operator_backend(i, 3) for i in range(3)]
+    restored = [restore_operator_backend(checkpoint, i, 3) for i in range(3)]
     assert [b.get_list_state("offsets", "long").get() for b in restored] == [
         [0, 1], [2, 10], [11, 12]]
     assert all(b.get_union_list_state("config", "string").get() == ["c0", "c1"]
@@ -108,7 +115,7 @@ def test_restore_at_new_parallelism_splits_key_groups_exactly(tmp_path, backend,
                                                              parallelism):
     CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
     checkpoint = Checkpoint.open(str(tmp_path))
-    restored = [checkpoint.restore_keyed_backend(i, parallelism, clock=clock)
+    restored = [restore_keyed_backend(checkpoint, i, parallelism, clock=clock)
                 for i in range(parallelism)]
     for index, subtask in enumerate(restored):
         owned = key_group_range_for_operator(128, parallelism, index)
@@ -133,7 +140,7 @@ def test_checkpoint_written_by_several_subtasks_restores_at_another_parallelism(
     CheckpointWriter(str(tmp_path)).write(1, {"op": subtasks})
     checkpoint = Checkpoint.open(str(tmp_path))
     assert checkpoint.operator().parallelism == 3
-    restored = [checkpoint.restore_keyed_backend(i, 2, clock=clock) for i in range(2)]
+    restored = [restore_keyed_backend(checkpoint, i, 2, clock=clock) for i in range(2)]
     assert merged([dump(s) for s in restored]) == merged([dump(s) for s in subtasks])
 
 
@@ -153,13 +160,13 @@ def test_reading_one_key_group_reads_only_its_bytes(tmp_path, backend):
 
 def test_asynchronous_write_never_sees_later_mutations(tmp_path, backend, monkeypatch):
     release = threading.Event()
-    original = writer_module.encode_file
+    original = writer_module.write_keyed_file
 
     def held_encode(*args, **kwargs):
         assert release.wait(10)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(writer_module, "encode_file", held_encode)
+    monkeypatch.setattr(writer_module, "write_keyed_file", held_encode)
     expected = dump(backend)
     with CheckpointWriter(str(tmp_path)) as writer:
         pending = writer.write_async(1, {"op": [backend]})
@@ -174,7 +181,7 @@ def test_asynchronous_write_never_sees_later_mutations(tmp_path, backend, monkey
         assert not pending.done()
         release.set()
         pending.result(10)
-    restored = Checkpoint.open(str(tmp_path)).restore_keyed_backend(0, 1, clock=backend.clock)
+    restored = restore_keyed_backend(Checkpoint.open(str(tmp_path)), 0, 1, clock=backend.clock)
     assert dump(restored) == expected
     assert dump(backend) != expected
 
@@ -184,7 +191,7 @@ def test_failure_mid_write_keeps_earlier_checkpoints_and_leaves_nothing(tmp_path
     writer = CheckpointWriter(str(tmp_path))
     writer.write(1, {"op": [backend]})
     calls = {"n": 0}
-    original = writer_module._write_file
+    original = writer_module.write_keyed_file
 
     def failing_write(*args, **kwargs):
         calls["n"] += 1
@@ -192,7 +199,7 @@ def test_failure_mid_write_keeps_earlier_checkpoints_and_leaves_nothing(tmp_path
             raise OSError("disk full (injected)")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(writer_module, "_write_file", failing_write)
+    monkeypatch.setattr(writer_module, "write_keyed_file", failing_write)
     with pytest.raises(OSError, match="injected"):
         writer.write(2, {"op": [backend]})
     writer.close()
@@ -244,7 +251,7 @@ def test_missing_data_file_is_detected(written):
     path = data_file(written, "list")
     path.unlink()
     with pytest.raises(CorruptCheckpointError, match=f"{path.name} is missing"):
-        Checkpoint.open(str(written)).restore_keyed_backend(0, 1)
+        restore_keyed_backend(Checkpoint.open(str(written)), 0, 1)
 
 
 def test_corrupt_and_unknown_version_metadata(written):
@@ -302,7 +309,7 @@ def test_full_snapshot_cleanup_drops_expired_values(tmp_path):
             clock.advance(5_000)
     clock.set(12_000)  # entries of keys 0..10 (written at 0) are expired, 11..19 are not
     CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
-    restored = dump(Checkpoint.open(str(tmp_path)).restore_keyed_backend(0, 1, clock=clock))
+    restored = dump(restore_keyed_backend(Checkpoint.open(str(tmp_path)), 0, 1, clock=clock))
     assert sorted(k for k, _ in restored["cleaned"]) == list(range(11, 20))
     assert len(restored["kept"]) == 20
 
@@ -329,7 +336,7 @@ def test_random_backends_round_trip(tmp_path_factory, operations, parallelism):
     root = tmp_path_factory.mktemp("random")
     CheckpointWriter(str(root)).write(3, {"op": [backend]})
     checkpoint = Checkpoint.open(str(root))
-    restored = [checkpoint.restore_keyed_backend(i, parallelism) for i in range(parallelism)]
+    restored = [restore_keyed_backend(checkpoint, i, parallelism) for i in range(parallelism)]
     assert merged([dump(s) for s in restored]) == dump(backend)
 
 
@@ -346,7 +353,7 @@ def test_a_list_longer_than_a_record_batch_round_trips(tmp_path):
     checkpoint = Checkpoint.open(str(tmp_path))
     locations = checkpoint.operator().keyed_state("items").files[0].locations
     assert max(loc.batch_count for loc in locations) == 2
-    assert dump(checkpoint.restore_keyed_backend(0, 1)) == dump(backend)
+    assert dump(restore_keyed_backend(checkpoint, 0, 1)) == dump(backend)
 
 
 def test_many_tiny_key_groups_are_encoded_in_chunks(tmp_path):
@@ -359,7 +366,7 @@ def test_many_tiny_key_groups_are_encoded_in_chunks(tmp_path):
     checkpoint = Checkpoint.open(str(tmp_path))
     locations = checkpoint.operator().keyed_state("v").files[0].locations
     assert len(locations) > 10_000 and all(loc.batch_count == 1 for loc in locations)
-    restored = checkpoint.restore_keyed_backend(5, 7)
+    restored = restore_keyed_backend(checkpoint, 5, 7)
     assert dump(restored)["v"] == {k: v for k, v in dump(backend)["v"].items()
                                    if restored._key_group_of(k[0]) in restored.key_group_range}
 
@@ -388,8 +395,8 @@ def test_bad_write_requests_are_refused_up_front(tmp_path, backend, monkeypatch)
     with pytest.raises(InvalidArgumentError, match="no operators"):
         writer.write_async(1, {})
     release = threading.Event()
-    original = writer_module.encode_file
-    monkeypatch.setattr(writer_module, "encode_file",
+    original = writer_module.write_keyed_file
+    monkeypatch.setattr(writer_module, "write_keyed_file",
                         lambda *a, **k: (release.wait(10), original(*a, **k))[1])
     pending = writer.write_async(1, {"op": [backend]})
     with pytest.raises(InvalidArgumentError, match="checkpoint 1 already exists"):
@@ -406,14 +413,14 @@ def test_restoring_keyed_state_of_an_operator_without_any_is_reported(tmp_path):
     source.get_list_state("offsets", "long").update([1])
     CheckpointWriter(str(tmp_path)).write(1, {"src": [source]})
     with pytest.raises(StateNotFoundError, match="operator 'src' has no keyed state"):
-        Checkpoint.open(str(tmp_path)).restore_keyed_backend(0, 1)
+        restore_keyed_backend(Checkpoint.open(str(tmp_path)), 0, 1)
 
 
 def test_file_uris_go_through_pyarrow_fs(tmp_path, backend):
     uri = (tmp_path / "by-uri").as_uri()
     CheckpointWriter(uri).write(1, {"op": [backend]})
     assert (tmp_path / "by-uri" / "chk-1" / "_metadata.json").is_file()
-    assert dump(Checkpoint.open(uri).restore_keyed_backend(0, 1)) == dump(backend)
+    assert dump(restore_keyed_backend(Checkpoint.open(uri), 0, 1)) == dump(backend)
 
 
 def test_subtasks_that_registered_different_states_are_written_by_name(tmp_path):
@@ -432,7 +439,7 @@ def test_subtasks_that_registered_different_states_are_written_by_name(tmp_path)
     CheckpointWriter(str(tmp_path)).write(1, {"op": subtasks})
     checkpoint = Checkpoint.open(str(tmp_path))
     assert len(checkpoint.operator().keyed_state("only_first").files) == 1
-    assert merged([dump(checkpoint.restore_keyed_backend(0, 1))]) == model
+    assert merged([dump(restore_keyed_backend(checkpoint, 0, 1))]) == model
 
 
 def test_subtasks_declaring_a_state_differently_are_refused(tmp_path):

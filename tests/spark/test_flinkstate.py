@@ -18,13 +18,13 @@ from pyspark.sql.datasource import (
 )
 
 from sample_state import KEYS, dump, merged, populate
-from statesource.format import Checkpoint, CheckpointWriter
+from statesource import Checkpoint, CheckpointWriter
 from statesource.keygroups import key_group_range_for_operator
 from statesource.spark import planning, register
 from statesource.spark.compat import pushdown_safe_by_default
 from statesource.spark.source import FlinkStateDataSource
+from statesource.state.clock import ManualClock
 from statesource.state.keyed_backend import KeyedStateBackend
-from statesource.state.ttl import ManualClock
 
 MAX_PARALLELISM = 128
 STATES = ["value", "windowed", "list", "map", "reduce", "agg", "ttl_value", "ttl_list", "ttl_map"]
@@ -253,8 +253,8 @@ def test_unknown_format_version_is_refused(spark, written, tmp_path):
     copy = tmp_path / "chk-4"
     subprocess.run(["cp", "-r", source, str(copy)], check=True)
     metadata = copy / "_metadata.json"
-    metadata.write_text(metadata.read_text().replace('"formatVersion": 1', '"formatVersion": 2'))
-    assert "format version 2; this statesource reads versions [1]" in error_of(
+    metadata.write_text(metadata.read_text().replace('"formatVersion": 2', '"formatVersion": 3'))
+    assert "format version 3; this statesource reads versions [1, 2]" in error_of(
         spark, str(tmp_path), state="value")
 
 

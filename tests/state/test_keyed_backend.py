@@ -8,6 +8,7 @@ import pytest
 
 from statesource.errors import InvalidArgumentError, TypeMismatchError
 from statesource.keygroups import KeyGroupRange, assign_to_key_group
+from statesource.state import ManualClock, StateVisibility, TtlConfig, UpdateType
 from statesource.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -16,7 +17,6 @@ from statesource.state.descriptors import (
     ValueStateDescriptor,
 )
 from statesource.state.keyed_backend import KeyedStateBackend
-from statesource.state.ttl import ManualClock, StateVisibility, TtlConfig, UpdateType
 from statesource.types import STRING
 
 
@@ -224,6 +224,41 @@ def test_ttl_map_keeps_a_timestamp_per_entry(backend, clock):
     clock.advance(5_000)
     assert pages.items() == [("b", 2)]
     assert pages.get("a") is None
+
+
+def test_ttl_list_and_map_reads_refresh_only_live_parts(backend, clock):
+    refresh = ttl(update_type=UpdateType.ON_READ_AND_WRITE)
+    events = backend.get_state(ListStateDescriptor("e", "string", ttl=refresh))
+    pages = backend.get_state(MapStateDescriptor("m", "string", "long", ttl=refresh))
+    backend.set_current_key("k")
+    events.add("old")
+    pages.put("a", 1)
+    clock.advance(6_000)
+    events.add("new")
+    pages.put("b", 2)
+    clock.advance(5_000)  # "old" and "a" expired; the read refreshes "new" and "b"
+    assert events.get() == ["new"] and pages.items() == [("b", 2)]
+    clock.advance(9_000)
+    assert events.get() == ["new"] and pages.items() == [("b", 2)]
+
+
+def test_ttl_list_and_map_return_expired_parts_once(backend, clock):
+    visible = ttl(visibility=StateVisibility.RETURN_EXPIRED_IF_NOT_CLEANED_UP)
+    events = backend.get_state(ListStateDescriptor("e", "string", ttl=visible))
+    pages = backend.get_state(MapStateDescriptor("m", "string", "long", ttl=visible))
+    backend.set_current_key("k")
+    events.add("old")
+    pages.put("a", 1)
+    clock.advance(6_000)
+    events.add("new")
+    pages.put("b", 2)
+    clock.advance(5_000)  # the reads still show the expired parts, and drop them
+    assert events.get() == ["old", "new"] and pages.items() == [("a", 1), ("b", 2)]
+    assert events.get() == ["new"] and pages.items() == [("b", 2)]
+    clock.advance(5_000)
+    assert events.get() == ["new"] and pages.items() == [("b", 2)]  # wholly expired: once more
+    assert events.get() == [] and pages.is_empty()
+    assert len(backend._tables["e"]) == len(backend._tables["m"]) == 0
 
 
 def test_ttl_reducing_restarts_after_expiry(backend, clock):

@@ -9,19 +9,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from statesource.errors import InvalidArgumentError, StateSourceError, TypeMismatchError
+from statesource.model import DistributionMode
+from statesource.redistribution import (
+    redistribute,
+    redistribute_broadcast,
+    redistribute_split,
+    redistribute_union,
+)
 from statesource.state.descriptors import resolve_value_type
 from statesource.state.operator_backend import (
     BroadcastState,
     OperatorListState,
     OperatorStateBackend,
     OperatorStateSnapshot,
-)
-from statesource.state.redistribution import (
-    DistributionMode,
-    redistribute,
-    redistribute_broadcast,
-    redistribute_split,
-    redistribute_union,
 )
 
 SPLIT = DistributionMode.SPLIT_DISTRIBUTE

@@ -17,12 +17,12 @@ from collections import Counter
 import pytest
 
 from statesource.errors import ConcurrentModificationError, InvalidArgumentError, StateSourceError
+from statesource.state.bucket_tables import table_capacity
 from statesource.state.statemap import (
     DEFAULT_CAPACITY,
     MAXIMUM_CAPACITY,
     CopyOnWriteStateMap,
     StateEntry,
-    _table_capacity,
     bucket_hash,
 )
 
@@ -73,8 +73,8 @@ def test_capacity_is_rounded_up_to_a_power_of_two(requested, capacity):
 
 def test_capacity_limits():
     assert CopyOnWriteStateMap().capacity == DEFAULT_CAPACITY == 128
-    assert _table_capacity(2**30 - 1) == MAXIMUM_CAPACITY == 2**30
-    assert _table_capacity(2**40) == MAXIMUM_CAPACITY
+    assert table_capacity(2**30 - 1) == MAXIMUM_CAPACITY == 2**30
+    assert table_capacity(2**40) == MAXIMUM_CAPACITY
 
 
 @pytest.mark.parametrize("capacity", [-1, 2.0, "128", None, True])

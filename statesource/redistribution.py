@@ -17,30 +17,20 @@ The functions return new containers; the elements themselves are shared.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
+from statesource.checks import check_int
 from statesource.errors import InvalidArgumentError
+from statesource.model import DistributionMode
 
 T = TypeVar("T")
 K = TypeVar("K")
 V = TypeVar("V")
 
 
-class DistributionMode(enum.Enum):
-    """How a state's content is spread over the subtasks after a rescale."""
-
-    SPLIT_DISTRIBUTE = "split"  # list state: elements spread evenly over the new subtasks
-    UNION = "union"  # union list state: every new subtask gets every element
-    BROADCAST = "broadcast"  # broadcast map state: identical on all subtasks
-
-
 def _check_parallelism(new_parallelism: int) -> None:
-    if isinstance(new_parallelism, bool) or not isinstance(new_parallelism, int):
-        raise InvalidArgumentError(f"new parallelism must be an int, got {new_parallelism!r}")
-    if new_parallelism < 1:
-        raise InvalidArgumentError(f"new parallelism must be at least 1, got {new_parallelism}")
+    check_int(new_parallelism, "new parallelism", 1)
 
 
 def _check_list_subtasks(old: Sequence[Sequence[Any]]) -> None:

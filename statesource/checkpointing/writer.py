@@ -1,4 +1,4 @@
-"""Writing checkpoints: synchronous snapshot, asynchronous write, atomic commit.
+"""Checkpointing live backends: synchronous snapshot, asynchronous write, atomic commit.
 
 ``CheckpointWriter.write_async`` takes every backend's snapshot on the calling
 thread (the only pause the program sees), then writes data files on a
@@ -7,6 +7,9 @@ written last and atomically; until it exists the checkpoint does not, so a
 crash at any point leaves earlier checkpoints untouched and no partial one
 visible. Files of a failed attempt are deleted; any that survive a crash have
 names no later attempt reuses, and readers never look at unlisted files.
+
+Everything written goes through the format's one data-file writer and commit,
+like every other producer's checkpoints.
 """
 
 from __future__ import annotations
@@ -14,38 +17,39 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 
-from statesource.errors import InvalidArgumentError, StateSourceError
+from statesource.checks import check_checkpoint_id
+from statesource.errors import CheckpointExistsError, InvalidArgumentError
 from statesource.format.columns import RowEncoder
-from statesource.format.ipc import encode_file
+from statesource.format.commit import CheckpointInfo, commit_checkpoint
+from statesource.format.datafile import write_keyed_file, write_operator_state_file
 from statesource.format.metadata import (
     CheckpointMeta,
     DataFile,
     KeyedStateMeta,
-    KeyGroupLocation,
     OperatorMeta,
     OperatorStateMeta,
-    SubtaskPartition,
 )
-from statesource.format.operator_columns import operator_state_table
+from statesource.format.operator_columns import operator_state_schema, operator_state_table
 from statesource.format.storage import (
-    DATA_DIR,
     METADATA_FILE,
     Location,
     checkpoint_dir_name,
+    new_data_file,
     resolve,
-    unique_data_file_name,
-    write_atomically,
 )
 from statesource.keygroups import key_group_range_for_operator
 from statesource.state.keyed_backend import KeyedBackendSnapshot, KeyedStateBackend
-from statesource.state.operator_backend import OperatorStateBackend, OperatorStateSnapshot
+from statesource.state.operator_backend import (
+    OperatorStateBackend,
+    OperatorStateSnapshot,
+    OperatorStateSnapshotEntry,
+)
 from statesource.state.statetable import StateTableSnapshot
 
 
@@ -55,22 +59,6 @@ class SubtaskBackends:
 
     keyed: KeyedStateBackend | None = None
     operator: OperatorStateBackend | None = None
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    """A committed checkpoint: where it is and what its metadata says."""
-
-    location: Location
-    metadata: CheckpointMeta
-
-    @property
-    def checkpoint_id(self) -> int:
-        return self.metadata.checkpoint_id
-
-    @property
-    def path(self) -> str:
-        return self.location.path
 
 
 class PendingCheckpoint:
@@ -127,13 +115,14 @@ class CheckpointWriter:
         subtask is a :class:`SubtaskBackends`, a ``KeyedStateBackend`` or an
         ``OperatorStateBackend``.
         """
-        if type(checkpoint_id) is not int or checkpoint_id < 0:
-            raise InvalidArgumentError(f"checkpoint id {checkpoint_id!r} must be an int >= 0")
+        check_checkpoint_id(checkpoint_id)
         if not operators:
             raise InvalidArgumentError("nothing to checkpoint: no operators given")
         directory = self.root.child(checkpoint_dir_name(checkpoint_id))
         if checkpoint_id in self._in_flight or directory.child(METADATA_FILE).exists():
-            raise InvalidArgumentError(f"checkpoint {checkpoint_id} already exists at {directory}")
+            raise CheckpointExistsError(
+                f"checkpoint {checkpoint_id} already exists at {directory}; checkpoints are"
+                " never overwritten: choose another id")
         subtasks = {uid: [_as_subtask(uid, s) for s in backends]
                     for uid, backends in operators.items()}
         for uid, backends in subtasks.items():
@@ -149,7 +138,7 @@ class CheckpointWriter:
         timestamp_ms = next((s.keyed[0].timestamp_ms for s in snapshots if s.keyed),
                             time.time_ns() // 1_000_000)
         self._in_flight.add(checkpoint_id)
-        future = self._executor.submit(_write_checkpoint, directory, checkpoint_id,
+        future = self._executor.submit(_write_checkpoint, self.root, checkpoint_id,
                                        timestamp_ms, snapshots)
         future.add_done_callback(lambda _: self._in_flight.discard(checkpoint_id))
         return PendingCheckpoint(checkpoint_id, future)
@@ -222,16 +211,13 @@ def _snapshot_operator(uid: str, subtasks: list[SubtaskBackends],
     return snapshot
 
 
-def _write_checkpoint(directory: Location, checkpoint_id: int, timestamp_ms: int,
+def _write_checkpoint(root: Location, checkpoint_id: int, timestamp_ms: int,
                       snapshots: list[_OperatorSnapshot]) -> CheckpointInfo:
     written: list[Location] = []
     try:
-        data_dir = directory.child(DATA_DIR)
-        data_dir.filesystem.create_dir(data_dir.path, recursive=True)
-        operators = tuple(_write_operator(data_dir, snapshot, written) for snapshot in snapshots)
-        metadata = CheckpointMeta(checkpoint_id, timestamp_ms, operators)
-        write_atomically(directory.child(METADATA_FILE), metadata.to_json_bytes())
-        return CheckpointInfo(directory, metadata)
+        operators = tuple(_write_operator(root, checkpoint_id, snapshot, written)
+                          for snapshot in snapshots)
+        return commit_checkpoint(root, CheckpointMeta(checkpoint_id, timestamp_ms, operators))
     except BaseException:
         for location in written:
             with contextlib.suppress(OSError):  # a leftover is harmless: never listed, never read
@@ -242,7 +228,7 @@ def _write_checkpoint(directory: Location, checkpoint_id: int, timestamp_ms: int
             snapshot.close()
 
 
-def _write_operator(data_dir: Location, snapshot: _OperatorSnapshot,
+def _write_operator(root: Location, checkpoint_id: int, snapshot: _OperatorSnapshot,
                     written: list[Location]) -> OperatorMeta:
     """One file per keyed state per subtask that has it: subtasks register states lazily."""
     by_name: dict[str, list[tuple[KeyedBackendSnapshot, StateTableSnapshot]]] = {}
@@ -258,44 +244,32 @@ def _write_operator(data_dir: Location, snapshot: _OperatorSnapshot,
                     f"operator {snapshot.uid!r}: subtasks declare state {name!r} differently:"
                     f" {declaration.describe()} and {state.descriptor.describe()}"
                 )
-        files = tuple(_write_keyed_file(data_dir, snapshot.uid, backend, state, written)
+        files = tuple(_write_keyed_file(root, checkpoint_id, snapshot.uid, backend, state,
+                                        written)
                       for backend, state in holders)
-        keyed_states.append(KeyedStateMeta(
-            name, declaration.kind, declaration.namespace_type, declaration.schemas,
-            declaration.ttl, files,
-        ))
-    operator_states = _write_operator_states(data_dir, snapshot, written)
+        keyed_states.append(KeyedStateMeta.of(declaration.declaration, files))
+    operator_states = _write_operator_states(root, checkpoint_id, snapshot, written)
     key_type = snapshot.keyed[0].key_type if snapshot.keyed else None
     return OperatorMeta(snapshot.uid, snapshot.parallelism, snapshot.max_parallelism, key_type,
                         tuple(keyed_states), operator_states)
 
 
-def _write_keyed_file(data_dir: Location, uid: str, backend: KeyedBackendSnapshot,
-                      state: StateTableSnapshot, written: list[Location]) -> DataFile:
-    declaration = state.descriptor
+def _write_keyed_file(root: Location, checkpoint_id: int, uid: str,
+                      backend: KeyedBackendSnapshot, state: StateTableSnapshot,
+                      written: list[Location]) -> DataFile:
+    declaration = state.descriptor.declaration
     encoder = RowEncoder(backend.key_type, declaration, expire_at_ms=backend.timestamp_ms)
-    groups: list[tuple[int, int, int]] = []  # key group, rows, entries
-
-    def batches_per_key_group() -> Iterator[list[pa.RecordBatch]]:
-        for key_group, batches, rows, entries in encoder.encode(state, declaration.name):
-            groups.append((key_group, rows, entries))
-            yield batches
-
-    payload, ranges = encode_file(encoder.schema, batches_per_key_group())
     key_range = backend.key_group_range
-    path = _write_file(data_dir, f"{uid}.{declaration.name}.kg{key_range.start}-{key_range.end}",
-                       payload, written)
-    locations = tuple(
-        KeyGroupLocation(key_group, r.batch_start, r.batch_count, r.offset, r.length, rows,
-                         entries, r.crc32)
-        for (key_group, rows, entries), r in zip(groups, ranges)
-    )
-    return DataFile(path, key_range, payload.size, locations)
+    target, relative = new_data_file(
+        root, checkpoint_id, f"{uid}.{declaration.name}.kg{key_range.start}-{key_range.end}")
+    written.append(target)
+    columns = ((key_group, *map_snapshot.columns()) for key_group, map_snapshot in state)
+    return write_keyed_file(target, relative, encoder.schema, key_range, encoder.encode(columns))
 
 
-def _write_operator_states(data_dir: Location, snapshot: _OperatorSnapshot,
+def _write_operator_states(root: Location, checkpoint_id: int, snapshot: _OperatorSnapshot,
                            written: list[Location]) -> tuple[OperatorStateMeta, ...]:
-    by_name: dict[str, list[tuple[int, Any]]] = {}
+    by_name: dict[str, list[tuple[int, OperatorStateSnapshotEntry]]] = {}
     for subtask, operator_snapshot in enumerate(snapshot.operator):
         for entry in operator_snapshot.states if operator_snapshot is not None else ():
             by_name.setdefault(entry.name, []).append((subtask, entry))
@@ -309,30 +283,13 @@ def _write_operator_states(data_dir: Location, snapshot: _OperatorSnapshot,
                     f" differently: {first.mode.value} {dict(first.schemas)} and"
                     f" {entry.mode.value} {dict(entry.schemas)}"
                 )
-        tables = [(subtask, operator_state_table(entry)) for subtask, entry in entries]
-        try:
-            payload, ranges = encode_file(tables[0][1].schema,
-                                          ([b for b in t.to_batches() if b.num_rows]
-                                           for _, t in tables))
-        except pa.ArrowException as error:
-            raise StateSourceError(f"operator state {name!r}: cannot encode: {error}") from None
-        path = _write_file(data_dir, f"{snapshot.uid}.op.{name}", payload, written)
-        partitions = tuple(
-            SubtaskPartition(subtask, r.batch_start, r.batch_count, r.offset, r.length,
-                             table.num_rows, r.crc32)
-            for (subtask, table), r in zip(tables, ranges)
-        )
-        metas.append(OperatorStateMeta(name, first.mode, first.schemas, path, payload.size,
+        target, relative = new_data_file(root, checkpoint_id, f"{snapshot.uid}.op.{name}")
+        written.append(target)
+        schema = operator_state_schema(first.mode, first.schemas)
+        shares = ((subtask, operator_state_table(entry.mode, entry.schemas,
+                                                 entry.values).to_batches())
+                  for subtask, entry in entries)
+        size, partitions = write_operator_state_file(target, schema, shares)
+        metas.append(OperatorStateMeta(name, first.mode, first.schemas, relative, size,
                                        partitions))
     return tuple(metas)
-
-
-def _write_file(data_dir: Location, stem: str, payload: pa.Buffer,
-                written: list[Location]) -> str:
-    """Write a data file under a fresh name; returns its path relative to the checkpoint."""
-    name = unique_data_file_name(stem)
-    target = data_dir.child(name)
-    written.append(target)
-    with target.filesystem.open_output_stream(target.path) as out:
-        out.write(payload)
-    return f"{DATA_DIR}/{name}"

@@ -1,0 +1,114 @@
+"""Publishing a checkpoint: the one commit every producer ends with.
+
+A checkpoint exists exactly when its ``_metadata.json`` does, so the commit
+is the metadata appearing at once and only if no checkpoint of that id
+exists. Before publishing, every file the metadata references is checked to
+be present at its recorded size: a producer that carries files over from an
+earlier checkpoint (rescaling, rewriting one state) must not publish a
+checkpoint that a concurrent ``retain`` already emptied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from statesource.errors import CheckpointExistsError, CorruptCheckpointError
+from statesource.format.metadata import CheckpointMeta
+from statesource.format.storage import METADATA_FILE, Location, checkpoint_dir_name, confined
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A committed checkpoint: where it is and what its metadata says."""
+
+    location: Location
+    metadata: CheckpointMeta
+
+    @property
+    def checkpoint_id(self) -> int:
+        return self.metadata.checkpoint_id
+
+    @property
+    def path(self) -> str:
+        return self.location.path
+
+
+def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInfo:
+    """Publish ``metadata`` as checkpoint ``metadata.checkpoint_id`` under ``root``.
+
+    Raises :class:`CheckpointExistsError` when that id is already committed,
+    including when another writer commits it first; the caller then owns the
+    cleanup of its data files.
+    """
+    directory = root.child(checkpoint_dir_name(metadata.checkpoint_id))
+    target = directory.child(METADATA_FILE)
+    if target.exists():
+        raise _exists(metadata.checkpoint_id, directory)
+    _check_referenced_files(root, metadata)
+    directory.filesystem.create_dir(directory.path, recursive=True)
+    payload = metadata.to_json_bytes()
+    if target.is_local:
+        _publish_local(target, payload, metadata.checkpoint_id)
+    else:
+        # Object stores publish a single upload atomically but offer no
+        # conditional create through pyarrow.fs: the existence check above is
+        # the guard, and two racing writers of one id are not detected here.
+        with target.filesystem.open_output_stream(target.path) as out:
+            out.write(payload)
+    return CheckpointInfo(directory, metadata)
+
+
+def _check_referenced_files(root: Location, metadata: CheckpointMeta) -> None:
+    paths = metadata.referenced_files()
+    infos = root.filesystem.get_file_info([confined(root, path).path for path in paths])
+    for (path, size), info in zip(paths.items(), infos):
+        if info.type != pafs.FileType.File or info.size != size:
+            found = "missing" if info.type == pafs.FileType.NotFound else f"{info.size} bytes"
+            raise CorruptCheckpointError(
+                f"checkpoint {metadata.checkpoint_id} references data file {path} of"
+                f" {size} bytes, but it is {found}: not committing"
+            )
+
+
+def _publish_local(target: Location, payload: bytes, checkpoint_id: int) -> None:
+    """Write a durable temporary sibling, then hard-link it to the final name.
+
+    ``link`` fails when the name exists, which rename would silently replace:
+    of two writers racing for one id exactly one wins. The directory is synced
+    so the new name survives a power loss.
+    """
+    temporary = f"{target.path}.tmp-{uuid.uuid4().hex}"
+    try:
+        with open(temporary, "wb") as out:
+            out.write(payload)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(temporary, target.path)
+        except FileExistsError:
+            raise _exists(checkpoint_id, target.parent) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+    sync_directory(target.parent.path)
+
+
+def sync_directory(path: str) -> None:
+    """Make a local directory's entries (new or removed names) durable."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _exists(checkpoint_id: int, directory: Location) -> CheckpointExistsError:
+    return CheckpointExistsError(
+        f"checkpoint {checkpoint_id} already exists at {directory}; checkpoints are never"
+        " overwritten: choose another id"
+    )

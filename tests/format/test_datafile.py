@@ -1,0 +1,71 @@
+"""The one data-file writer: ranges and CRCs checked independently; producer mistakes refused."""
+
+from __future__ import annotations
+
+import zlib
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statesource.errors import InvalidArgumentError
+from statesource.format import write_keyed_file
+from statesource.format.storage import resolve
+from statesource.keygroups import KeyGroupRange
+
+SCHEMA = pa.schema([("key_group", pa.int32()), ("key", pa.string()), ("value", pa.int64())])
+
+
+def batch(key_group: int, rows: int, start: int = 0) -> pa.RecordBatch:
+    return pa.record_batch([
+        pa.array([key_group] * rows, pa.int32()),
+        pa.array([f"k{start + i}" for i in range(rows)]),
+        pa.array(range(start, start + rows), pa.int64()),
+    ], schema=SCHEMA)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.integers(0, 31), st.lists(st.integers(1, 300), min_size=1,
+                                                      max_size=3), max_size=12))
+def test_every_range_is_exactly_its_key_groups_batches(tmp_path_factory, groups):
+    path = tmp_path_factory.mktemp("datafile") / "f.arrow"
+    target = resolve(str(path))
+    key_groups = [(kg, [batch(kg, rows, i * 1000) for i, rows in enumerate(sizes)], len(sizes))
+                  for kg, sizes in sorted(groups.items())]
+    data_file = write_keyed_file(target, "f.arrow", SCHEMA, KeyGroupRange(0, 31), key_groups)
+    payload = path.read_bytes()
+    assert data_file.size_bytes == len(payload)
+    whole = pa.ipc.open_file(str(path)).read_all()  # a plain Arrow IPC file
+    assert whole.num_rows == sum(sum(sizes) for sizes in groups.values())
+    expected_batch = 0
+    for location, (kg, batches, entries) in zip(data_file.locations, key_groups):
+        piece = payload[location.offset:location.offset + location.length]
+        assert zlib.crc32(piece) == location.crc32
+        assert (location.key_group, location.entries, location.batch_start) == (
+            kg, entries, expected_batch)
+        stream = pa.BufferReader(piece)
+        decoded = [pa.ipc.read_record_batch(pa.ipc.read_message(stream), SCHEMA)
+                   for _ in range(location.batch_count)]
+        assert pa.Table.from_batches(decoded).equals(pa.Table.from_batches(batches))
+        assert location.rows == sum(b.num_rows for b in batches)
+        expected_batch += len(batches)
+    for before, after in zip(data_file.locations, data_file.locations[1:]):
+        assert after.offset == before.offset + before.length  # adjacent: one read per range
+
+
+@pytest.mark.parametrize(("key_groups", "message"), [
+    ([(3, [batch(3, 2)], 2), (2, [batch(2, 2)], 2)], "key groups must ascend"),
+    ([(40, [batch(40, 2)], 2)], r"outside the file's key groups \[0, 31\]"),
+    ([(3, [batch(4, 2)], 2)], "holds rows of key groups 4..4"),
+    ([(3, [], 0)], "non-empty batches"),
+    ([(3, [batch(3, 0)], 0)], "non-empty batches"),
+    ([(3, [pa.record_batch([pa.array([3], pa.int32())], names=["key_group"])], 1)],
+     "expected"),
+])
+def test_producer_mistakes_are_refused_and_leave_no_file(tmp_path, key_groups, message):
+    path = tmp_path / "f.arrow"
+    with pytest.raises(InvalidArgumentError, match=message):
+        write_keyed_file(resolve(str(path)), "f.arrow", SCHEMA, KeyGroupRange(0, 31),
+                         key_groups)
+    assert not path.exists()

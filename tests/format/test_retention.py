@@ -1,0 +1,182 @@
+"""Retention against a plain model: random checkpoints sharing files, retain, injected crashes."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from statesource.cli import main
+from statesource.errors import CorruptCheckpointError, InvalidArgumentError
+from statesource.format import Checkpoint, commit_checkpoint, retain, write_operator_state_file
+from statesource.format import retention as retention_module
+from statesource.format.metadata import CheckpointMeta, OperatorMeta, OperatorStateMeta
+from statesource.format.operator_columns import operator_state_schema
+from statesource.format.storage import new_data_file, resolve
+from statesource.model import DistributionMode
+from statesource.schema import ValueSchema
+
+SCHEMAS = {"element": ValueSchema.parse("long")}
+SCHEMA = operator_state_schema(DistributionMode.SPLIT_DISTRIBUTE, SCHEMAS)
+
+
+class Crash(Exception):
+    """Stands for a kill -9 between two file-system mutations."""
+
+
+class Store:
+    """Real checkpoints under a temporary root, and the model of what they hold.
+
+    Each data file holds one element, a number unique to the file, so reading
+    a checkpoint back tells exactly which files it saw.
+    """
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="statesource-retention-"))
+        self.location = resolve(str(self.root))
+        self.model: dict[int, dict[str, int]] = {}  # id -> {state name: file number}
+        self.states: dict[int, OperatorStateMeta] = {}  # file number -> its entry
+        self.next_id = 1
+
+    def write_file(self, checkpoint_id: int, number: int) -> OperatorStateMeta:
+        target, relative = new_data_file(self.location, checkpoint_id, f"f{number}")
+        batch = pa.record_batch([pa.array([number], pa.int64())], schema=SCHEMA)
+        size, partitions = write_operator_state_file(target, SCHEMA, [(0, [batch])])
+        entry = OperatorStateMeta(f"s{number}", DistributionMode.SPLIT_DISTRIBUTE, SCHEMAS,
+                                  relative, size, partitions)
+        self.states[number] = entry
+        return entry
+
+    def commit(self, new_files: int, carried: list[int]) -> None:
+        checkpoint_id = self.next_id
+        self.next_id += 1
+        numbers = [*carried, *(len(self.states) + i for i in range(new_files))]
+        entries = [self.states[n] if n in self.states else self.write_file(checkpoint_id, n)
+                   for n in numbers]
+        operator = OperatorMeta("op", 1, 1, None, (), tuple(entries))
+        commit_checkpoint(self.location, CheckpointMeta(checkpoint_id, 0, (operator,)))
+        self.model[checkpoint_id] = {e.name: n for e, n in zip(entries, numbers)}
+
+    def live_numbers(self) -> list[int]:
+        return sorted({n for files in self.model.values() for n in files.values()})
+
+    def check_checkpoints_read(self, ids: list[int]) -> None:
+        for checkpoint_id in ids:
+            files = self.model[checkpoint_id]
+            checkpoint = Checkpoint.open(str(self.root), checkpoint_id=checkpoint_id)
+            for name, number in files.items():
+                assert checkpoint.read_operator_state(name) == [[number]]
+
+    def files_on_disk(self) -> set[str]:
+        return {str(p.relative_to(self.root)) for p in self.root.rglob("*") if p.is_file()}
+
+
+def crashing_after(mutations: int):
+    """Patch retention's two kinds of mutation to die after ``mutations`` of them."""
+    count = {"n": 0}
+
+    def wrap(original):
+        def mutation(*args, **kwargs):
+            if count["n"] >= mutations:
+                raise Crash
+            count["n"] += 1
+            return original(*args, **kwargs)
+        return mutation
+
+    return mock.patch.multiple(retention_module,
+                               _retire=wrap(retention_module._retire),
+                               _remove=wrap(retention_module._remove))
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("commit"), st.integers(0, 3), st.lists(st.integers(0, 50), max_size=3)),
+        st.tuples(st.just("retain"), st.integers(1, 3), st.one_of(st.none(), st.integers(0, 8))),
+    ),
+    min_size=1, max_size=14,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(operations)
+def test_retention_never_loses_a_kept_file_and_a_rerun_finishes(ops):
+    store = Store()
+    try:
+        for op in ops:
+            if op[0] == "commit":
+                _, new_files, picks = op
+                live = store.live_numbers()
+                carried = sorted({live[p % len(live)] for p in picks}) if live else []
+                store.commit(new_files, carried)
+                continue
+            _, keep, crash_after = op
+            kept = sorted(store.model)[-keep:]
+            if crash_after is not None:
+                with crashing_after(crash_after), contextlib.suppress(Crash):
+                    retain(str(store.root), keep)
+                store.check_checkpoints_read(kept)  # even mid-deletion
+            retain(str(store.root), keep)
+            store.model = {i: store.model[i] for i in kept}
+            store.check_checkpoints_read(kept)
+            referenced = {store.states[n].path for n in store.live_numbers()}
+            metadata = {f"chk-{i}/_metadata.json" for i in kept}
+            assert store.files_on_disk() == referenced | metadata
+    finally:
+        shutil.rmtree(store.root, ignore_errors=True)
+
+
+def test_retain_leaves_files_of_a_checkpoint_being_written(tmp_path):
+    store = Store()
+    store.root = tmp_path
+    store.location = resolve(str(tmp_path))
+    for _ in range(3):
+        store.commit(1, [])
+    in_flight = store.write_file(4, 99)  # written, not yet committed
+    plan = retain(str(tmp_path), 1)
+    assert plan.retired == (1, 2) and plan.kept == (3,)
+    assert (tmp_path / in_flight.path).exists()
+    operator = OperatorMeta("op", 1, 1, None, (), (in_flight,))
+    commit_checkpoint(store.location, CheckpointMeta(4, 0, (operator,)))
+    assert Checkpoint.open(str(tmp_path)).read_operator_state("s99") == [[99]]
+
+
+def test_dry_run_deletes_nothing_and_reports_the_plan(tmp_path, capsys):
+    store = Store()
+    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    store.commit(2, [])
+    store.commit(1, [0])
+    store.commit(1, [])
+    before = store.files_on_disk()
+    assert main(["retain", str(tmp_path), "--keep", "2", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert store.files_on_disk() == before
+    assert "would delete checkpoints: 1" in out
+    assert "would delete 1 data files; 1 files of deleted checkpoints stay" in out
+    assert store.states[1].path in out
+    assert main(["retain", str(tmp_path), "--keep", "2"]) == 0
+    assert "deleted checkpoints: 1" in capsys.readouterr().out
+    assert not (tmp_path / store.states[1].path).exists()
+    assert (tmp_path / store.states[0].path).exists()  # chk-2 still references it
+
+
+def test_bad_arguments_and_unreadable_checkpoints_change_nothing(tmp_path, capsys):
+    store = Store()
+    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    store.commit(1, [])
+    store.commit(1, [])
+    with pytest.raises(InvalidArgumentError, match="keep 0"):
+        retain(str(tmp_path), 0)
+    (tmp_path / "chk-1" / "_metadata.json").write_text("{not json")
+    before = store.files_on_disk()
+    with pytest.raises(CorruptCheckpointError, match="chk-1"):
+        retain(str(tmp_path), 1)
+    assert store.files_on_disk() == before
+    assert main(["retain", str(tmp_path / "nowhere"), "--keep", "1"]) == 1
+    assert "nowhere does not exist" in capsys.readouterr().err
