@@ -48,3 +48,7 @@ class ConcurrentModificationError(StateSourceError, RuntimeError):
 
 class CheckpointExistsError(InvalidArgumentError, FileExistsError):
     """A checkpoint id that is already committed: checkpoints are never overwritten."""
+
+
+class JvmShimUnavailableError(StateSourceError):
+    """The Java shim cannot be built or loaded here (no javac, no pyspark jars, a failed build)."""

@@ -21,7 +21,22 @@ from statesource.keygroups import (
 from statesource.keyjson import from_json
 from statesource.types import key_type, parse_type
 
-GOLDEN = Path(__file__).resolve().parents[1].parent / "shared" / "flink-golden"
+
+def _golden_dir() -> Path:
+    """``shared/flink-golden`` beside the repository or beside any directory above it.
+
+    A checkout is usually ``<dir>/main`` next to ``<dir>/shared``; a git worktree may sit one
+    level deeper (``<dir>/wt/<branch>``) and must find the same vectors.
+    """
+    repository = Path(__file__).resolve().parents[1]
+    for directory in repository.parents:
+        candidate = directory / "shared" / "flink-golden"
+        if candidate.is_dir():
+            return candidate
+    return repository.parent / "shared" / "flink-golden"
+
+
+GOLDEN = _golden_dir()
 
 
 def rows(name: str) -> list[dict[str, str]]:

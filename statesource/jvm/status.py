@@ -1,0 +1,44 @@
+"""What the shim can do on this machine, and why not, without building anything."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from statesource.errors import JvmShimUnavailableError
+from statesource.jvm.build import ShimTarget, target
+from statesource.jvm.toolchain import find_javac
+
+
+@dataclass(frozen=True)
+class ShimStatus:
+    """``target`` is None when the sources or Spark's jars are missing; ``problems`` say why."""
+
+    target: ShimTarget | None
+    javac: Path | None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def built(self) -> bool:
+        """A jar for these sources and this Spark is in the cache (usable even without javac)."""
+        return self.target is not None and self.target.jar.is_file()
+
+    @property
+    def buildable(self) -> bool:
+        return self.target is not None and self.javac is not None
+
+
+def shim_status(environ: Mapping[str, str] | None = None) -> ShimStatus:
+    problems = []
+    wanted: ShimTarget | None = None
+    javac: Path | None = None
+    try:
+        wanted = target(environ)
+    except JvmShimUnavailableError as error:
+        problems.append(str(error))
+    try:
+        javac = find_javac(environ)
+    except JvmShimUnavailableError as error:
+        problems.append(str(error))
+    return ShimStatus(wanted, javac, problems)
