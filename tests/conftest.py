@@ -5,7 +5,7 @@ Markers are applied here, not by hand (both are registered in pyproject.toml):
 - ``spark``: the test needs a SparkSession / JVM: it uses the ``spark`` fixture, directly or
   through another fixture, or lives under tests/spark/ (the connector's tests, most of which
   start Spark, some in a subprocess). ``pytest -m "not spark"`` runs the rest without a JVM.
-- ``golden``: the test reads Flink's vectors from ../shared/flink-golden (tests/test_golden.py).
+- ``golden``: the test reads Flink's vectors from ../shared/flink-golden (GOLDEN_FILES).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-GOLDEN_FILES = {"test_golden.py"}
+GOLDEN_FILES = {"test_golden.py", "test_keygroup_columns.py", "test_functions.py"}
 
 
 @pytest.fixture(scope="session")

@@ -43,11 +43,14 @@ def check_java() -> str:
 
 
 def session(app_name: str = "statesource", master: str = "local[*]", *,
-            register_sources: bool = True, **conf: str) -> Any:
+            register_sources: bool = True, key_group_functions: bool = True,
+            **conf: str) -> Any:
     """A local SparkSession set up for statesource: Python workers, pushdown, sources registered.
 
     ``register_sources=False`` relies on Spark's auto-registration of the
-    installed ``pyspark_flinkstate`` modules instead.
+    installed ``pyspark_flinkstate`` modules instead. ``key_group_functions``
+    registers ``flink_key_group`` and ``flink_operator_index`` (statesource.spark.functions;
+    the first session builds the Java shim, a few seconds once per Spark version).
     """
     check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -68,4 +71,8 @@ def session(app_name: str = "statesource", master: str = "local[*]", *,
     spark.sparkContext.setLogLevel("ERROR")
     if register_sources:
         register(spark)
+    if key_group_functions:
+        from statesource.spark.functions import register_functions
+
+        register_functions(spark)
     return spark

@@ -1,0 +1,43 @@
+"""Putting the Java shim on a running session, or saying once why it is not there.
+
+``spark.jars`` is ignored by a session that already exists, so the jar is
+added with ``ADD JAR``, which a running session honours for classes and Java
+UDFs alike. When the shim cannot be built (no ``javac``, a failed build) or
+loaded, statesource keeps working on its Python path and says so once per
+process, in one line.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from statesource.errors import JvmShimUnavailableError
+from statesource.jvm import ensure_jar
+
+_LOG = logging.getLogger("statesource.jvm")
+_told: list[str] = []  # the one reason given, once per process
+
+
+def load_shim(spark: Any) -> bool:
+    """Add the shim's jar to ``spark`` (building it at first use); False if it is unavailable."""
+    try:
+        jar = ensure_jar()
+    except JvmShimUnavailableError as error:
+        _tell_once(str(error))
+        return False
+    quoted = str(jar).replace("\\", "\\\\").replace("'", "\\'")
+    try:
+        spark.sql(f"ADD JAR '{quoted}'")
+    except Exception as error:  # noqa: BLE001 - any failure to load means the Python path
+        _tell_once(f"Spark could not load {jar}: {str(error).splitlines()[0]}")
+        return False
+    return True
+
+
+def _tell_once(reason: str) -> None:
+    if _told:
+        return
+    _told.append(reason)
+    _LOG.warning("statesource: the JVM shim is unavailable, using the slower Python path"
+                 " instead (`statesource jvm status` explains). Reason: %s", reason)
