@@ -43,8 +43,9 @@ def sources_dir() -> Path:
 
 
 def source_files(root: Path) -> list[Path]:
-    files = sorted(root.rglob("*.java"))
-    if not files:
+    """Every file of the shim: Java sources, and resources (service registrations) for the jar."""
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    if not any(p.suffix == ".java" for p in files):
         raise JvmShimUnavailableError(f"no Java sources under {root}")
     return files
 
@@ -98,7 +99,7 @@ def build(wanted: ShimTarget, environ: Mapping[str, str] | None = None) -> Path:
         classes = work / "classes"
         _compile(javac, wanted, classes)
         staged = work / wanted.jar.name
-        _write_jar(classes, staged)
+        _write_jar(classes, wanted.sources, staged)
         os.replace(staged, wanted.jar)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -108,7 +109,7 @@ def build(wanted: ShimTarget, environ: Mapping[str, str] | None = None) -> Path:
 def _compile(javac: Path, wanted: ShimTarget, classes: Path) -> None:
     command = [str(javac), "--release", JAVA_RELEASE, "-encoding", "UTF-8", "-nowarn",
                "-cp", str(wanted.spark_jars / "*"), "-d", str(classes),
-               *map(str, source_files(wanted.sources))]
+               *(str(p) for p in source_files(wanted.sources) if p.suffix == ".java")]
     try:
         done = subprocess.run(command, capture_output=True, text=True,
                               timeout=_BUILD_TIMEOUT_SECONDS, check=False)
@@ -122,10 +123,17 @@ def _compile(javac: Path, wanted: ShimTarget, classes: Path) -> None:
         )
 
 
-def _write_jar(classes: Path, jar: Path) -> None:
-    """A jar is a zip with a manifest; Python's zipfile makes one without the ``jar`` tool."""
+def _write_jar(classes: Path, sources: Path, jar: Path) -> None:
+    """A jar is a zip with a manifest; Python's zipfile makes one without the ``jar`` tool.
+
+    Resources (the ``META-INF/services`` registration of the data source) are the
+    source tree's non-Java files, stored at their relative paths.
+    """
     with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n"
                          "Created-By: statesource\r\n\r\n")
         for path in sorted(classes.rglob("*.class")):
             archive.write(path, path.relative_to(classes).as_posix())
+        for path in source_files(sources):
+            if path.suffix != ".java":
+                archive.write(path, path.relative_to(sources).as_posix())

@@ -26,8 +26,12 @@ def load_shim(spark: Any) -> bool:
     except JvmShimUnavailableError as error:
         _tell_once(str(error))
         return False
+    from statesource.spark.jvm_plan import FlinkStatePythonSource
+
     quoted = str(jar).replace("\\", "\\\\").replace("'", "\\'")
     try:
+        # The JVM provider plans through, and hands what it does not serve to, this name.
+        spark.dataSource.register(FlinkStatePythonSource)
         spark.sql(f"ADD JAR '{quoted}'")
     except Exception as error:  # noqa: BLE001 - any failure to load means the Python path
         _tell_once(f"Spark could not load {jar}: {str(error).splitlines()[0]}")

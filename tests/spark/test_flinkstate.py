@@ -22,6 +22,7 @@ from statesource import Checkpoint, CheckpointWriter
 from statesource.keygroups import key_group_range_for_operator
 from statesource.spark import planning, register
 from statesource.spark.compat import pushdown_safe_by_default
+from statesource.spark.jvm_plan import FlinkStatePythonSource
 from statesource.spark.source import FlinkStateDataSource
 from statesource.state.clock import ManualClock
 from statesource.state.keyed_backend import KeyedStateBackend
@@ -45,8 +46,8 @@ def written(tmp_path_factory):
     return str(root), merged([dump(b) for b in subtasks])
 
 
-def load(spark, path, **options):
-    return spark.read.format("flinkstate").options(**options).load(path)
+def load(spark, path, fmt="flinkstate", **options):
+    return spark.read.format(fmt).options(**options).load(path)
 
 
 def plain(value):
@@ -65,9 +66,9 @@ def without_ttl(row: dict) -> dict:
 
 
 @pytest.mark.parametrize("state", STATES)
-def test_dataframe_equals_the_python_reader(spark, written, state):
+def test_dataframe_equals_the_python_reader(spark, written, state, source_format):
     path, _ = written
-    rows = [without_ttl(plain(r)) for r in load(spark, path, state=state).collect()]
+    rows = [without_ttl(plain(r)) for r in load(spark, path, source_format, state=state).collect()]
     checkpoint = Checkpoint.open(path)
     expected = []
     for table in checkpoint.read_keyed_state(state):
@@ -79,24 +80,25 @@ def test_dataframe_equals_the_python_reader(spark, written, state):
     assert len(rows) == checkpoint.operator().keyed_state(state).rows
 
 
-def test_nested_collections_equal_the_backend(spark, written):
+def test_nested_collections_equal_the_backend(spark, written, source_format):
     path, model = written
-    lists = load(spark, path, state="list", flattenCollections="false").collect()
+    lists = load(spark, path, source_format, state="list", flattenCollections="false").collect()
     assert {(r.key, r.namespace): r.list_value for r in lists} == model["list"]
-    maps = load(spark, path, state="ttl_map", flattenCollections="false").collect()
+    maps = load(spark, path, source_format, state="ttl_map", flattenCollections="false").collect()
     assert {(r.key, r.namespace): r.map_value for r in maps} == {
         entry: {k: v for k, (v, _) in stored.items()} for entry, stored in model["ttl_map"].items()}
     assert all(r.ttl_timestamps.keys() == r.map_value.keys() for r in maps)
 
 
-def test_value_state_equals_the_backend(spark, written):
+def test_value_state_equals_the_backend(spark, written, source_format):
     path, model = written
-    rows = load(spark, path, state="windowed").collect()
+    rows = load(spark, path, source_format, state="windowed").collect()
     assert {(r.key, r.namespace): r.value for r in rows} == model["windowed"]
 
 
 @pytest.mark.parametrize("parallelism", [1, 2, 3, 7])
-def test_partitions_cover_every_key_group_once(spark, written, parallelism, monkeypatch):
+def test_partitions_cover_every_key_group_once(spark, written, parallelism, monkeypatch,
+                                               source_format):
     path, _ = written
     coarse = planning.TARGET_ROWS
     for target_rows in (coarse, 40):  # the default, and small enough to force splits
@@ -112,7 +114,8 @@ def test_partitions_cover_every_key_group_once(spark, written, parallelism, monk
             assert {p.value.start for p in partitions} <= boundaries
         else:
             assert len(partitions) > parallelism
-    misplaced = load(spark, path, state="list", parallelism=str(parallelism)).where(
+    misplaced = load(spark, path, source_format, state="list",
+                     parallelism=str(parallelism)).where(
         f"operator_index != key_group * {parallelism} div {MAX_PARALLELISM}").count()
     assert misplaced == 0
 
@@ -137,16 +140,17 @@ def test_key_pushdown_reads_only_that_key_groups_bytes(written):
         {**r, "operator_index": key_group * 2 // MAX_PARALLELISM} for r in full_scan]
 
 
-def test_pushdown_through_spark_matches_a_full_scan(spark, written):
+def test_pushdown_through_spark_matches_a_full_scan(spark, written, source_format):
     path, _ = written
     for condition in [f"key = '{KEYS[3]}'", f"key IN ('{KEYS[3]}', '{KEYS[99]}', 'nobody')",
                       "key_group >= 100 AND key_group < 110", "operator_index = 1",
                       "key_group IN (3, 5) AND value IS NULL"]:
         if "value" in condition:
             condition = condition.replace("value", "user_value")
-        df = load(spark, path, state="map", filterPushdown="true")
+        df = load(spark, path, source_format, state="map", filterPushdown="true")
         pushed = sorted(map(plain, df.where(condition).collect()), key=str)
-        full = sorted(map(plain, load(spark, path, state="map").collect()), key=str)
+        full = sorted(map(plain, load(spark, path, source_format, state="map").collect()),
+                      key=str)
         filtered = sorted(map(plain, spark.createDataFrame(full, df.schema).where(condition)
                               .collect()), key=str)
         assert pushed == filtered, condition
@@ -166,30 +170,35 @@ def test_filters_are_accepted_only_where_applied_exactly(written):
     assert reader.partitions() == []
 
 
-def reused_relation_counts(spark, path, pushdown: str) -> tuple[int, int]:
+def reused_relation_counts(spark, path, pushdown: str, fmt: str) -> tuple[int, int]:
     """A filtered query, then an unfiltered one, on the same DataFrame."""
-    df = load(spark, path, state="value", filterPushdown=pushdown)
+    df = load(spark, path, fmt, state="value", filterPushdown=pushdown)
     df.where(f"key = '{KEYS[0]}'").count()
-    return df.count(), load(spark, path, state="value").count()
+    return df.count(), load(spark, path, fmt, state="value").count()
 
 
-def test_default_pushdown_never_leaks_into_a_later_query(spark, written):
+def test_default_pushdown_never_leaks_into_a_later_query(spark, written, source_format):
     path, _ = written
     source = FlinkStateDataSource({"path": path, "state": "value"})
     reader_class = type(source.reader(source.schema()))
     pushed_by_default = reader_class.pushFilters is not DataSourceReader.pushFilters
     assert pushed_by_default == pushdown_safe_by_default()
-    after, fresh = reused_relation_counts(spark, path, "true" if pushed_by_default else "false")
+    pushdown = "true" if pushed_by_default or source_format == "flinkstate" else "false"
+    after, fresh = reused_relation_counts(spark, path, pushdown, source_format)
     assert after == fresh
-    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW reused USING flinkstate"
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW reused USING `{source_format}`"
               f" OPTIONS (path '{path}', state 'value')")
     spark.sql(f"SELECT * FROM reused WHERE key = '{KEYS[0]}'").collect()
     assert spark.sql("SELECT count(*) FROM reused").first()[0] == fresh
 
 
 def test_pushdown_default_matches_the_installed_spark(spark, written):
-    """If this fails, pyspark changed: move compat.LAST_AFFECTED_VERSION accordingly."""
-    after, fresh = reused_relation_counts(spark, written[0], "true")
+    """If this fails, pyspark changed: move compat.LAST_AFFECTED_VERSION accordingly.
+
+    A property of Python sources: the JVM reader plans every query afresh (above).
+    """
+    spark.dataSource.register(FlinkStatePythonSource)
+    after, fresh = reused_relation_counts(spark, written[0], "true", "flinkstate-python")
     assert (after == fresh) == pushdown_safe_by_default()
 
 
@@ -200,9 +209,9 @@ def test_pushdown_version_gate():
     assert pushdown_safe_by_default("5.0.0")
 
 
-def test_sql_view_and_metadata_view(spark, written):
+def test_sql_view_and_metadata_view(spark, written, source_format):
     path, model = written
-    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW counts USING flinkstate"
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW counts USING `{source_format}`"
               f" OPTIONS (path '{path}', state 'value')")
     total = spark.sql("SELECT sum(value) AS total, count(*) AS n FROM counts").first()
     assert (total.total, total.n) == (sum(model["value"].values()), len(model["value"]))
@@ -221,33 +230,35 @@ def test_explicit_registration_is_harmless(spark, written):
     assert load(spark, written[0], state="value").count() == len(written[1]["value"])
 
 
-def error_of(spark, path, fmt="flinkstate", **options) -> str:
+def error_of(spark, fmt, path, **options) -> str:
     with pytest.raises(Exception) as caught:
         spark.read.format(fmt).options(**options).load(path).count()
     return str(caught.value)
 
 
-def test_errors_name_the_bad_input(spark, written, tmp_path):
+def test_errors_name_the_bad_input(spark, written, tmp_path, source_format):
     path, _ = written
-    assert "checkpoint path /nowhere/at/all does not exist" in error_of(spark, "/nowhere/at/all")
+
+    def error(where, **options):
+        return error_of(spark, source_format, where, **options)
+
+    assert "checkpoint path /nowhere/at/all does not exist" in error("/nowhere/at/all")
     (tmp_path / "chk-9").mkdir()
-    assert "no complete checkpoint under" in error_of(spark, str(tmp_path))
-    assert "no operator named 'x'; available: 'activity'" in error_of(
-        spark, path, operator="x", state="value")
-    assert "choose a keyed state of operator 'activity': there are 9: 'agg'" in error_of(
-        spark, path)
-    assert "option parallelism must be an integer >= 1, got 'two'" in error_of(
-        spark, path, state="value", parallelism="two")
-    assert "parallelism 129 is outside [1, 128]" in error_of(
-        spark, path, state="value", parallelism="129")
-    assert "option flattenCollections must be true or false, got 'maybe'" in error_of(
-        spark, path, state="list", flattenCollections="maybe")
-    assert "unknown option(s) stat;" in error_of(spark, path, stat="value")
-    assert "no complete checkpoint 5 under" in error_of(spark, path, state="value",
-                                                        checkpointId="5")
+    assert "no complete checkpoint under" in error(str(tmp_path))
+    assert "no operator named 'x'; available: 'activity'" in error(path, operator="x",
+                                                                    state="value")
+    assert "choose a keyed state of operator 'activity': there are 9: 'agg'" in error(path)
+    assert "option parallelism must be an integer >= 1, got 'two'" in error(
+        path, state="value", parallelism="two")
+    assert "parallelism 129 is outside [1, 128]" in error(path, state="value",
+                                                           parallelism="129")
+    assert "option flattenCollections must be true or false, got 'maybe'" in error(
+        path, state="list", flattenCollections="maybe")
+    assert "unknown option(s) stat;" in error(path, stat="value")
+    assert "no complete checkpoint 5 under" in error(path, state="value", checkpointId="5")
 
 
-def test_unknown_format_version_is_refused(spark, written, tmp_path):
+def test_unknown_format_version_is_refused(spark, written, tmp_path, source_format):
     path, _ = written
     source = Checkpoint.open(path).location.path
     copy = tmp_path / "chk-4"
@@ -255,7 +266,7 @@ def test_unknown_format_version_is_refused(spark, written, tmp_path):
     metadata = copy / "_metadata.json"
     metadata.write_text(metadata.read_text().replace('"formatVersion": 2', '"formatVersion": 3'))
     assert "format version 3; this statesource reads versions [1, 2]" in error_of(
-        spark, str(tmp_path), state="value")
+        spark, source_format, str(tmp_path), state="value")
 
 
 def test_auto_registration_from_another_directory(written, tmp_path):
@@ -274,10 +285,17 @@ def test_auto_registration_from_another_directory(written, tmp_path):
     assert done.stdout.strip().splitlines()[-1:] == [str(len(written[1]["value"]))], done.stderr
 
 
-def test_create_table_is_refused_with_the_alternative(spark, written):
+def test_create_table_is_refused_with_the_alternative(spark, written, source_format):
+    """The Python source refuses at CREATE TABLE; the JVM reader at the table's first query.
+
+    (A table the JVM path let through stays in the session's in-memory catalog: even DROP
+    TABLE loads it, and fails the same way.)
+    """
+    table = "refused_" + source_format.replace("-", "_")
     with pytest.raises(Exception, match="Use CREATE TEMPORARY VIEW"):
-        spark.sql(f"CREATE TABLE refused USING flinkstate OPTIONS (path '{written[0]}',"
-                  " state 'value')")
+        spark.sql(f"CREATE TABLE {table} USING `{source_format}`"
+                  f" OPTIONS (path '{written[0]}', state 'value')")
+        spark.sql(f"SELECT * FROM {table}").collect()
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3])

@@ -1,0 +1,68 @@
+package org.statesource.shim;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.BitSet;
+import java.util.List;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.StructType;
+
+/** Partitions are the Python planner's key-group slices, thinned to the key groups pushed. */
+final class FlinkStateScan implements Scan, Batch {
+  private final ReadPlan plan;
+  private final StructType required;
+  private final BitSet allowed;
+  private final Filter[] pushed;
+
+  FlinkStateScan(ReadPlan plan, StructType required, BitSet allowed, Filter[] pushed) {
+    this.plan = plan;
+    this.required = required;
+    this.allowed = allowed;
+    this.pushed = pushed;
+  }
+
+  @Override
+  public StructType readSchema() {
+    return required;
+  }
+
+  @Override
+  public String description() {
+    return "flinkstate (JVM columnar) pruned by " + Arrays.toString(pushed);
+  }
+
+  @Override
+  public Batch toBatch() {
+    return this;
+  }
+
+  @Override
+  public InputPartition[] planInputPartitions() {
+    List<InputPartition> partitions = new ArrayList<>();
+    int next = 0;
+    for (int[] slice : plan.slices) {
+      List<Integer> members = new ArrayList<>();
+      while (next < plan.keyGroup.length && plan.keyGroup[next] <= slice[1]) {
+        int group = plan.keyGroup[next];
+        if (group >= slice[0] && (allowed == null || allowed.get(group))) {
+          members.add(next);
+        }
+        next++;
+      }
+      if (!members.isEmpty()) {
+        partitions.add(new KeyGroupPartition(members.stream().mapToInt(Integer::intValue)
+            .toArray()));
+      }
+    }
+    return partitions.toArray(new InputPartition[0]);
+  }
+
+  @Override
+  public PartitionReaderFactory createReaderFactory() {
+    return new KeyGroupReaderFactory(plan, required.fieldNames());
+  }
+}

@@ -1,0 +1,162 @@
+package org.statesource.shim;
+
+import java.util.ArrayList;
+import java.util.BitSet;
+import java.util.List;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.sources.EqualTo;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.sources.GreaterThan;
+import org.apache.spark.sql.sources.GreaterThanOrEqual;
+import org.apache.spark.sql.sources.In;
+import org.apache.spark.sql.sources.LessThan;
+import org.apache.spark.sql.sources.LessThanOrEqual;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Column pruning, and key-group pruning by {@code key}, {@code key_group} and
+ * {@code operator_index} predicates.
+ *
+ * <p>Pruning only skips key groups that cannot hold a matching row; every filter is still handed
+ * back to Spark, which evaluates it on the rows read, so pruning can never change an answer. A
+ * fresh builder serves each query: nothing pushed into one scan leaks into another.
+ */
+final class FlinkStateScanBuilder implements SupportsPushDownFilters,
+    SupportsPushDownRequiredColumns {
+  private static final String KEY = "key";
+  private static final String KEY_GROUP = "key_group";
+  private static final String OPERATOR_INDEX = "operator_index";
+
+  private final ReadPlan plan;
+  private StructType required;
+  private BitSet allowed;
+  private Filter[] used = new Filter[0];
+
+  FlinkStateScanBuilder(StructType schema, ReadPlan plan) {
+    this.plan = plan;
+    this.required = schema;
+  }
+
+  @Override
+  public void pruneColumns(StructType requiredSchema) {
+    required = requiredSchema;
+  }
+
+  @Override
+  public Filter[] pushFilters(Filter[] filters) {
+    allowed = null;
+    List<Filter> accepted = new ArrayList<>();
+    if (plan.filterPushdown) {
+      for (Filter filter : filters) {
+        BitSet groups = keyGroupsMatching(filter);
+        if (groups != null) {
+          accepted.add(filter);
+          if (allowed == null) {
+            allowed = groups;
+          } else {
+            allowed.and(groups);
+          }
+        }
+      }
+    }
+    used = accepted.toArray(new Filter[0]);
+    return filters;
+  }
+
+  @Override
+  public Filter[] pushedFilters() {
+    return used;
+  }
+
+  @Override
+  public Scan build() {
+    return new FlinkStateScan(plan, required, allowed, used);
+  }
+
+  /** The key groups that can hold rows matching {@code filter}, or null when it cannot prune. */
+  private BitSet keyGroupsMatching(Filter filter) {
+    if (filter instanceof EqualTo equal) {
+      return matching(equal.attribute(), "=", new Object[] {equal.value()});
+    }
+    if (filter instanceof In in) {
+      return matching(in.attribute(), "in", in.values());
+    }
+    if (filter instanceof GreaterThan greater) {
+      return matching(greater.attribute(), ">", new Object[] {greater.value()});
+    }
+    if (filter instanceof GreaterThanOrEqual greater) {
+      return matching(greater.attribute(), ">=", new Object[] {greater.value()});
+    }
+    if (filter instanceof LessThan less) {
+      return matching(less.attribute(), "<", new Object[] {less.value()});
+    }
+    if (filter instanceof LessThanOrEqual less) {
+      return matching(less.attribute(), "<=", new Object[] {less.value()});
+    }
+    return null;
+  }
+
+  private BitSet matching(String column, String operator, Object[] values) {
+    if (KEY.equals(column)) {
+      return operator.equals("=") || operator.equals("in") ? keyGroupsOfKeys(values) : null;
+    }
+    boolean byGroup = KEY_GROUP.equals(column);
+    if (!byGroup && !OPERATOR_INDEX.equals(column)) {
+      return null;
+    }
+    for (Object value : values) {
+      if (value != null && !(value instanceof Integer)) {
+        return null;
+      }
+    }
+    BitSet groups = new BitSet(plan.maxParallelism);
+    for (int group = 0; group < plan.maxParallelism; group++) {
+      int subject = byGroup ? group : plan.operatorIndex(group);
+      if (satisfies(subject, operator, values)) {
+        groups.set(group);
+      }
+    }
+    return groups;
+  }
+
+  /** Exact key types only: elsewhere Spark equality is not Java equality (0.0 = -0.0). */
+  private BitSet keyGroupsOfKeys(Object[] values) {
+    if (!plan.exactKeys) {
+      return null;
+    }
+    BitSet groups = new BitSet(plan.maxParallelism);
+    for (Object value : values) {
+      if (value == null) {
+        continue; // key = NULL matches no row
+      }
+      try {
+        groups.set(FlinkKeyGroups.keyGroup(value, plan.maxParallelism));
+      } catch (IllegalArgumentException notAKey) {
+        return null; // a literal of another type: leave it to Spark
+      }
+    }
+    return groups;
+  }
+
+  private static boolean satisfies(int subject, String operator, Object[] values) {
+    for (Object value : values) {
+      if (value == null) {
+        continue;
+      }
+      int bound = (Integer) value;
+      boolean holds = switch (operator) {
+        case "=", "in" -> subject == bound;
+        case ">" -> subject > bound;
+        case ">=" -> subject >= bound;
+        case "<" -> subject < bound;
+        default -> subject <= bound;
+      };
+      if (holds) {
+        return true;
+      }
+    }
+    return false;
+  }
+}

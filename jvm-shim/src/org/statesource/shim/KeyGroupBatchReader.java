@@ -1,0 +1,282 @@
+package org.statesource.shim;
+
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.Channels;
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.zip.CRC32;
+import org.apache.arrow.flatbuf.Message;
+import org.apache.arrow.flatbuf.MessageHeader;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.IntVector;
+import org.apache.arrow.vector.TimeStampMilliTZVector;
+import org.apache.arrow.vector.TimeStampMilliVector;
+import org.apache.arrow.vector.TimeStampMicroTZVector;
+import org.apache.arrow.vector.TimeStampMicroVector;
+import org.apache.arrow.vector.TimeStampVector;
+import org.apache.arrow.vector.ValueVector;
+import org.apache.arrow.vector.VectorLoader;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ReadChannel;
+import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
+import org.apache.arrow.vector.ipc.message.MessageSerializer;
+import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * Reads one partition's key groups as docs/FORMAT.md section 4 prescribes: the byte range, its
+ * CRC-32, then the encapsulated IPC messages in it, decoded into one reused set of vectors.
+ *
+ * <p>All Arrow memory comes from a child allocator of this partition, closed in {@link #close()},
+ * which Spark calls when the task ends for any reason (done, an early LIMIT, a failure). A batch
+ * is valid until the next call to {@link #next()}, as Spark's contract allows.
+ */
+final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
+  private static final BufferAllocator ROOT = new RootAllocator();
+  private static final String KEY_GROUP = "key_group";
+  private static final String OPERATOR_INDEX = "operator_index";
+
+  private final ReadPlan plan;
+  private final String[] columns;
+  private final int[] entries;
+  private final BufferAllocator allocator;
+  private VectorSchemaRoot root;
+  private VectorLoader loader;
+  private final List<ValueVector> derived = new ArrayList<>();
+  private int position;
+  private FileChannel channel;
+  private int channelFile = -1;
+  private ArrowBuf range;
+  private long cursor;
+  private int remaining;
+  private int entry = -1;
+  private ColumnarBatch current;
+
+  KeyGroupBatchReader(ReadPlan plan, String[] columns, int[] entries) {
+    this.plan = plan;
+    this.columns = columns;
+    this.entries = entries;
+    this.allocator = ROOT.newChildAllocator("flinkstate-partition", 0, Long.MAX_VALUE);
+  }
+
+  @Override
+  public boolean next() throws IOException {
+    closeDerived();
+    if (columns.length == 0) {
+      return nextCountOnly();
+    }
+    while (remaining == 0) {
+      releaseRange();
+      if (position == entries.length) {
+        return false;
+      }
+      openKeyGroup(entries[position++]);
+    }
+    loadNextBatch();
+    current = new ColumnarBatch(outputVectors(), root.getRowCount());
+    return true;
+  }
+
+  @Override
+  public ColumnarBatch get() {
+    return current;
+  }
+
+  @Override
+  public void close() throws IOException {
+    try {
+      closeDerived();
+      releaseRange();
+      if (root != null) {
+        root.close();
+      }
+      if (channel != null) {
+        channel.close();
+      }
+    } finally {
+      allocator.close();
+    }
+  }
+
+  /** count(*) and friends need no column: the metadata's row count of each key group. */
+  private boolean nextCountOnly() {
+    if (position == entries.length) {
+      return false;
+    }
+    long rows = plan.rows[entries[position++]];
+    current = new ColumnarBatch(new ColumnVector[0], Math.toIntExact(rows));
+    return true;
+  }
+
+  private void openKeyGroup(int index) throws IOException {
+    entry = index;
+    FileChannel file = channelFor(plan.file[index]);
+    long length = plan.length[index];
+    if (length > Integer.MAX_VALUE || length < 0) {
+      throw corrupt(index, "a byte range of " + length + " bytes");
+    }
+    range = allocator.buffer(length);
+    ByteBuffer target = range.nioBuffer(0, (int) length);
+    long at = plan.offset[index];
+    while (target.hasRemaining()) {
+      int read = file.read(target, at + target.position());
+      if (read < 0) {
+        throw new IllegalStateException("data file " + plan.fileNames[plan.file[index]]
+            + ": short read at offset " + at + " (" + target.position() + " of " + length
+            + " bytes): the file is truncated");
+      }
+    }
+    CRC32 crc = new CRC32();
+    crc.update(range.nioBuffer(0, (int) length));
+    if (crc.getValue() != plan.crc32[index]) {
+      throw new IllegalStateException("data file " + plan.fileNames[plan.file[index]]
+          + ": checksum mismatch in bytes " + at + ".." + (at + length) + ": the file is corrupt");
+    }
+    cursor = 0;
+    remaining = plan.batchCount[index];
+  }
+
+  private FileChannel channelFor(int file) throws IOException {
+    if (file != channelFile) {
+      if (channel != null) {
+        channel.close();
+        channel = null;
+      }
+      channel = FileChannel.open(Path.of(plan.filePaths[file]), StandardOpenOption.READ);
+      channelFile = file;
+      if (channel.size() != plan.fileSizes[file]) {
+        throw new IllegalStateException("data file " + plan.fileNames[file] + " is "
+            + channel.size() + " bytes, the metadata says " + plan.fileSizes[file]
+            + ": it was truncated or replaced");
+      }
+    }
+    return channel;
+  }
+
+  /** One encapsulated IPC message: 0xFFFFFFFF, int32 metadata length, Message, body. */
+  private void loadNextBatch() throws IOException {
+    long length = range.capacity();
+    if (cursor + 8 > length) {
+      throw corrupt(entry, "a message header beyond the byte range");
+    }
+    ByteBuffer header = range.nioBuffer(cursor, 8).order(ByteOrder.LITTLE_ENDIAN);
+    int marker = header.getInt(0);
+    int metadataLength = header.getInt(4);
+    if (marker != -1 || metadataLength <= 0 || cursor + 8 + metadataLength > length) {
+      throw corrupt(entry, "an invalid message header at " + cursor);
+    }
+    ByteBuffer metadata = range.nioBuffer(cursor + 8, metadataLength)
+        .order(ByteOrder.LITTLE_ENDIAN);
+    Message message = Message.getRootAsMessage(metadata);
+    long bodyStart = cursor + 8 + metadataLength;
+    long bodyLength = message.bodyLength();
+    if (message.headerType() != MessageHeader.RecordBatch || bodyLength < 0
+        || bodyStart + bodyLength > length) {
+      throw corrupt(entry, "a message at " + cursor + " that is not a record batch in range");
+    }
+    if (root == null) {
+      root = VectorSchemaRoot.create(fileSchema(), allocator);
+      loader = new VectorLoader(root);
+    }
+    ArrowBuf body = range.slice(bodyStart, bodyLength);
+    body.getReferenceManager().retain(); // deserializeRecordBatch releases the body it is given
+    try (ArrowRecordBatch batch = MessageSerializer.deserializeRecordBatch(message, body)) {
+      loader.load(batch);
+    }
+    cursor = bodyStart + bodyLength;
+    remaining--;
+  }
+
+  private Schema fileSchema() {
+    try {
+      ReadChannel in = new ReadChannel(Channels.newChannel(
+          new ByteArrayInputStream(plan.fileSchema)));
+      return MessageSerializer.deserializeSchema(in);
+    } catch (IOException error) {
+      throw new UncheckedIOException(error);
+    }
+  }
+
+  private ColumnVector[] outputVectors() {
+    int rows = root.getRowCount();
+    ColumnVector[] vectors = new ColumnVector[columns.length];
+    for (int i = 0; i < columns.length; i++) {
+      String column = columns[i];
+      if (OPERATOR_INDEX.equals(column)) {
+        vectors[i] = new BorrowedArrowColumnVector(operatorIndexes(rows));
+      } else {
+        vectors[i] = new BorrowedArrowColumnVector(sparkReady(root.getVector(column), rows));
+      }
+    }
+    return vectors;
+  }
+
+  /** Every row of a batch is in one key group, so one subtask. */
+  private IntVector operatorIndexes(int rows) {
+    IntVector vector = new IntVector(OPERATOR_INDEX, allocator);
+    derived.add(vector);
+    vector.allocateNew(rows);
+    int index = plan.operatorIndex(plan.keyGroup[entry]);
+    for (int row = 0; row < rows; row++) {
+      vector.set(row, index);
+    }
+    vector.setValueCount(rows);
+    return vector;
+  }
+
+  /** Spark reads microsecond timestamps only; millisecond ones are widened (exactly). */
+  private ValueVector sparkReady(FieldVector vector, int rows) {
+    TimeStampVector micros;
+    if (vector instanceof TimeStampMilliTZVector millis) {
+      micros = new TimeStampMicroTZVector(vector.getName(), allocator, millis.getTimeZone());
+    } else if (vector instanceof TimeStampMilliVector) {
+      micros = new TimeStampMicroVector(vector.getName(), allocator);
+    } else {
+      return vector;
+    }
+    derived.add(micros);
+    TimeStampVector millis = (TimeStampVector) vector;
+    micros.allocateNew(rows);
+    for (int row = 0; row < rows; row++) {
+      if (millis.isNull(row)) {
+        micros.setNull(row);
+      } else {
+        micros.set(row, Math.multiplyExact(millis.get(row), 1000L));
+      }
+    }
+    micros.setValueCount(rows);
+    return micros;
+  }
+
+  private IllegalStateException corrupt(int index, String what) {
+    return new IllegalStateException("data file " + plan.fileNames[plan.file[index]]
+        + ": cannot decode record batches at offset " + plan.offset[index] + ": " + what);
+  }
+
+  private void closeDerived() {
+    for (ValueVector vector : derived) {
+      vector.close();
+    }
+    derived.clear();
+    current = null;
+  }
+
+  private void releaseRange() {
+    if (range != null) {
+      range.close();
+      range = null;
+    }
+  }
+}

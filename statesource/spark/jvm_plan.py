@@ -1,0 +1,131 @@
+"""The Python half of the JVM reader: options, checks and planning, handed to Java as JSON.
+
+When the Java shim is loaded, ``format("flinkstate")`` resolves to its JVM
+provider (a JVM source always wins a short name). That provider asks this
+source, registered as ``flinkstate-python``, to plan: the options are parsed,
+the checkpoint opened and every path confined exactly as for the Python
+reader, so errors and schemas are the Python source's own. The plan (the
+confined data files, each key group's byte range, CRC-32 and row count, the
+partition slices) travels back as metadata of the schema's first field; the
+JVM then reads the byte ranges itself and returns Arrow columnar batches.
+
+A request the JVM reader does not serve (a remote filesystem, nested
+collections, Arrow types Spark's ArrowColumnVector lacks) is planned as
+``servable: false`` with a reason, and the provider hands it to this Python
+source unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.types import StructField, StructType
+
+from statesource.format.columns import data_schema
+from statesource.format.reader import Checkpoint
+from statesource.spark.options import parse_read_options
+from statesource.spark.planning import EXACT_KEY_TYPES, ScanTarget, plan_slices
+from statesource.spark.source import FlinkStateDataSource
+
+PYTHON_SOURCE_NAME = "flinkstate-python"
+PLAN_OPTION = "statesource.jvmplan"
+"""Set (to anything) by the JVM provider to ask for a plan; Spark lower-cases option keys."""
+PLAN_METADATA = "statesource.jvmPlan"
+
+
+class FlinkStatePythonSource(FlinkStateDataSource):
+    """``flinkstate`` under the name the JVM provider delegates to, and its planner."""
+
+    @classmethod
+    def name(cls) -> str:
+        return PYTHON_SOURCE_NAME
+
+    def __init__(self, options: dict[str, str]) -> None:
+        given = dict(options)
+        self._plan_requested = given.pop(PLAN_OPTION, None) is not None
+        self._pruning = parse_read_options(given).filter_pushdown is not False
+        super().__init__(given)
+
+    def schema(self) -> StructType:
+        schema = super().schema()
+        if not self._plan_requested:
+            return schema
+        plan = json.dumps(jvm_plan(self._target, self._pruning), separators=(",", ":"))
+        first = schema.fields[0]
+        planned = StructField(first.name, first.dataType, first.nullable,
+                              {**(first.metadata or {}), PLAN_METADATA: plan})
+        return StructType([planned, *schema.fields[1:]])
+
+
+def jvm_plan(target: ScanTarget, pruning: bool) -> dict[str, Any]:
+    """What the JVM reads for ``target``, or why it cannot serve it."""
+    reason = _unservable(target)
+    if reason is not None:
+        return {"servable": False, "reason": reason}
+    checkpoint = Checkpoint.open(target.location.path, checkpoint_id=target.checkpoint_id,
+                                 filesystem=target.location.filesystem)
+    op = checkpoint.operator(target.operator)
+    state = op.keyed_state(target.state)
+    schema = data_schema(op.keyed_key_type, state.declaration)
+    unreadable = [f"{f.name} ({f.type})" for f in schema if not _jvm_readable(f.type, True)]
+    if unreadable:
+        return {"servable": False,
+                "reason": f"Arrow types the JVM reader does not convert: {', '.join(unreadable)}"}
+    files: list[dict[str, Any]] = []
+    groups: dict[str, list[int]] = {name: [] for name in
+                                    ("keyGroup", "file", "batchCount", "offset", "length",
+                                     "rows", "crc32")}
+    for index, data_file in enumerate(state.files):
+        location = checkpoint.data_file(data_file.path)  # confined to the root, or an error
+        files.append({"path": os.path.realpath(location.path), "name": str(location),
+                      "sizeBytes": data_file.size_bytes})
+        for loc in data_file.locations:
+            for name, value in (("keyGroup", loc.key_group), ("file", index),
+                                ("batchCount", loc.batch_count), ("offset", loc.offset),
+                                ("length", loc.length), ("rows", loc.rows),
+                                ("crc32", loc.crc32)):
+                groups[name].append(value)
+    slices = plan_slices(state, target.max_parallelism, target.parallelism, None)
+    return {
+        "servable": True,
+        "maxParallelism": target.max_parallelism,
+        "parallelism": target.parallelism,
+        "exactKeys": op.keyed_key_type in EXACT_KEY_TYPES,
+        "filterPushdown": pruning,
+        "fileSchema": base64.b64encode(schema.serialize().to_pybytes()).decode("ascii"),
+        "columns": target.output.arrow.names,
+        "files": files,
+        "keyGroups": groups,
+        "slices": [[s.start, s.end] for s in slices],
+    }
+
+
+def _unservable(target: ScanTarget) -> str | None:
+    if not target.location.is_local:
+        return f"{target.location} is not on the local filesystem"
+    if target.output.nested:
+        return "flattenCollections=false nests rows, which the JVM reader does not do"
+    return None
+
+
+def _jvm_readable(arrow_type: pa.DataType, top_level: bool) -> bool:
+    """Types ArrowColumnVector reads as they are, and millisecond timestamps at the top level."""
+    if pa.types.is_timestamp(arrow_type):
+        return arrow_type.unit == "us" or (top_level and arrow_type.unit == "ms")
+    if pa.types.is_list(arrow_type):
+        return _jvm_readable(arrow_type.value_type, False)
+    if pa.types.is_map(arrow_type):
+        return (_jvm_readable(arrow_type.key_type, False)
+                and _jvm_readable(arrow_type.item_type, False))
+    if pa.types.is_struct(arrow_type):
+        return all(_jvm_readable(f.type, False) for f in arrow_type)
+    return (pa.types.is_signed_integer(arrow_type) or pa.types.is_decimal128(arrow_type)
+            or arrow_type in _PLAIN)
+
+
+_PLAIN = {pa.bool_(), pa.float32(), pa.float64(), pa.string(), pa.binary(), pa.null(),
+          pa.date32()}
