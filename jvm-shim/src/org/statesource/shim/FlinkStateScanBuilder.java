@@ -13,6 +13,7 @@ import org.apache.spark.sql.sources.GreaterThanOrEqual;
 import org.apache.spark.sql.sources.In;
 import org.apache.spark.sql.sources.LessThan;
 import org.apache.spark.sql.sources.LessThanOrEqual;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -30,18 +31,30 @@ final class FlinkStateScanBuilder implements SupportsPushDownFilters,
   private static final String OPERATOR_INDEX = "operator_index";
 
   private final ReadPlan plan;
+  private final StructType schema;
   private StructType required;
   private BitSet allowed;
   private Filter[] used = new Filter[0];
 
   FlinkStateScanBuilder(StructType schema, ReadPlan plan) {
     this.plan = plan;
+    this.schema = schema;
     this.required = schema;
   }
 
+  /**
+   * Whole top-level columns only: Spark may ask for some fields of a struct, but the vectors
+   * read hold all of them, so the scan reports each wanted column with its full type.
+   */
   @Override
   public void pruneColumns(StructType requiredSchema) {
-    required = requiredSchema;
+    List<StructField> kept = new ArrayList<>();
+    for (StructField field : schema.fields()) {
+      if (requiredSchema.getFieldIndex(field.name()).isDefined()) {
+        kept.add(field);
+      }
+    }
+    required = new StructType(kept.toArray(new StructField[0]));
   }
 
   @Override

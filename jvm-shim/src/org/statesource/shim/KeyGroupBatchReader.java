@@ -16,7 +16,6 @@ import org.apache.arrow.flatbuf.Message;
 import org.apache.arrow.flatbuf.MessageHeader;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.IntVector;
 import org.apache.arrow.vector.TimeStampMilliTZVector;
@@ -44,7 +43,6 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * is valid until the next call to {@link #next()}, as Spark's contract allows.
  */
 final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
-  private static final BufferAllocator ROOT = new RootAllocator();
   private static final String KEY_GROUP = "key_group";
   private static final String OPERATOR_INDEX = "operator_index";
 
@@ -68,7 +66,7 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
     this.plan = plan;
     this.columns = columns;
     this.entries = entries;
-    this.allocator = ROOT.newChildAllocator("flinkstate-partition", 0, Long.MAX_VALUE);
+    this.allocator = ShimMemory.ROOT.newChildAllocator("flinkstate-partition", 0, Long.MAX_VALUE);
   }
 
   @Override

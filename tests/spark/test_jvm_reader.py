@@ -1,0 +1,230 @@
+"""The JVM reader behind format("flinkstate"): parity with the Python source on typed state,
+pruning, counts, errors on damaged files, Arrow memory, and what it hands to Python.
+
+The connector's own suite (test_flinkstate.py) runs on both paths too; this module covers
+what only the JVM path does, and types that suite does not hold.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from conftest import jvm_reader_loaded
+
+from statesource import Checkpoint, CheckpointWriter
+from statesource.model import TtlConfig
+from statesource.spark.jvm_plan import FlinkStatePythonSource
+from statesource.state.clock import ManualClock
+from statesource.state.descriptors import (
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+)
+from statesource.state.keyed_backend import KeyedStateBackend
+
+V1_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "v1-checkpoints"
+UTC = dt.timezone.utc
+TTL = TtlConfig(dt.timedelta(seconds=60))
+TYPED = {
+    "stamp": {"type": "long", "logicalType": "timestamp-millis"},
+    "local": {"type": "long", "logicalType": "local-timestamp-millis"},
+    "money": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2},
+    "day": {"type": "int", "logicalType": "date"},
+    "digest": {"type": "fixed", "name": "Digest", "size": 4},  # fixed_size_binary: Python's
+    "nested": {"type": "record", "name": "N", "fields": [
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "hits", "type": {"type": "map", "values": "long"}},
+        {"name": "note", "type": ["null", "string"]}]},
+}
+
+
+def typed_value(name: str, i: int):
+    return {
+        "stamp": dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(milliseconds=1001 * i),
+        "local": dt.datetime(1969, 12, 31, 23, 59) + dt.timedelta(milliseconds=7 * i),
+        "money": Decimal(i * 37 - 500) / 100,
+        "day": dt.date(1, 1, 1) + dt.timedelta(days=i * 401),
+        "digest": i.to_bytes(4, "big"),
+        "nested": {"tags": [f"t{j}" for j in range(i % 3)], "hits": {"h": i},
+                   "note": None if i % 2 else "\U0001f600"},
+    }[name]
+
+
+@pytest.fixture(scope="module")
+def typed_root(tmp_path_factory):
+    """One operator keyed by row<string,int>, with typed values, a TTL list and a TTL map."""
+    root = tmp_path_factory.mktemp("typed")
+    clock = ManualClock(1_700_000_000_000)
+    backend = KeyedStateBackend("row<string,int>", 64, clock=clock)
+    states = {name: backend.get_state(ValueStateDescriptor(name, schema))
+              for name, schema in TYPED.items()}
+    ttl_list = backend.get_state(ListStateDescriptor("ttl_list", "double", ttl=TTL))
+    ttl_map = backend.get_state(MapStateDescriptor("ttl_map", "int", "boolean", ttl=TTL))
+    for i in range(700):
+        backend.set_current_key((f"k{i % 350}", i % 7))
+        for name, state in states.items():
+            state.update(typed_value(name, i))
+        ttl_list.add(i / 3 if i % 5 else float("nan"))
+        ttl_map.put(i, bool(i % 2))
+        clock.advance(13)
+    CheckpointWriter(str(root)).write(1, {"typed": [backend]})
+    return str(root)
+
+
+@pytest.fixture
+def jvm(spark):
+    spark.dataSource.register(FlinkStatePythonSource)
+    jvm_reader_loaded(spark)
+    return spark
+
+
+def scan_of(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def both(spark, path, **options):
+    return [spark.read.format(name).options(**options).load(path)
+            for name in ("flinkstate", "flinkstate-python")]
+
+
+def rows_of(df) -> list[str]:
+    return sorted(json.dumps(r.asDict(recursive=True), default=repr, sort_keys=True)
+                  for r in df.collect())
+
+
+@pytest.mark.parametrize("state", [*TYPED, "ttl_list", "ttl_map"])
+def test_every_column_equals_the_python_source(jvm, typed_root, state):
+    on_jvm, on_python = both(jvm, typed_root, state=state)
+    assert on_jvm.schema == on_python.schema
+    assert ("JVM columnar" in scan_of(on_jvm)) == (state != "digest")
+    assert rows_of(on_jvm) == rows_of(on_python)
+    assert on_jvm.count() == Checkpoint.open(typed_root).operator().keyed_state(state).rows
+
+
+def test_nested_collections_and_remote_paths_go_to_python(jvm, typed_root):
+    nested = jvm.read.format("flinkstate").options(state="ttl_list",
+                                                   flattenCollections="false").load(typed_root)
+    assert "JVM columnar" not in scan_of(nested) and "Python" in scan_of(nested)
+    assert nested.count() == 350
+
+
+def test_version_1_checkpoints_read_alike(jvm, tmp_path):
+    root = tmp_path / "v1"
+    shutil.copytree(V1_FIXTURE, root)
+    for state in ("value", "list", "ttl_map"):
+        on_jvm, on_python = both(jvm, str(root), state=state)
+        assert "JVM columnar" in scan_of(on_jvm)
+        assert rows_of(on_jvm) == rows_of(on_python) and on_jvm.count() > 0
+
+
+def test_key_pushdown_prunes_to_one_partition(jvm, typed_root):
+    df = jvm.read.format("flinkstate").option("state", "stamp").load(typed_root)
+    key_group = df.where("key.f0 = 'k7'").select("key_group").first()[0]
+    pruned = df.where(f"key_group = {key_group}")
+    assert pruned.rdd.getNumPartitions() == 1
+    assert "pruned by [EqualTo(key_group," in scan_of(pruned)
+    assert {r.key_group for r in pruned.collect()} == {key_group}
+    # composite keys are not pruned by key (Spark's struct equality is not Flink's), only filtered
+    by_key = df.where("key = named_struct('row_kind', '+I', 'f0', 'k7', 'f1', 0)")
+    assert "pruned by []" in scan_of(by_key)
+
+
+def test_string_key_pushdown_and_pruning_off(jvm, tmp_path):
+    backend = KeyedStateBackend("string", 128)
+    counts = backend.get_state(ValueStateDescriptor("counts", "long"))
+    for i in range(500):
+        backend.set_current_key(f"user-{i}")
+        counts.update(i)
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    df = jvm.read.format("flinkstate").load(str(tmp_path))
+    lookup = df.where("key IN ('user-7', 'user-300', 'nobody')")
+    assert lookup.rdd.getNumPartitions() == 1 and "In(key," in scan_of(lookup)
+    assert sorted(r.value for r in lookup.collect()) == [7, 300]
+    off = jvm.read.format("flinkstate").option("filterPushdown", "false").load(str(tmp_path))
+    assert "pruned by []" in scan_of(off.where("key = 'user-7'"))
+    assert [r.value for r in off.where("key = 'user-7'").collect()] == [7]
+
+
+def data_file_of(root: str, state: str) -> Path:
+    checkpoint = Checkpoint.open(root)
+    (data_file,) = checkpoint.operator().keyed_state(state).files
+    return Path(checkpoint.data_file(data_file.path).path)
+
+
+def damaged_copy(tmp_path, root: str, damage) -> str:
+    copy = tmp_path / "damaged"
+    shutil.copytree(root, copy)
+    damage(data_file_of(str(copy), "stamp"))
+    return str(copy)
+
+
+def flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-100])
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (flip_a_byte, "checksum mismatch in bytes"),
+    (truncate, "bytes, the metadata says"),
+])
+def test_damaged_files_fail_alike_and_release_memory(jvm, typed_root, tmp_path, damage,
+                                                     message):
+    damaged = damaged_copy(tmp_path, typed_root, damage)
+    for df in both(jvm, damaged, state="stamp"):
+        with pytest.raises(Exception) as raised:
+            df.select("value").collect()
+        assert message in str(raised.value) and data_file_of(damaged, "stamp").name in str(
+            raised.value)
+    assert shim_memory(jvm) == 0
+
+
+def test_count_comes_from_the_metadata(jvm, typed_root, tmp_path):
+    """count(*) reads no data: the metadata's row counts of the key groups are the answer.
+
+    A count with a filter reads the filtered columns (Spark evaluates every filter), and so
+    meets the damage.
+    """
+    damaged = damaged_copy(tmp_path, typed_root, flip_a_byte)
+    df = jvm.read.format("flinkstate").option("state", "stamp").load(damaged)
+    assert df.count() == Checkpoint.open(typed_root).operator().keyed_state("stamp").rows == 350
+    with pytest.raises(Exception, match="checksum mismatch"):
+        df.where("operator_index = 0").count()
+
+
+def test_early_limit_releases_arrow_memory(jvm, typed_root):
+    df = jvm.read.format("flinkstate").option("state", "nested").load(typed_root)
+    assert len(df.limit(3).collect()) == 3
+    assert len(df.where("value.note IS NULL").limit(1).collect()) == 1
+    assert shim_memory(jvm) == 0
+
+
+def test_paths_outside_the_root_are_refused_alike(jvm, tmp_path):
+    backend = KeyedStateBackend("int", 8)
+    counts = backend.get_state(ValueStateDescriptor("counts", "long"))
+    backend.set_current_key(1)
+    counts.update(1)
+    root = tmp_path / "root"
+    CheckpointWriter(str(root)).write(1, {"op": [backend]})
+    inside = data_file_of(str(root), "counts")
+    outside = tmp_path / "elsewhere.arrow"
+    shutil.move(inside, outside)
+    inside.symlink_to(outside)
+    for df_name in ("flinkstate", "flinkstate-python"):
+        with pytest.raises(Exception, match="outside the checkpoint root"):
+            jvm.read.format(df_name).load(str(root)).collect()
+
+
+def shim_memory(spark) -> int:
+    loader = spark._jsparkSession.sharedState().jarClassLoader()
+    memory = loader.loadClass("org.statesource.shim.ShimMemory")
+    return memory.getMethod("allocatedBytes", None).invoke(None, None)
