@@ -1,14 +1,18 @@
-"""flinkstate scans against spark.read.parquet of the same rows.
+"""flinkstate scans, JVM and Python readers, against spark.read.parquet of the same rows.
 
 Run: python bench/spark_read.py [--entries 10000000]
 
 Writes one checkpoint of Value-state entries and the same rows
 (key_group, key, namespace, value) as Parquet, then times, best of
-``--repeats``, in one local[2] session:
-- an aggregate scan, GROUP BY key_group (goal: at most 1.5x the Parquet time);
+``--repeats``, in one local[2] session, with Parquet = 1.00x:
+- GROUP BY key_group (goal: JVM reader at most 1.0x);
+- count(*) (goal: JVM reader at most 0.9x);
 - a point lookup by key, pruned to one key group by filter pushdown
-  (goal: at most 0.2x the Parquet time, which cannot skip on key);
-and, in a fresh process, the latency of a first query in a new session.
+  (goal: JVM reader at most 0.05x; Parquet cannot skip on key);
+- flink_key_group over every key, against the same query without it
+  (goal: the Java UDF at most 1.3x), and the Python fallback of the function;
+and, in fresh processes, the latency of a first query in a new session with
+the shim's jar cached and with a cold build of it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import pyarrow.parquet as pq
 from timing import best_of
 
 from statesource import CheckpointWriter
+from statesource.jvm.build import CACHE_ENV
 from statesource.keygroups import key_group_range_for_operator
+from statesource.spark.jvm_session import load_shim
 from statesource.state.descriptors import ValueStateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend
 
@@ -78,6 +84,22 @@ FIRST_QUERY = textwrap.dedent("""
 """)
 
 
+def first_query_seconds(checkpoint: str, cache: str | None) -> float:
+    """A new process, session and lookup; ``cache`` names a jar cache (None: the user's)."""
+    env = dict(os.environ)
+    if cache is not None:
+        env[CACHE_ENV] = cache
+    done = subprocess.run([sys.executable, "-c", FIRST_QUERY, checkpoint], check=True,
+                          capture_output=True, text=True, env=env)
+    return float(done.stdout.split()[-1])
+
+
+def ratio_line(name: str, parquet: float, timings: dict[str, float], goal: str) -> str:
+    shown = ", ".join(f"{path} {seconds:.2f} s ({seconds / parquet:.2f}x)"
+                      for path, seconds in timings.items())
+    return f"{name}: parquet {parquet:.2f} s (1.00x), {shown}; goal {goal}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=10_000_000)
@@ -93,30 +115,51 @@ def main() -> None:
         print(f"{args.entries:,} Value-state entries written in {elapsed:.0f} s")
 
         from statesource.spark import session
+        from statesource.spark.functions import register_functions
 
         spark = session("statesource-bench", master="local[2]")
-        state = spark.read.format("flinkstate").load(checkpoint)
-        pushed = spark.read.format("flinkstate").option("filterPushdown", "true").load(checkpoint)
-        rows = spark.read.parquet(parquet)
-        group_by = "SELECT key_group, count(*), sum(value) FROM {} GROUP BY key_group"
-        lookup = f"key = '{key_of(args.entries // 3)}'"
-        for name, df in (("state", state), ("pushed", pushed), ("rows", rows)):
+        if not load_shim(spark):
+            raise SystemExit("the JVM shim is unavailable: `statesource jvm status` says why")
+        views = {
+            "rows": spark.read.parquet(parquet),
+            "jvm": spark.read.format("flinkstate").load(checkpoint),
+            "python": spark.read.format("flinkstate-python").load(checkpoint),
+            "python_pushed": spark.read.format("flinkstate-python")
+            .option("filterPushdown", "true").load(checkpoint),
+        }
+        for name, df in views.items():
             df.createOrReplaceTempView(name)
-        scan_parquet = best_of(args.repeats, lambda: spark.sql(group_by.format("rows")).collect())
-        scan_state = best_of(args.repeats, lambda: spark.sql(group_by.format("state")).collect())
-        look_parquet = best_of(args.repeats, lambda: rows.where(lookup).collect())
-        look_pushed = best_of(args.repeats, lambda: pushed.where(lookup).collect())
-        look_state = best_of(args.repeats, lambda: state.where(lookup).collect())
-        print(f"GROUP BY key_group: parquet {scan_parquet:.2f} s (1.00x),"
-              f" flinkstate {scan_state:.2f} s ({scan_state / scan_parquet:.2f}x; goal <= 1.5x)")
-        print(f"point lookup: parquet {look_parquet:.2f} s (1.00x),"
-              f" flinkstate with filterPushdown {look_pushed:.2f} s"
-              f" ({look_pushed / look_parquet:.2f}x; goal <= 0.2x),"
-              f" without {look_state:.2f} s ({look_state / look_parquet:.2f}x)")
+
+        def timed(query: str) -> float:
+            return best_of(args.repeats, lambda: spark.sql(query).collect())
+
+        group_by = "SELECT key_group, count(*), sum(value) FROM {} GROUP BY key_group"
+        print(ratio_line("GROUP BY key_group", timed(group_by.format("rows")),
+                         {"jvm": timed(group_by.format("jvm")),
+                          "python": timed(group_by.format("python"))}, "jvm <= 1.0x"))
+        count = "SELECT count(*) FROM {}"
+        print(ratio_line("count(*)", timed(count.format("rows")),
+                         {"jvm": timed(count.format("jvm")),
+                          "python": timed(count.format("python"))}, "jvm <= 0.9x"))
+        lookup = f"SELECT * FROM {{}} WHERE key = '{key_of(args.entries // 3)}'"
+        print(ratio_line("point lookup", timed(lookup.format("rows")),
+                         {"jvm": timed(lookup.format("jvm")),
+                          "python with filterPushdown": timed(lookup.format("python_pushed"))},
+                         "jvm <= 0.05x"))
+        without = timed("SELECT sum(length(key)) FROM rows")
+        with_udf = "SELECT sum(length(key) + flink_key_group(key, 128)) FROM rows"
+        java_udf = timed(with_udf)
+        register_functions(spark, use_jvm=False)
+        python_udf = timed(with_udf)
+        print(f"flink_key_group over {args.entries:,} keys (Parquet scan, same query without the"
+              f" function = 1.00x, {without:.2f} s): Java UDF {java_udf:.2f} s"
+              f" ({java_udf / without:.2f}x; goal <= 1.3x), Python fallback {python_udf:.2f} s"
+              f" ({python_udf / without:.2f}x)")
         spark.stop()
-        first = subprocess.run([sys.executable, "-c", FIRST_QUERY, checkpoint], check=True,
-                               capture_output=True, text=True).stdout.split()[-1]
-        print(f"first query in a fresh process (JVM start, session, lookup): {float(first):.1f} s")
+        cached = first_query_seconds(checkpoint, None)
+        cold = first_query_seconds(checkpoint, os.path.join(directory, "cold-jar-cache"))
+        print(f"first query in a fresh process (JVM start, session, shim, lookup): jar cached"
+              f" {cached:.1f} s, cold build {cold:.1f} s")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

@@ -146,3 +146,12 @@ def test_cli_status_and_build(tmp_path, monkeypatch, capsys):
     assert main(["jvm", "status"]) == 0
     out = capsys.readouterr().out
     assert "(built)" in out and "JVM shim: available" in out
+
+
+def test_installed_packages_carry_the_same_sources(tmp_path):
+    """Wheels ship jvm-shim/src as package data statesource/jvm/shim-src (a symlink in the
+    source tree): the jar an installed statesource builds is the jar of the source tree."""
+    env = with_jdk_environ(tmp_path)
+    installed = ROOT / "statesource" / "jvm" / "shim-src"
+    assert installed.is_dir()
+    assert target(env, installed).jar == target(env, ROOT / "jvm-shim" / "src").jar
