@@ -33,3 +33,15 @@ def test_restore_example_finds_the_hand_computed_total(checkpoint, capsys, monke
     runpy.run_path(str(EXAMPLES / "restore_rescaled.py"), run_name="__main__")
     # customer-7 receives every event i with i % 500 == 7 among 20,000: sum of 7 + 500k, k < 40
     assert "customer-7: total 390280, 40 orders" in capsys.readouterr().out
+
+
+def test_rewrite_example_changes_what_it_says(checkpoint, spark, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["rewrite_state.py", checkpoint])
+    runpy.run_path(str(EXAMPLES / "rewrite_state.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    # customer-7's total was fixed to 0, then migrated into the record with a currency
+    assert "customer-7: total {'total': 0, 'currency': 'EUR'}, 40 orders, tier gold" in out
+    assert "customer-9: total None, 0 orders, tier gold" in out  # erased, then bootstrapped
+    assert "customer-11: total {'total': 390440, 'currency': 'EUR'}, 40 orders" in out
+    assert [line.split()[-1] for line in out.splitlines() if "checkpoint" in line][-4:] == [
+        "3", "4", "5", "6"]

@@ -25,6 +25,7 @@ def test_readme_snippets_run(tmp_path, spark, capsys):
     namespace = run_snippets(ROOT / "README.md", tmp_path)
     out = capsys.readouterr().out
     assert "chk-1" in out and "ann" in out
+    assert "chk-2" in out  # the Spark rewrite's new checkpoint
     assert namespace["backend"].key_group_range.end == 42  # subtask 0 of 3 at max parallelism 128
 
 

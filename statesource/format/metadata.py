@@ -112,6 +112,19 @@ class DataFile:
         data_file.check()
         return data_file
 
+    def to_json_text(self) -> str:
+        return json.dumps(self.to_json(), separators=(",", ":"))
+
+    @classmethod
+    def from_json_text(cls, text: str) -> DataFile:
+        """A data file's entry as a producer's task reported it (checked like metadata)."""
+        try:
+            return cls.from_json(json.loads(text),
+                                 lambda path: check_relative_path(path, "a task's result"))
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptCheckpointError(f"a task reported an invalid data file: {error}") \
+                from None
+
     def check(self) -> None:
         """Locations ascend inside the file's range and its size, and never overlap."""
         previous_group, previous_end = self.key_group_range.start - 1, 0

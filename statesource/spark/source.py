@@ -12,6 +12,7 @@ from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
     EqualTo,
     Filter,
@@ -41,6 +42,8 @@ from statesource.spark.planning import (
     read_slice,
 )
 from statesource.spark.schema import OPERATOR_INDEX, output_schema
+from statesource.spark.write_plan import plan_write
+from statesource.spark.writer import FlinkStateWriter
 
 _COMPARISON_TYPES = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
 _COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
@@ -72,8 +75,8 @@ def open_target(options: dict[str, str]) -> ScanTarget:
 
 
 class FlinkStateDataSource(DataSource):
-    """Options: path, checkpointId, operator, state, parallelism, flattenCollections,
-    filterPushdown (docs/SPARK.md)."""
+    """Read options: path, checkpointId, operator, state, parallelism, flattenCollections,
+    filterPushdown; write options: see :mod:`statesource.spark.write_plan` (docs/SPARK.md)."""
 
     @classmethod
     def name(cls) -> str:
@@ -81,10 +84,22 @@ class FlinkStateDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self._target = open_target(dict(options))
+        self._scan: ScanTarget | None = None
+
+    @property
+    def _target(self) -> ScanTarget:
+        """Opened on first use: a write needs none of the read options."""
+        if self._scan is None:
+            self._scan = open_target(dict(self.options))
+        return self._scan
 
     def schema(self) -> StructType:
         return self._target.output.spark
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        """A new checkpoint with one state replaced; ``overwrite`` changes nothing, since a
+        checkpoint is never overwritten (docs/SPARK.md)."""
+        return FlinkStateWriter(*plan_write(dict(self.options), schema))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         derived = self._target.output.spark
