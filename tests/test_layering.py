@@ -306,7 +306,7 @@ def test_layer_checker_catches_synthetic_violations():
     ]
     good = [
         fake("statesource.types", "statesource.errors"),
-        fake("statesource.schema.avro", "statesource.schema.convert"),
+        fake("statesource.schema.value_schema", "statesource.schema.avro_parsing"),
         fake("statesource.redistribution", "statesource.model"),
         fake("statesource.state.keyed_backend", "statesource.model"),
         fake("statesource.format.metadata", "statesource.schema"),
@@ -362,7 +362,7 @@ def later():
     known = {"statesource", "statesource.types", "statesource.errors", "statesource.state",
              "statesource.state.statemap", "statesource.state.statetable",
              "statesource.state.keyed_backend", "statesource.keygroups", "statesource.format",
-             "statesource.format.writer", "statesource.schema", "statesource.schema.avro",
+             "statesource.format.writer", "statesource.schema", "statesource.schema.value_schema",
              "statesource.spark"}
     found = imports_of("statesource.state.keyed_states", False, source, "x.py", known)
     assert sorted(imp.imported for imp in found) == sorted([

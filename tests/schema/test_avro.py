@@ -924,12 +924,12 @@ def test_strings_are_never_large():
 
 def test_large_primitive_column_uses_vectorised_path(monkeypatch):
     # the Python per-value walk is the error path only: make it fail loudly
-    from statesource.schema import convert
+    from statesource.schema import converter
 
     def boom(*args):
         raise AssertionError("per-value path used on valid data")
 
-    monkeypatch.setattr(convert, "raise_first_bad", boom)
+    monkeypatch.setattr(converter, "raise_first_bad", boom)
     for schema, values in [
         ("long", list(range(100_000))),
         (["null", "string"], ["x", None] * 50_000),
