@@ -42,7 +42,9 @@ class CheckpointEdit:
         op = self._operators.get(uid)
         if op is None:
             op = OperatorMeta(uid, parallelism, max_parallelism, key_type, (), ())
-        elif op.keyed_states and (op.key_type, op.max_parallelism) != (key_type, max_parallelism):
+        elif not op.keyed_states:
+            op = dataclasses.replace(op, max_parallelism=max_parallelism)
+        elif (op.key_type, op.max_parallelism) != (key_type, max_parallelism):
             raise IncompatibleCheckpointError(
                 f"operator {uid!r} keys its states by {op.key_type} with max parallelism"
                 f" {op.max_parallelism}; state {state.name!r} is keyed by {key_type} with max"
@@ -52,6 +54,17 @@ class CheckpointEdit:
         self._operators[uid] = dataclasses.replace(
             op, key_type=key_type, max_parallelism=max_parallelism,
             keyed_states=tuple(sorted((*others, state), key=lambda s: s.name)))
+
+    def rekey_operator(self, uid: str, *, max_parallelism: int, parallelism: int) -> None:
+        """Start operator ``uid``'s keyed state over under a new max parallelism.
+
+        Its keyed states are removed (to be written again, every key re-keyed)
+        and its operator states kept; the caller redistributes them when the
+        parallelism changes.
+        """
+        op = self._require(uid)
+        self._operators[uid] = dataclasses.replace(
+            op, keyed_states=(), max_parallelism=max_parallelism, parallelism=parallelism)
 
     def drop_state(self, uid: str, name: str) -> None:
         """Remove keyed or operator state ``name`` of operator ``uid``."""

@@ -114,8 +114,12 @@ def plan_write(options: Mapping[str, str], schema: StructType) -> tuple[NewCheck
 
 
 def plan_state(checkpoint: NewCheckpoint, edit: CheckpointEdit, given: Mapping[str, str],
-               schema: StructType) -> WriteTarget:
-    """Declare the state a write of ``schema``-shaped rows replaces (or creates) in ``edit``."""
+               schema: StructType, declaration: StateDeclaration | None = None) -> WriteTarget:
+    """Declare the state a write of ``schema``-shaped rows replaces (or creates) in ``edit``.
+
+    ``declaration`` declares a new state completely (TTL included), as a
+    re-keying job copies it from the source checkpoint.
+    """
     given = parse_write_options(given)
     for required in ("operator", "state"):
         if not given.get(required):
@@ -129,8 +133,9 @@ def plan_state(checkpoint: NewCheckpoint, edit: CheckpointEdit, given: Mapping[s
             raise IncompatibleCheckpointError(
                 f"state {name!r} of operator {uid!r} is an operator state; the writer"
                 " writes keyed state")
-    declaration = (existing.declaration if existing is not None
-                   else _declare(given, name, schema))
+    if declaration is None:
+        declaration = (existing.declaration if existing is not None
+                       else _declare(given, name, schema))
     _check_declared(given, declaration)
     if op is not None and op.keyed_states:
         keys, max_parallelism, parallelism = op.keyed_key_type, op.max_parallelism, op.parallelism

@@ -14,7 +14,7 @@ which shuffles the rows by Flink subtask first.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -27,7 +27,7 @@ from statesource.format.commit import CheckpointInfo, commit_checkpoint
 from statesource.format.edit import CheckpointEdit
 from statesource.format.metadata import DataFile, KeyedStateMeta
 from statesource.keygroups import key_groups
-from statesource.model import StateKind
+from statesource.model import StateDeclaration, StateKind
 from statesource.spark.schema import OPERATOR_INDEX
 from statesource.spark.write_plan import (
     NewCheckpoint,
@@ -104,20 +104,28 @@ class Rewrite:
         self._written: list[DataFile] = []
         self.info: CheckpointInfo | None = None
 
-    def replace(self, df: Any, operator: str, state: str, **options: str) -> None:
+    def replace(self, df: Any, operator: str, state: str, *,
+                declaration: StateDeclaration | None = None, **options: str) -> None:
         """Replace (or create, given ``kind`` and types) keyed state ``state`` with ``df``'s rows.
 
         ``options`` are the write options of docs/SPARK.md (``kind``, ``keyType``,
         ``namespaceType``, ``maxParallelism``, ``parallelism``, ``valueSchemas``,
-        ``orderColumn``). Rows are shuffled by Flink subtask, so any partitioning works.
+        ``orderColumn``), or ``declaration`` declares a new state whole. Rows are
+        shuffled by Flink subtask, so any partitioning works.
         """
+        self.replace_with(df, operator, state, options, declaration)
+
+    def replace_with(self, df: Any, operator: str, state: str, options: Mapping[str, str],
+                     declaration: StateDeclaration | None = None) -> None:
+        """:meth:`replace` with the options as a mapping."""
         given = parse_write_options(options)
         misplaced = sorted({"path", "baseCheckpointId", "checkpointId"} & set(given))
         if misplaced:
             raise InvalidArgumentError(
                 f"{', '.join(misplaced)} belong to the whole rewrite: give them to rewrite(...)")
         target = plan_state(self.checkpoint, self._edit,
-                            {**given, "operator": operator, "state": state}, df.schema)
+                            {**given, "operator": operator, "state": state}, df.schema,
+                            declaration)
         shuffled, target = _by_subtask(df, target)
         rows = shuffled.mapInArrow(_task(target), "file string").collect()
         self.stage(target, [DataFile.from_json_text(row.file) for row in rows])
@@ -129,6 +137,11 @@ class Rewrite:
                                    key_type=target.key_type,
                                    max_parallelism=target.max_parallelism,
                                    parallelism=target.parallelism)
+
+    @property
+    def edit(self) -> CheckpointEdit:
+        """The staged checkpoint, for changes beyond replacing and dropping states."""
+        return self._edit
 
     def drop(self, operator: str, state: str | None = None) -> None:
         """Remove one state of ``operator``, or the whole operator."""
@@ -188,7 +201,7 @@ def write_state(df: Any, path: str, operator: str, state: str, *,
                if k.lower() not in ("basecheckpointid", "checkpointid")}
     with rewrite(df.sparkSession, path, base_checkpoint_id=base_checkpoint_id,
                  checkpoint_id=checkpoint_id) as staged:
-        staged.replace(df, operator, state, **options)
+        staged.replace_with(df, operator, state, options)
     assert staged.info is not None
     return staged.info
 
