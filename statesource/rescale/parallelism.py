@@ -18,6 +18,7 @@ import dataclasses
 
 import pyarrow.fs as pafs
 
+from statesource.errors import StateSourceError
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
 from statesource.format.metadata import FORMAT_VERSION, OperatorMeta
 from statesource.format.storage import Location, remove_attempt
@@ -56,8 +57,13 @@ def rescale_parallelism(path: str, parallelism: int, *, operator: str | None = N
                                        checkpoint_id=target.new_checkpoint_id,
                                        operators=operators, format_version=FORMAT_VERSION)
         info = commit_checkpoint(target.root, metadata)
-    except BaseException:
+    except BaseException as error:
         remove_attempt(written)
+        if isinstance(error, OSError) and not isinstance(error, StateSourceError):
+            raise StateSourceError(
+                f"rescaling checkpoint {target.source.checkpoint_id} failed and committed"
+                f" nothing: cannot write checkpoint {target.new_checkpoint_id} under"
+                f" {target.root}: {error}") from error
         raise
     report(f"committed checkpoint {info.checkpoint_id} at {info.path}: {len(written)} operator"
            " state files written, keyed state shared with checkpoint"
