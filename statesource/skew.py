@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from statesource.format.metadata import OperatorMeta
-from statesource.keygroups import check_parallelism, operator_index_for_key_group
+from statesource.keygroups import check_parallelism, key_group_range_for_operator
 
 _SHOWN_SUBTASKS = 8
 
@@ -44,10 +44,9 @@ class Distribution:
         """``amounts`` per key group summed over the key groups each subtask would own."""
         max_parallelism = len(amounts)
         check_parallelism(parallelism, max_parallelism)
-        totals = [0] * parallelism
-        for key_group, amount in enumerate(amounts):
-            totals[operator_index_for_key_group(max_parallelism, parallelism, key_group)] += amount
-        return totals
+        ranges = (key_group_range_for_operator(max_parallelism, parallelism, subtask)
+                  for subtask in range(parallelism))
+        return [sum(amounts[owned.start:owned.end + 1]) for owned in ranges]
 
 
 def imbalance(amounts: Sequence[float]) -> float:
