@@ -9,12 +9,15 @@ operator-state writer and its commit. See docs/RESCALE.md.
 
 from statesource.rescale.operator_states import rescale_operator_states, stored_shares
 from statesource.rescale.parallelism import rescale_parallelism
+from statesource.rescale.publish import OperatorRescale, commit_rescaled
 from statesource.rescale.report import describe_rescale
 from statesource.rescale.target import RescaleTarget, check_parallelism_for, plan_target
 
 __all__ = [
+    "OperatorRescale",
     "RescaleTarget",
     "check_parallelism_for",
+    "commit_rescaled",
     "describe_rescale",
     "plan_target",
     "rescale_operator_states",

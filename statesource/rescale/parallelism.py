@@ -1,4 +1,4 @@
-"""A new parallelism for a checkpoint, in time proportional to its number of files.
+"""A new parallelism for a checkpoint, in time proportional to its metadata, not its state.
 
 A subtask of any parallelism reads exactly the key groups Flink assigns it,
 by byte range, from whatever files hold them (docs/FORMAT.md, section 8). So
@@ -18,13 +18,13 @@ import dataclasses
 
 import pyarrow.fs as pafs
 
-from statesource.errors import StateSourceError
-from statesource.format.commit import CheckpointInfo, commit_checkpoint
-from statesource.format.metadata import FORMAT_VERSION, OperatorMeta
-from statesource.format.storage import Location, remove_attempt
+from statesource.format.commit import CheckpointInfo
+from statesource.format.metadata import OperatorMeta
+from statesource.format.storage import Location
 from statesource.rescale.operator_states import rescale_operator_states
+from statesource.rescale.publish import commit_rescaled
 from statesource.rescale.report import Progress, describe_rescale
-from statesource.rescale.target import RescaleTarget, check_parallelism_for, plan_target
+from statesource.rescale.target import check_parallelism_for, plan_target
 
 
 def rescale_parallelism(path: str, parallelism: int, *, operator: str | None = None,
@@ -48,32 +48,15 @@ def rescale_parallelism(path: str, parallelism: int, *, operator: str | None = N
     for op in target.operators:
         for line in describe_rescale(op, parallelism):
             report(line)
-    written: list[Location] = []
-    try:
-        operators = tuple(_rescale_operator(target, op, parallelism, written)
-                          if target.selects(op) else op
-                          for op in target.source.metadata.operators)
-        metadata = dataclasses.replace(target.source.metadata,
-                                       checkpoint_id=target.new_checkpoint_id,
-                                       operators=operators, format_version=FORMAT_VERSION)
-        info = commit_checkpoint(target.root, metadata)
-    except BaseException as error:
-        remove_attempt(written)
-        if isinstance(error, OSError) and not isinstance(error, StateSourceError):
-            raise StateSourceError(
-                f"rescaling checkpoint {target.source.checkpoint_id} failed and committed"
-                f" nothing: cannot write checkpoint {target.new_checkpoint_id} under"
-                f" {target.root}: {error}") from error
-        raise
-    report(f"committed checkpoint {info.checkpoint_id} at {info.path}: {len(written)} operator"
-           " state files written, keyed state shared with checkpoint"
-           f" {target.source.checkpoint_id}")
+
+    def rescale(op: OperatorMeta, written: list[Location]) -> OperatorMeta:
+        """Keyed states as they are (same files, same byte ranges); operator states
+        redistributed."""
+        operator_states = rescale_operator_states(target.source, op, parallelism,
+                                                  target.new_checkpoint_id, written)
+        return dataclasses.replace(op, parallelism=parallelism, operator_states=operator_states)
+
+    info, files = commit_rescaled(target, rescale)
+    report(f"committed checkpoint {info.checkpoint_id} at {info.path} (operator-state files"
+           f" written: {files}; keyed state shared with checkpoint {target.source.checkpoint_id})")
     return info
-
-
-def _rescale_operator(target: RescaleTarget, op: OperatorMeta, parallelism: int,
-                      written: list[Location]) -> OperatorMeta:
-    """Keyed states as they are (same files, same byte ranges); operator states redistributed."""
-    operator_states = rescale_operator_states(target.source, op, parallelism,
-                                              target.new_checkpoint_id, written)
-    return dataclasses.replace(op, parallelism=parallelism, operator_states=operator_states)

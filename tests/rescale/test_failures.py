@@ -16,7 +16,7 @@ from statesource.checkpointing import restore_keyed_backend, restore_operator_ba
 from statesource.errors import StateSourceError
 from statesource.format import Checkpoint, datafile
 from statesource.format import commit as commit_module
-from statesource.rescale import parallelism as parallelism_module
+from statesource.rescale import publish as publish_module
 from statesource.rescale import rescale_parallelism
 from statesource.state.clock import ManualClock
 
@@ -92,7 +92,7 @@ def test_a_failure_before_or_during_the_commit_leaves_nothing_behind(pristine, t
     def refuse(*_):
         raise RuntimeError("injected")
 
-    for module, name in ((parallelism_module, "commit_checkpoint"), (commit_module.os, "link")):
+    for module, name in ((publish_module, "commit_checkpoint"), (commit_module.os, "link")):
         root = fresh_copy(pristine, tmp_path, name)
         with monkeypatch.context() as patch:
             patch.setattr(module, name, refuse)
@@ -120,7 +120,7 @@ def _killed_rescale(root: str, point: str, failing_call: int) -> None:
 
         datafile._ChecksummingSink.write = write
     elif point == "before commit":
-        parallelism_module.commit_checkpoint = die
+        publish_module.commit_checkpoint = die
     else:  # the metadata's temporary file is written and synced, not yet linked
         commit_module.os.link = die
     rescale_parallelism(root, NEW)
