@@ -3,7 +3,9 @@ same rows, no bytes of keyed state copied, the original untouched."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,8 @@ from statesource.keygroups import assign_to_key_group
 from statesource.rescale import rescale_parallelism
 from statesource.state.clock import ManualClock
 from statesource.types import STRING
+
+V1_FIXTURE = Path(__file__).parents[1] / "fixtures" / "v1-checkpoints"
 
 
 @pytest.fixture
@@ -125,3 +129,19 @@ def test_rescaling_a_rescaled_checkpoint_keeps_reading_the_first_files(tmp_path,
                    for i in range(4)]) == model
     union = restore_operator_backend(last, 2, 4).get_union_list_state("config", "string").get()
     assert union == ["c0", "d0", "c1", "d1"]  # once each, in the original order
+
+
+def test_a_version_1_checkpoint_is_rescaled_into_version_2_sharing_its_files(tmp_path, clock):
+    root = tmp_path / "root"
+    shutil.copytree(V1_FIXTURE, root)
+    original = Checkpoint.open(str(root))
+    model = merged([dump(restore_keyed_backend(original, i, 2, clock=clock)) for i in range(2)])
+    rescale_parallelism(str(root), 3)
+    rescaled = Checkpoint.open(str(root))
+    assert (rescaled.checkpoint_id, rescaled.metadata.format_version) == (2, 2)
+    assert merged([dump(restore_keyed_backend(rescaled, i, 3, clock=clock))
+                   for i in range(3)]) == model
+    assert rescaled.read_operator_state("offsets") == [[0, 1], [2, 10], [11, 12]]
+    assert rescaled.read_operator_state("config") == [["c0"], ["c1"], []]
+    assert rescaled.read_operator_state("rules") == [{"r": 1, "s": 2}] * 3
+    assert file_bytes(root / "chk-1") == file_bytes(V1_FIXTURE / "chk-1")
