@@ -42,7 +42,7 @@ from statesource.format.storage import (
     remove_attempt,
     resolve,
 )
-from statesource.keygroups import key_group_range_for_operator
+from statesource.keygroups import default_max_parallelism, key_group_range_for_operator
 from statesource.state.keyed_backend import KeyedBackendSnapshot, KeyedStateBackend
 from statesource.state.operator_backend import (
     OperatorStateBackend,
@@ -195,7 +195,11 @@ def _check_operator(uid: str, subtasks: list[SubtaskBackends]) -> None:
 
 def _snapshot_operator(uid: str, subtasks: list[SubtaskBackends],
                        checkpoint_id: int) -> _OperatorSnapshot:
-    snapshot = _OperatorSnapshot(uid, len(subtasks), len(subtasks), [], [])
+    # An operator without keyed state has no key groups, but Flink still records its
+    # vertex's max parallelism, by default this one; recording the parallelism itself
+    # would forbid ever scaling the operator up.
+    snapshot = _OperatorSnapshot(uid, len(subtasks), default_max_parallelism(len(subtasks)),
+                                 [], [])
     try:
         for subtask in subtasks:
             if subtask.keyed is not None:

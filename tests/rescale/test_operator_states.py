@@ -9,11 +9,12 @@ from hypothesis import strategies as st
 
 from rescale_originals import write_original
 from sample_state import KEYS
-from statesource.checkpointing import restore_operator_backend
+from statesource.checkpointing import CheckpointWriter, restore_operator_backend
 from statesource.format import Checkpoint
 from statesource.model import DistributionMode
 from statesource.rescale import rescale_parallelism, stored_shares
 from statesource.state.clock import ManualClock
+from statesource.state.operator_backend import OperatorStateBackend
 
 
 def c(*subtasks: int) -> list[str]:
@@ -87,3 +88,50 @@ def test_union_state_restores_once_after_repeated_rescales(tmp_path):
         for subtask in range(parallelism):
             restored = restore_operator_backend(last, subtask, parallelism)
             assert restored.get_union_list_state("config", "string").get() == c(0, 1, 2)
+
+
+@pytest.mark.parametrize(("old", "new"), [(2, 3), (3, 2), (1, 4), (4, 3)])
+def test_every_state_restores_as_the_original_would_at_the_new_parallelism(tmp_path, old, new):
+    """Several split states per operator, with remainders: Flink's repartitioner hands out
+    their extra elements in turn, so this holds only if the rescale and the restore agree."""
+    subtasks = []
+    for index in range(old):
+        backend = OperatorStateBackend()
+        backend.get_list_state("a", "long").update(list(range(10 * index, 10 * index + 3)))
+        backend.get_list_state("b", "long").update([100 + index] * (index + 1))
+        backend.get_list_state("c", "string").update([f"c{index}"])
+        backend.get_union_list_state("u", "long").update([index])
+        backend.get_broadcast_state("r", "string", "long").put("k", index)
+        subtasks.append(backend)
+    with CheckpointWriter(str(tmp_path)) as writer:
+        writer.write(1, {"op": subtasks})
+    rescale_parallelism(str(tmp_path), new)
+    original, rescaled = (Checkpoint.open(str(tmp_path), checkpoint_id=i) for i in (1, 2))
+
+    def restored(checkpoint: Checkpoint, subtask: int) -> dict:
+        backend = restore_operator_backend(checkpoint, subtask, new)
+        return {"a": backend.get_list_state("a", "long").get(),
+                "b": backend.get_list_state("b", "long").get(),
+                "c": backend.get_list_state("c", "string").get(),
+                "u": backend.get_union_list_state("u", "long").get(),
+                "r": dict(backend.get_broadcast_state("r", "string", "long").items())}
+
+    for subtask in range(new):
+        assert restored(rescaled, subtask) == restored(original, subtask)
+
+
+@pytest.mark.parametrize(("parallelism", "expected"), [(3, 128), (100, 256), (200, 512)])
+def test_an_operator_without_keyed_state_records_flinks_default_max_parallelism(
+        tmp_path, parallelism, expected):
+    """Flink's default: 1.5 x parallelism rounded up to a power of two, at least 128 (200 ->
+    300 -> 512). Recording the parallelism instead would forbid scaling such an operator up."""
+    subtasks = [OperatorStateBackend() for _ in range(parallelism)]
+    for index, backend in enumerate(subtasks):
+        backend.get_list_state("offsets", "long").update([index])
+    with CheckpointWriter(str(tmp_path)) as writer:
+        writer.write(1, {"source": subtasks})
+    assert Checkpoint.open(str(tmp_path)).operator().max_parallelism == expected
+    rescale_parallelism(str(tmp_path), expected)
+    rescaled = Checkpoint.open(str(tmp_path))
+    assert rescaled.read_operator_state("offsets") == \
+        [[i] for i in range(parallelism)] + [[] for _ in range(expected - parallelism)]
