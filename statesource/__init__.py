@@ -1,7 +1,7 @@
 """statesource: Flink-style keyed state in Python, checkpointed as Arrow, read with Spark.
 
 The names here are the public API a program needs: keep state in backends,
-checkpoint it, open checkpoints, restore and retain them, and the errors all
+checkpoint it, open checkpoints, restore, rescale and retain them, and the errors all
 of it raises. Spark lives in :mod:`statesource.spark`, which this package
 does not import (it would start nothing, but pulls in PySpark).
 """
@@ -30,6 +30,7 @@ from statesource.errors import (
 from statesource.format import Checkpoint, CheckpointInfo, retain
 from statesource.keygroups import KeyGroupRange
 from statesource.model import DistributionMode, StateKind, StateVisibility, TtlConfig, UpdateType
+from statesource.rescale import rescale_parallelism
 from statesource.state import (
     AggregatingStateDescriptor,
     KeyedStateBackend,
@@ -86,6 +87,7 @@ __all__ = [
     "__version__",
     "key_type",
     "parse_type",
+    "rescale_parallelism",
     "restore_keyed_backend",
     "restore_operator_backend",
     "retain",

@@ -15,7 +15,6 @@ like every other producer's checkpoints.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from statesource.checks import check_checkpoint_id
 from statesource.errors import CheckpointExistsError, InvalidArgumentError
 from statesource.format.columns import RowEncoder
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
-from statesource.format.datafile import write_keyed_file, write_operator_state_file
+from statesource.format.datafile import write_keyed_file, write_operator_state
 from statesource.format.metadata import (
     CheckpointMeta,
     DataFile,
@@ -35,15 +34,15 @@ from statesource.format.metadata import (
     OperatorMeta,
     OperatorStateMeta,
 )
-from statesource.format.operator_columns import operator_state_schema, operator_state_table
 from statesource.format.storage import (
     METADATA_FILE,
     Location,
     checkpoint_dir_name,
     new_data_file,
+    remove_attempt,
     resolve,
 )
-from statesource.keygroups import key_group_range_for_operator
+from statesource.keygroups import default_max_parallelism, key_group_range_for_operator
 from statesource.state.keyed_backend import KeyedBackendSnapshot, KeyedStateBackend
 from statesource.state.operator_backend import (
     OperatorStateBackend,
@@ -196,7 +195,11 @@ def _check_operator(uid: str, subtasks: list[SubtaskBackends]) -> None:
 
 def _snapshot_operator(uid: str, subtasks: list[SubtaskBackends],
                        checkpoint_id: int) -> _OperatorSnapshot:
-    snapshot = _OperatorSnapshot(uid, len(subtasks), len(subtasks), [], [])
+    # An operator without keyed state has no key groups, but Flink still records its
+    # vertex's max parallelism, by default this one; recording the parallelism itself
+    # would forbid ever scaling the operator up.
+    snapshot = _OperatorSnapshot(uid, len(subtasks), default_max_parallelism(len(subtasks)),
+                                 [], [])
     try:
         for subtask in subtasks:
             if subtask.keyed is not None:
@@ -219,9 +222,7 @@ def _write_checkpoint(root: Location, checkpoint_id: int, timestamp_ms: int,
                           for snapshot in snapshots)
         return commit_checkpoint(root, CheckpointMeta(checkpoint_id, timestamp_ms, operators))
     except BaseException:
-        for location in written:
-            with contextlib.suppress(OSError):  # a leftover is harmless: never listed, never read
-                location.filesystem.delete_file(location.path)
+        remove_attempt(written)
         raise
     finally:
         for snapshot in snapshots:
@@ -285,11 +286,6 @@ def _write_operator_states(root: Location, checkpoint_id: int, snapshot: _Operat
                 )
         target, relative = new_data_file(root, checkpoint_id, f"{snapshot.uid}.op.{name}")
         written.append(target)
-        schema = operator_state_schema(first.mode, first.schemas)
-        shares = ((subtask, operator_state_table(entry.mode, entry.schemas,
-                                                 entry.values).to_batches())
-                  for subtask, entry in entries)
-        size, partitions = write_operator_state_file(target, schema, shares)
-        metas.append(OperatorStateMeta(name, first.mode, first.schemas, relative, size,
-                                       partitions))
+        metas.append(write_operator_state(target, relative, name, first.mode, first.schemas,
+                                          ((subtask, entry.values) for subtask, entry in entries)))
     return tuple(metas)

@@ -10,8 +10,9 @@ from datetime import datetime, timezone
 
 from statesource.format import Checkpoint
 from statesource.format.metadata import OperatorMeta
+from statesource.rescale import check_parallelism_for
 from statesource.schema import ValueSchema
-from statesource.skew import Distribution, imbalance
+from statesource.skew import Distribution, KeyGroupBalance, describe_per_subtask, imbalance
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -22,7 +23,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("path", help="a checkpoint, or a directory of checkpoints (newest used)")
     parser.add_argument("--checkpoint-id", type=int, help="a checkpoint under PATH")
     parser.add_argument("--parallelism", type=int,
-                        help="also show how a job with this parallelism would split the state")
+                        help="also show how a job with this parallelism would split the state,"
+                        " and whether the max parallelism suits it")
     parser.add_argument("--plot", metavar="FILE.png",
                         help="draw state per key group and per subtask (needs matplotlib)")
     parser.set_defaults(run=run)
@@ -71,12 +73,13 @@ def print_operator(op: OperatorMeta, proposed: int | None) -> None:
           f" (max/mean {imbalance(per_group):.2f}); heaviest key groups: "
           + ", ".join(f"{kg} ({per_group[kg]:,})" for kg in heaviest))
     for parallelism in dict.fromkeys(p for p in (op.parallelism, proposed) if p):
+        check_parallelism_for(op, parallelism)
         totals = distribution.per_subtask(per_group, parallelism)
         label = "now" if parallelism == op.parallelism else "proposed"
-        shown = ", ".join(f"{i}: {t:,}" for i, t in enumerate(totals[:8]))
-        more = f", ... ({parallelism} subtasks)" if parallelism > 8 else ""
-        print(f"  rows per subtask at parallelism {parallelism} ({label}): {shown}{more}"
-              f" (max/mean {imbalance(totals):.2f})")
+        print(f"  rows per subtask at parallelism {parallelism} ({label}):"
+              f" {describe_per_subtask(totals)}")
+        print(f"  key groups per subtask at parallelism {parallelism}:"
+              f" {KeyGroupBalance(op.max_parallelism, parallelism).describe()}")
 
 
 def _types(schemas: Mapping[str, ValueSchema]) -> str:

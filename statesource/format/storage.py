@@ -13,9 +13,11 @@ another checkpoint wrote. Those paths come from disk, so they are untrusted:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -136,6 +138,17 @@ def new_data_file(root: Location, checkpoint_id: int, stem: str) -> tuple[Locati
     target = root.child(*relative.split("/"))
     target.filesystem.create_dir(target.parent.path, recursive=True)
     return target, relative
+
+
+def remove_attempt(files: Iterable[Location]) -> None:
+    """Delete the data files of a failed write attempt, as far as possible.
+
+    A file that cannot be deleted is harmless: no metadata lists it, so no
+    reader ever opens it, and no later attempt reuses its name.
+    """
+    for location in files:
+        with contextlib.suppress(OSError):
+            location.filesystem.delete_file(location.path)
 
 
 def check_relative_path(path: object, source: str) -> str:
