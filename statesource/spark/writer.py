@@ -126,9 +126,7 @@ class Rewrite:
         target = plan_state(self.checkpoint, self._edit,
                             {**given, "operator": operator, "state": state}, df.schema,
                             declaration)
-        shuffled, target = _by_subtask(df, target)
-        rows = shuffled.mapInArrow(_task(target), "file string").collect()
-        self.stage(target, [DataFile.from_json_text(row.file) for row in rows])
+        self.stage(target, write_state_files(df, target))
 
     def stage(self, target: WriteTarget, files: list[DataFile]) -> None:
         """Add files the tasks of one write produced as ``target``'s new content."""
@@ -204,6 +202,18 @@ def write_state(df: Any, path: str, operator: str, state: str, *,
         staged.replace_with(df, operator, state, options)
     assert staged.info is not None
     return staged.info
+
+
+def write_state_files(df: Any, target: WriteTarget) -> list[DataFile]:
+    """Run the Spark job that writes ``df`` as ``target``'s data files (nothing committed).
+
+    A failing task removes its own files; files of tasks that finished before
+    a job failed stay unreferenced (readers never see them; ``retain`` does not
+    list them either).
+    """
+    shuffled, target = _by_subtask(df, target)
+    rows = shuffled.mapInArrow(_task(target), "file string").collect()
+    return [DataFile.from_json_text(row.file) for row in rows]
 
 
 def _id_option(given: dict[str, str], option: str, value: int | None) -> int | None:

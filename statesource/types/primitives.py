@@ -22,7 +22,14 @@ from statesource.types.java_hash import (
 )
 
 
-class _IntegralType(DataType):
+class _Primitive(DataType):
+    """A type with one instance: unpickling (a Spark task) resolves to that instance."""
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return primitive, (self.name,)
+
+
+class _IntegralType(_Primitive):
     def __init__(self, name: str, bits: int, arrow: pa.DataType, avro: Any) -> None:
         self.name = name
         self._low, self._high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
@@ -52,7 +59,7 @@ class _LongType(_IntegralType):
         return long_hash(super().java_hash(value))
 
 
-class _StringType(DataType):
+class _StringType(_Primitive):
     name = "string"
 
     def java_hash(self, value: Any) -> int:
@@ -69,7 +76,7 @@ class _StringType(DataType):
 
 
 
-class _CharType(DataType):
+class _CharType(_Primitive):
     name = "char"
 
     def java_hash(self, value: Any) -> int:
@@ -85,7 +92,7 @@ class _CharType(DataType):
         return {"type": "string", "java-class": "java.lang.Character"}
 
 
-class _BooleanType(DataType):
+class _BooleanType(_Primitive):
     name = "boolean"
 
     def java_hash(self, value: Any) -> int:
@@ -101,7 +108,7 @@ class _BooleanType(DataType):
         return "boolean"
 
 
-class _FloatType(DataType):
+class _FloatType(_Primitive):
     """Java ``float``: Python floats are rounded to float32, as a Java cast would."""
 
     name = "float"
@@ -119,7 +126,7 @@ class _FloatType(DataType):
         return "float"
 
 
-class _DoubleType(DataType):
+class _DoubleType(_Primitive):
     name = "double"
 
     def java_hash(self, value: Any) -> int:
@@ -135,7 +142,7 @@ class _DoubleType(DataType):
         return "double"
 
 
-class _BytesType(DataType):
+class _BytesType(_Primitive):
     """``byte[]``: hashed by content (``Arrays.hashCode``), as Row does; never a key alone."""
 
     name = "bytes"
@@ -154,7 +161,7 @@ class _BytesType(DataType):
         return "bytes"
 
 
-class _VoidType(DataType):
+class _VoidType(_Primitive):
     """The namespace of states that have none (Flink's ``VoidNamespace``): always None."""
 
     name = "void"
@@ -191,3 +198,12 @@ FLOAT: DataType = _FloatType()
 DOUBLE: DataType = _DoubleType()
 BYTES: DataType = _BytesType()
 VOID: DataType = _VoidType()
+
+_BY_NAME: dict[str, DataType] = {t.name: t for t in (STRING, INT, LONG, SHORT, BYTE, BOOLEAN,
+                                                     CHAR, FLOAT, DOUBLE, BYTES, VOID)}
+
+
+def primitive(name: str) -> DataType:
+    """The one instance of primitive type ``name``: what unpickling resolves to, so that a
+    type shipped to a Spark task is still ``STRING`` (code compares primitives by identity)."""
+    return _BY_NAME[name]
