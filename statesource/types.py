@@ -9,8 +9,9 @@ Types are written as short strings that also serve as their canonical form in
 checkpoint metadata: ``string``, ``int``, ``long``, ``short``, ``byte``,
 ``boolean``, ``char``, ``float``, ``double``, ``bytes``, ``tuple<t1,...,tN>`` and
 ``row<t1,...,tN>``, plus ``void``, the type of the namespace of states that
-have none. Java spellings are accepted on input (``Integer``,
-``Character``, ``byte[]``, ``Tuple2<String,Long>``). ``bytes`` is only valid
+have none, and ``timewindow``, Flink's ``TimeWindow`` namespace of window
+states. Java spellings are accepted on input (``Integer``, ``Character``,
+``byte[]``, ``Tuple2<String,Long>``). ``bytes`` is only valid
 inside a Row: a bare array key has an identity ``hashCode`` in Java, which is
 why Flink rejects it, and inside a Tuple it would hash by identity as well.
 """
@@ -300,6 +301,39 @@ class _VoidType(DataType):
         return "null"
 
 
+class _TimeWindowType(DataType):
+    """Flink's ``TimeWindow`` namespace: ``(start, end)`` in epoch milliseconds.
+
+    Its ``hashCode`` bit-mixes ``start + end`` (``MathUtils.longToIntWithBitMixing``).
+    """
+
+    name = "timewindow"
+
+    def java_hash(self, value: Any) -> int:
+        if (not isinstance(value, tuple) or len(value) != 2
+                or any(type(v) is not int or not _INT64_MIN <= v <= _INT64_MAX for v in value)):
+            raise self._mismatch(value, "a time window is a tuple (start, end) of two longs")
+        mixed = (value[0] + value[1]) & 0xFFFFFFFFFFFFFFFF
+        for multiplier in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
+            mixed = ((mixed ^ (mixed >> 33)) * multiplier) & 0xFFFFFFFFFFFFFFFF
+        return to_int32(mixed ^ (mixed >> 33))
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return pa.struct([pa.field("start", pa.int64()), pa.field("end", pa.int64())])
+
+    def to_arrow(self, values: list[Any]) -> pa.Array:
+        return pa.array([None if v is None else {"start": v[0], "end": v[1]} for v in values],
+                        type=self.arrow_type)
+
+    def from_arrow(self, column: pa.Array | pa.ChunkedArray) -> list[Any]:
+        return [None if v is None else (v["start"], v["end"]) for v in column.to_pylist()]
+
+    def to_avro(self) -> Any:
+        return {"type": "record", "name": "TimeWindow",
+                "fields": [{"name": "start", "type": "long"}, {"name": "end", "type": "long"}]}
+
+
 class _CompositeType(DataType):
     """Shared shape of Tuple and Row: an ordered list of field types named f0..fN-1."""
 
@@ -460,10 +494,12 @@ FLOAT: DataType = _FloatType()
 DOUBLE: DataType = _DoubleType()
 BYTES: DataType = _BytesType()
 VOID: DataType = _VoidType()
+TIMEWINDOW: DataType = _TimeWindowType()
 
 _PRIMITIVES: dict[str, DataType] = {
     t.name: t
-    for t in (STRING, INT, LONG, SHORT, BYTE, BOOLEAN, CHAR, FLOAT, DOUBLE, BYTES, VOID)
+    for t in (STRING, INT, LONG, SHORT, BYTE, BOOLEAN, CHAR, FLOAT, DOUBLE, BYTES, VOID,
+              TIMEWINDOW)
 }
 _ALIASES = {"integer": "int", "character": "char", "byte[]": "bytes"}
 _TOKEN = re.compile(r"\s*([A-Za-z0-9_\[\]]+|[<>,])")

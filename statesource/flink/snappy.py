@@ -1,0 +1,141 @@
+"""Flink's snapshot compression: xerial Snappy *framed* streams, decoded in pure Python.
+
+With ``execution.checkpointing.snapshot-compression`` Flink wraps key-group data
+in ``SnappyFramedOutputStream``: a stream identifier chunk (``ff 06 00 00
+sNaPpY``), then chunks of a type byte, a 3-byte little-endian length, a masked
+CRC-32C of the uncompressed bytes and the (raw Snappy compressed or stored)
+data. Consecutive streams simply follow one another, so a key group's bytes are
+the concatenation of every data chunk in its byte range.
+
+The Snappy block format is small (literals and back-references); decoding it
+here keeps statesource free of a native dependency.
+"""
+
+from __future__ import annotations
+
+from statesource.errors import CorruptCheckpointError
+
+STREAM_IDENTIFIER = b"\xff\x06\x00\x00sNaPpY"
+_COMPRESSED, _STORED, _IDENTIFIER, _PADDING = 0x00, 0x01, 0xFF, 0xFE
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        crc = n
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    table = _TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc32c(data: bytes) -> int:
+    crc = crc32c(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def is_framed(data: bytes | memoryview, offset: int = 0) -> bool:
+    return bytes(data[offset:offset + len(STREAM_IDENTIFIER)]) == STREAM_IDENTIFIER
+
+
+def unframe(data: bytes | memoryview, source: str, base: int = 0, verify: bool = True) -> bytes:
+    """The uncompressed bytes of every framed stream in ``data`` (file ``source`` at ``base``)."""
+    out = bytearray()
+    pos, end = 0, len(data)
+    while pos < end:
+        if pos + 4 > end:
+            raise _corrupt(source, base + pos, "truncated chunk header")
+        kind = data[pos]
+        length = data[pos + 1] | (data[pos + 2] << 8) | (data[pos + 3] << 16)
+        body = pos + 4
+        if body + length > end:
+            raise _corrupt(source, base + pos, f"chunk of {length} bytes runs past the range")
+        if kind == _IDENTIFIER:
+            if bytes(data[body:body + length]) != b"sNaPpY":
+                raise _corrupt(source, base + pos, "bad Snappy stream identifier")
+        elif kind in (_COMPRESSED, _STORED):
+            if length < 4:
+                raise _corrupt(source, base + pos, "chunk too short for its checksum")
+            expected = int.from_bytes(data[body:body + 4], "little")
+            payload = bytes(data[body + 4:body + length])
+            chunk = payload if kind == _STORED else decompress(payload, source, base + body + 4)
+            if verify and masked_crc32c(chunk) != expected:
+                raise _corrupt(source, base + pos, "Snappy chunk checksum mismatch")
+            out += chunk
+        elif kind < 0x80:
+            raise _corrupt(source, base + pos, f"unknown Snappy chunk type {kind:#x}")
+        pos = body + length
+    return bytes(out)
+
+
+def decompress(data: bytes, source: str = "<snappy>", base: int = 0) -> bytes:
+    """One raw Snappy block."""
+    n = len(data)
+    pos, expected, shift = 0, 0, 0
+    while True:
+        if pos >= n or shift > 28:
+            raise _corrupt(source, base + pos, "bad Snappy length preamble")
+        byte = data[pos]
+        pos += 1
+        expected |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+    out = bytearray()
+    while pos < n:
+        tag = data[pos]
+        pos += 1
+        kind = tag & 3
+        if kind == 0:
+            length = tag >> 2
+            if length >= 60:
+                extra = length - 59
+                if pos + extra > n:
+                    raise _corrupt(source, base + pos, "truncated Snappy literal length")
+                length = int.from_bytes(data[pos:pos + extra], "little")
+                pos += extra
+            length += 1
+            if pos + length > n:
+                raise _corrupt(source, base + pos, "truncated Snappy literal")
+            out += data[pos:pos + length]
+            pos += length
+            continue
+        if kind == 1:
+            if pos >= n:
+                raise _corrupt(source, base + pos, "truncated Snappy copy")
+            length = 4 + ((tag >> 2) & 7)
+            offset = ((tag >> 5) << 8) | data[pos]
+            pos += 1
+        else:
+            width = 2 if kind == 2 else 4
+            if pos + width > n:
+                raise _corrupt(source, base + pos, "truncated Snappy copy")
+            length = 1 + (tag >> 2)
+            offset = int.from_bytes(data[pos:pos + width], "little")
+            pos += width
+        start = len(out) - offset
+        if offset == 0 or start < 0:
+            raise _corrupt(source, base + pos, f"Snappy copy offset {offset} out of range")
+        if offset >= length:
+            out += out[start:start + length]
+        else:
+            for i in range(length):
+                out.append(out[start + i])
+    if len(out) != expected:
+        raise _corrupt(source, base, f"Snappy block decodes to {len(out)} bytes, not {expected}")
+    return bytes(out)
+
+
+def _corrupt(source: str, offset: int, what: str) -> CorruptCheckpointError:
+    return CorruptCheckpointError(f"{source}: {what} at byte offset {offset}")
