@@ -13,8 +13,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from statesource.flink.header import KeyedHeader, StateInfo
 from statesource.errors import IncompatibleCheckpointError
+from statesource.flink.header import KeyedHeader, StateInfo
 from statesource.flink.serializers import FlinkType, ListType, MapType
 from statesource.format.metadata import KeyedStateMeta, OperatorMeta
 from statesource.model import StateDeclaration, StateKind, TtlConfig

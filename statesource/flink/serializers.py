@@ -328,7 +328,7 @@ def read_snapshot(r: BinaryReader) -> FlinkType:
 
 
 def read_proxied_snapshot(r: BinaryReader) -> FlinkType:
-    """A snapshot written through ``TypeSerializerSnapshotSerializationProxy`` (int version first)."""
+    """A snapshot behind ``TypeSerializerSnapshotSerializationProxy`` (an int version first)."""
     r.i32()
     return read_snapshot(r)
 

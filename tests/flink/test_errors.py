@@ -1,0 +1,108 @@
+"""Broken, foreign or mismatched snapshots fail with errors naming the file, offset or choices."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from statesource.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    StateNotFoundError,
+    UnsupportedFormatVersionError,
+)
+from statesource.flink.reader import FlinkCheckpoint
+from tests.flink.shared import only
+
+STATEFUL_FILE = "eeb8ae95-707b-428c-ae89-7aafd303254d"
+HANDLE_TYPE_OFFSET = 0x94  # the first keyed-state handle's type byte in this _metadata
+
+
+@pytest.fixture
+def canonical(tmp_path):
+    target = tmp_path / "savepoint"
+    shutil.copytree(only("java/canonical/savepoint-*"), target)
+    for file in target.iterdir():
+        file.chmod(0o644)
+    return target
+
+
+def _patch(path, offset, data):
+    raw = bytearray(path.read_bytes())
+    raw[offset:offset + len(data)] = data
+    path.write_bytes(bytes(raw))
+
+
+def _read_all(path):
+    checkpoint = FlinkCheckpoint.open(str(path))
+    for state in checkpoint.operator("stateful").keyed_states:
+        for _ in checkpoint.read_keyed_state(state.name, operator="stateful"):
+            pass
+
+
+def test_unknown_metadata_version(canonical):
+    _patch(canonical / "_metadata", 4, (99).to_bytes(4, "big"))
+    with pytest.raises(UnsupportedFormatVersionError, match="metadata version 99"):
+        FlinkCheckpoint.open(str(canonical))
+
+
+def test_not_a_flink_metadata_file(canonical):
+    _patch(canonical / "_metadata", 0, b"\0\0\0\0")
+    with pytest.raises(CorruptCheckpointError, match="bad magic"):
+        FlinkCheckpoint.open(str(canonical))
+
+
+def test_rocksdb_incremental_handle_advises_a_canonical_savepoint(canonical):
+    assert (canonical / "_metadata").read_bytes()[HANDLE_TYPE_OFFSET] == 7
+    _patch(canonical / "_metadata", HANDLE_TYPE_OFFSET, b"\x05")
+    with pytest.raises(IncompatibleCheckpointError, match="take a canonical savepoint instead"):
+        FlinkCheckpoint.open(str(canonical))
+
+
+def test_truncated_metadata_names_the_offset(canonical):
+    data = (canonical / "_metadata").read_bytes()
+    (canonical / "_metadata").write_bytes(data[:700])
+    with pytest.raises(CorruptCheckpointError, match=r"_metadata: truncated.* at byte offset \d+"):
+        FlinkCheckpoint.open(str(canonical))
+
+
+def test_truncated_data_file(canonical):
+    data = (canonical / STATEFUL_FILE).read_bytes()
+    (canonical / STATEFUL_FILE).write_bytes(data[:-10])
+    with pytest.raises(CorruptCheckpointError, match=f"{STATEFUL_FILE} has .* records 44733"):
+        _read_all(canonical)
+
+
+def test_corrupt_entry_names_file_and_offset(canonical):
+    # the first key group (at 2329) starts with state id 0 and a 4-byte key length
+    _patch(canonical / STATEFUL_FILE, 2329 + 2, b"\x7f\xff\xff\xff")
+    with pytest.raises(CorruptCheckpointError, match=rf"{STATEFUL_FILE}: invalid key length"
+                                                     r" 2147483647 at byte offset 2331"):
+        _read_all(canonical)
+
+
+def test_wrong_key_group_in_a_key(canonical):
+    _patch(canonical / STATEFUL_FILE, 2329 + 6, b"\x05")  # first key's key-group prefix (1 -> 5)
+    with pytest.raises(CorruptCheckpointError, match="entry of key group 5 in key group 1"):
+        _read_all(canonical)
+
+
+def test_missing_data_file(canonical):
+    (canonical / STATEFUL_FILE).unlink()
+    with pytest.raises(CorruptCheckpointError, match="does not exist"):
+        _read_all(canonical)
+
+
+def test_missing_operator_and_state_list_what_exists(canonical):
+    checkpoint = FlinkCheckpoint.open(str(canonical))
+    with pytest.raises(StateNotFoundError, match="'parse'.*'stateful'.*'sink'.*'src'"):
+        checkpoint.operator("nope")
+    with pytest.raises(StateNotFoundError, match="'sum_by_tag'.*'count'.*'tags'"):
+        list(checkpoint.read_keyed_state("nope", operator="stateful"))
+
+
+def test_not_a_snapshot(tmp_path):
+    with pytest.raises(CheckpointNotFoundError, match="is not a Flink snapshot"):
+        FlinkCheckpoint.open(str(tmp_path))
