@@ -157,7 +157,7 @@ class _PairDecoder:
         self.ambiguous = self.key.length < 0 and self.namespace.length < 0
         self.value = info.value
 
-    def decode(self, data: bytes, key_start: int, key_end: int, value_start: int,
+    def decode(self, data: bytes | memoryview, key_start: int, key_end: int, value_start: int,
                value_end: int, out: KeyGroupState) -> None:
         kr = BinaryReader(data, self.source, self.base, key_start, key_end)
         vr = BinaryReader(data, self.source, self.base, value_start, value_end)

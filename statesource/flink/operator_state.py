@@ -76,9 +76,9 @@ def read_operator_states(snapshot: Any, op: OperatorSnapshot) -> dict[str, Opera
                         " file's header does not declare")
                 share = shares.get(state.name)
                 if share is None:
-                    empty = {} if state.mode is DistributionMode.BROADCAST else []
+                    empty: type = dict if state.mode is DistributionMode.BROADCAST else list
                     share = OperatorShares(state.name, state.mode, _schemas(info, state.mode),
-                                           [type(empty)() for _ in range(op.parallelism)])
+                                           [empty() for _ in range(op.parallelism)])
                     shares[state.name] = share
                 share.size_bytes += handle.stream.size
                 value = _decode(data, source, info, state.mode, state.offsets)

@@ -81,7 +81,10 @@ class _Primitive(FlinkType):
         self.serializer = serializer
         self._type = dtype
         self.length = length
-        self.read = read  # type: ignore[method-assign]
+        self._read = read
+
+    def read(self, r: BinaryReader) -> Any:
+        return self._read(r)
 
     def data_type(self) -> DataType:
         return self._type
@@ -347,7 +350,7 @@ def _nested_serializers(r: BinaryReader) -> list[FlinkType]:
     return [read_snapshot(r) for _ in range(r.count("number of nested serializers"))]
 
 
-def _composite(build: Callable[[str, BinaryReader, int, list[FlinkType]], FlinkType],
+def _composite(build: Callable[[str, BinaryReader, Any, list[FlinkType]], FlinkType],
                outer: Callable[[BinaryReader, int], Any] | None = None
                ) -> Callable[[str, BinaryReader], FlinkType]:
     def read(name: str, r: BinaryReader) -> FlinkType:

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from flink_snapshots import only
 from statesource.errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
@@ -14,7 +15,6 @@ from statesource.errors import (
     UnsupportedFormatVersionError,
 )
 from statesource.flink.reader import FlinkCheckpoint
-from tests.flink.shared import only
 
 STATEFUL_FILE = "eeb8ae95-707b-428c-ae89-7aafd303254d"
 HANDLE_TYPE_OFFSET = 0x94  # the first keyed-state handle's type byte in this _metadata

@@ -1,4 +1,4 @@
-"""Real Flink 2.3 savepoints and checkpoints decode exactly to their independently computed state."""
+"""Real Flink 2.3 savepoints and checkpoints decode exactly to their expected state."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from flink_snapshots import JAVA_SNAPSHOTS, expected, only, shared_path
 from statesource.flink.metadata import operator_id_of, parse_metadata
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.keygroups import assign_to_key_group, operator_index_for_key_group
 from statesource.types import STRING, RowType
-from tests.flink.shared import JAVA_SNAPSHOTS, expected, only, shared_path
 
 DUMPS = {
     "java_savepoint_canonical_savepoint-13d514-14bdf3c01d40.json": "java/canonical/savepoint-*",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 SHARED = Path(os.environ.get("STATESOURCE_SHARED",
-                             Path(__file__).resolve().parents[2].parent / "shared"))
+                             Path(__file__).resolve().parents[1].parent / "shared"))
 SAVEPOINTS = SHARED / "flink-savepoints"
 
 
