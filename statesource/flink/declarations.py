@@ -20,7 +20,7 @@ from statesource.format.metadata import KeyedStateMeta, OperatorMeta
 from statesource.model import StateDeclaration, StateKind, TtlConfig
 from statesource.schema import ValueSchema
 
-UNKNOWN_TTL = TtlConfig(ttl=timedelta.max)
+UNKNOWN_TTL = TtlConfig(ttl=timedelta.max // timedelta(milliseconds=1) * timedelta(milliseconds=1))
 """TTL of states whose Flink snapshot holds last-access timestamps but not the duration."""
 
 _Convert = Callable[[Any], Any]
