@@ -13,10 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from statesource.errors import IncompatibleCheckpointError, UnsupportedFormatVersionError
+from statesource.errors import (
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    UnsupportedFormatVersionError,
+)
 from statesource.flink.binary import BinaryReader
 from statesource.flink.header import StateInfo, read_state_info
 from statesource.flink.metadata import OperatorSnapshot
+from statesource.flink.snappy import unframe
 from statesource.model import DistributionMode
 from statesource.schema import ValueSchema
 
@@ -35,21 +40,19 @@ class OperatorShares:
     rows: int = field(default=0)
 
 
-def _header(r: BinaryReader) -> dict[str, StateInfo]:
+def _header(r: BinaryReader) -> tuple[dict[str, StateInfo], bool]:
     version = r.i32()
     if version not in SUPPORTED_VERSIONS:
         raise UnsupportedFormatVersionError(
             f"{r.source}: operator state file version {version}; statesource reads version"
             f" {', '.join(map(str, SUPPORTED_VERSIONS))} (Flink 2.x)")
-    if r.boolean():
-        raise IncompatibleCheckpointError(
-            f"{r.source}: compressed operator state is not supported yet")
+    compressed = r.boolean()
     infos = {}
     for _ in range(2):  # list states, then broadcast states
         for index in range(r.i16()):
             info = read_state_info(r, index)
             infos[info.name] = info
-    return infos
+    return infos, compressed
 
 
 def _schemas(info: StateInfo, mode: DistributionMode) -> dict[str, ValueSchema]:
@@ -67,7 +70,8 @@ def read_operator_states(snapshot: Any, op: OperatorSnapshot) -> dict[str, Opera
         for handle in subtask.operator:
             source = snapshot.describe(handle.stream)
             data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
-            infos = _header(BinaryReader(data, source))
+            infos, compressed = _header(BinaryReader(data, source))
+            bounds = sorted({o for state in handle.states for o in state.offsets} | {len(data)})
             for state in handle.states:
                 info = infos.get(state.name)
                 if info is None:
@@ -81,24 +85,36 @@ def read_operator_states(snapshot: Any, op: OperatorSnapshot) -> dict[str, Opera
                                            [empty() for _ in range(op.parallelism)])
                     shares[state.name] = share
                 share.size_bytes += handle.stream.size
-                value = _decode(data, source, info, state.mode, state.offsets)
+                pieces = [_piece(data, source, offset, bounds, compressed)
+                          for offset in state.offsets]
+                value = _decode(pieces, info, state.mode)
                 share.values[subtask.index] = value
                 share.rows += len(value)
     return shares
 
 
-def _decode(data: bytes, source: str, info: StateInfo, mode: DistributionMode,
-            offsets: tuple[int, ...]) -> Any:
+def _piece(data: bytes, source: str, offset: int, bounds: list[int],
+           compressed: bool) -> BinaryReader:
+    """A reader of the bytes at ``offset`` (up to the next offset; decompressed if need be)."""
+    if not 0 <= offset < len(data):
+        raise CorruptCheckpointError(f"{source}: operator state offset {offset} lies outside"
+                                     f" the file's {len(data)} bytes")
+    if not compressed:
+        return BinaryReader(data, source, pos=offset)
+    end = next(b for b in bounds if b > offset)
+    return BinaryReader(unframe(data[offset:end], source, offset),
+                        f"{source} (decompressed from byte offset {offset})", offset)
+
+
+def _decode(pieces: list[BinaryReader], info: StateInfo, mode: DistributionMode) -> Any:
     if mode is DistributionMode.BROADCAST:
         entries: dict[Any, Any] = {}
         read_key = info.serializers["KEY_SERIALIZER"].read
         read_value = info.serializers["VALUE_SERIALIZER"].read
-        for offset in offsets:
-            r = BinaryReader(data, source, pos=offset)
+        for r in pieces:
             for _ in range(r.count("broadcast state size")):
                 key = read_key(r)
                 entries[key] = read_value(r)
         return entries
     element = info.value
-    return [element.to_value(element.read(BinaryReader(data, source, pos=offset)))
-            for offset in offsets]
+    return [element.to_value(element.read(r)) for r in pieces]

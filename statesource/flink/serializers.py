@@ -301,6 +301,39 @@ class AvroFlinkType(FlinkType):
         return self.schema
 
 
+class PojoFlinkType(FlinkType):
+    """``PojoSerializer``: a flags byte, then per field (sorted by name) a null flag and value."""
+
+    _NULL, _NO_SUBCLASS = 1, 2
+
+    def __init__(self, serializer: str, pojo_class: str,
+                 fields: list[tuple[str, FlinkType]]) -> None:
+        self.serializer = serializer
+        self.pojo_class = pojo_class
+        self.fields = fields
+
+    def read(self, r: BinaryReader) -> dict[str, Any] | None:
+        at = r.pos
+        flags = r.u8()
+        if flags & self._NULL:
+            return None
+        if not flags & self._NO_SUBCLASS:
+            raise r.error(f"a subclass of POJO {self.pojo_class} (flags {flags:#x}) is not"
+                          " supported", at)
+        return {name: None if r.boolean() else field.read(r) for name, field in self.fields}
+
+    def avro(self) -> Any:
+        name = self.pojo_class.rsplit(".", 1)[-1].replace("$", "_")
+        return _record(name, self.fields)
+
+    def to_value(self, value: Any) -> Any:
+        return {name: None if value[name] is None else field.to_value(value[name])
+                for name, field in self.fields}
+
+    def describe(self) -> str:
+        return f"POJO {self.pojo_class}"
+
+
 def _nullable(schema: Any) -> Any:
     return ["null", schema]
 
@@ -378,6 +411,36 @@ def _avro(name: str, r: BinaryReader) -> FlinkType:
     return AvroFlinkType(name, schema)
 
 
+_OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
+
+
+def _optional_map(r: BinaryReader) -> list[tuple[str, bytes | None, bytes | None]]:
+    """Flink's ``LinkedOptionalMap``: (name, key bytes, value bytes) entries, each optional."""
+    if r.i64() != _OPTIONAL_MAP_HEADER:
+        raise r.error("bad optional map header", r.pos - 8)
+    entries = []
+    for _ in range(r.count("optional map size")):
+        name = r.utf()
+        key = r.take(r.count("entry length")) if r.boolean() else None
+        value = r.take(r.count("entry length")) if r.boolean() else None
+        entries.append((name, key, value))
+    return entries
+
+
+def _pojo(name: str, r: BinaryReader) -> FlinkType:
+    pojo_class = r.utf()
+    fields = []
+    for field_name, _, snapshot in _optional_map(r):
+        if snapshot is None:
+            raise r.error(f"POJO {pojo_class} field {field_name!r} has no serializer snapshot")
+        fields.append((field_name, read_snapshot(BinaryReader(snapshot, r.source))))
+    for _ in range(2):  # registered and non-registered subclasses
+        if _optional_map(r):
+            raise IncompatibleCheckpointError(
+                f"{r.source}: POJO {pojo_class} has subclass serializers, not supported yet")
+    return PojoFlinkType(name, pojo_class, fields)
+
+
 def _tuple_outer(r: BinaryReader, version: int) -> str:
     return r.utf()
 
@@ -394,4 +457,5 @@ _COMPOSITES: dict[str, Callable[[str, BinaryReader], FlinkType]] = {
     "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot":
         _composite(lambda n, r, x, s: RowFlinkType(n, s, x), _row_outer),
     "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot": _avro,
+    "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot": _pojo,
 }

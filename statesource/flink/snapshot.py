@@ -204,7 +204,9 @@ class FlinkSnapshot:
         return confined(self.location, path)
 
     def describe(self, stream: StreamHandle) -> str:
-        return "inline state" if stream.inline is not None else str(self.file_location(stream))
+        if stream.inline is not None:
+            return f"{self.location.child(FLINK_METADATA)} (state stored inline)"
+        return str(self.file_location(stream))
 
     def read_bytes(self, stream: StreamHandle, offset: int, length: int) -> bytes:
         if stream.inline is not None:
