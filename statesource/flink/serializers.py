@@ -16,8 +16,6 @@ operators, and operator states, stay readable.
 
 from __future__ import annotations
 
-import io
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -276,31 +274,6 @@ class RowFlinkType(FlinkType):
         return {"row_kind": value.kind.short_string, **fields}
 
 
-class AvroFlinkType(FlinkType):
-    """``AvroSerializer``: Avro binary encoding of the schema the snapshot carries."""
-
-    def __init__(self, serializer: str, schema: Any) -> None:
-        from fastavro import parse_schema
-
-        self.serializer = serializer
-        self.schema = schema
-        self._parsed = parse_schema(schema)
-
-    def read(self, r: BinaryReader) -> Any:
-        from fastavro import schemaless_reader
-
-        stream = io.BytesIO(r.data[r.pos:r.end])
-        try:
-            value = schemaless_reader(stream, self._parsed, None)
-        except Exception as error:  # fastavro raises several types for bad input
-            raise r.error(f"invalid Avro value: {error}") from None
-        r.pos += stream.tell()
-        return value
-
-    def avro(self) -> Any:
-        return self.schema
-
-
 class PojoFlinkType(FlinkType):
     """``PojoSerializer``: a flags byte, then per field (sorted by name) a null flag and value."""
 
@@ -405,12 +378,6 @@ def _row_outer(r: BinaryReader, version: int) -> bool:
     return r.boolean() if version >= 3 else False
 
 
-def _avro(name: str, r: BinaryReader) -> FlinkType:
-    schema = json.loads(r.utf())
-    r.utf()  # the runtime class
-    return AvroFlinkType(name, schema)
-
-
 _OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
 
 
@@ -456,6 +423,5 @@ _COMPOSITES: dict[str, Callable[[str, BinaryReader], FlinkType]] = {
         _composite(lambda n, r, x, s: TupleFlinkType(n, x, s), _tuple_outer),
     "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot":
         _composite(lambda n, r, x, s: RowFlinkType(n, s, x), _row_outer),
-    "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot": _avro,
     "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot": _pojo,
 }

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from pyspark.sql.datasource import EqualTo
 
@@ -13,6 +16,8 @@ from statesource.keygroups import key_group_range_for_operator
 from statesource.spark.source import FlinkStateDataSource
 from statesource.state.keyed_backend import KeyedStateBackend
 from statesource.state.operator_backend import OperatorStateBackend
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +109,17 @@ def test_operator_state_of_a_flink_snapshot(spark, canonical):
     df = load(spark, canonical, operator="src", operatorState="SourceReaderState")
     assert df.schema.simpleString() == "struct<operator_index:int,list_element:binary>"
     assert df.count() == 0
+
+
+def test_window_state_and_timers_of_a_compressed_savepoint(spark):
+    path = str(FIXTURES / "mp128-snappy" / "canonical")
+    windows = load(spark, path, operator="windows", state="window-contents")
+    assert windows.schema.simpleString() == (
+        "struct<key_group:int,operator_index:int,key:struct<f0:string,f1:int>,"
+        "namespace:struct<start:bigint,end:bigint>,accumulator:bigint>")
+    truth = json.loads((FIXTURES / "mp128-snappy" / "expected.json").read_text())["windows"]
+    got = {json.dumps([r.key.f0, r.key.f1, r.namespace.start]): r.accumulator
+           for r in windows.collect()}
+    assert got == {k: w["sum"] for k, w in truth.items()}
+    timers = load(spark, path, operator="windows", state="_timer_state/event_window-timers")
+    assert timers.where("timestamp = namespace.end - 1").count() == len(truth)
