@@ -46,12 +46,14 @@ def value_types(info: StateInfo) -> dict[str, FlinkType]:
     return {"accumulator" if kind is StateKind.AGGREGATING else "value": info.user_value()}
 
 
+def value_avro(info: StateInfo) -> dict[str, Any]:
+    """The Avro schema of each value role as the serializers declare it (map values nullable)."""
+    return {role: ["null", flink_type.avro()] if role == "user_value" else flink_type.avro()
+            for role, flink_type in value_types(info).items()}
+
+
 def declaration(info: StateInfo) -> StateDeclaration:
-    types = value_types(info)
-    schemas = {}
-    for role, flink_type in types.items():
-        avro = flink_type.avro()
-        schemas[role] = ValueSchema.parse(["null", avro] if role == "user_value" else avro)
+    schemas = {role: ValueSchema.parse(avro) for role, avro in value_avro(info).items()}
     return StateDeclaration(info.name, info.kind, info.namespace.data_type(), schemas,
                             UNKNOWN_TTL if info.ttl else None)
 

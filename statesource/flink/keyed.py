@@ -184,7 +184,7 @@ class _PairDecoder:
         if self.kind is StateKind.MAP:
             assert isinstance(value, MapType)
             user_key = value.key.read(kr)
-            return (user_key, None if vr.boolean() else value.value.read(vr))
+            return (user_key, None if vr.boolean() else value.value.read_whole(vr))
         if self.kind is StateKind.LIST:
             assert isinstance(value, ListType)
             elements = [value.element.read(vr)]
@@ -194,7 +194,7 @@ class _PairDecoder:
                                    vr.pos - 1)
                 elements.append(value.element.read(vr))
             return elements
-        return value.read(vr)
+        return value.read_whole(vr)
 
 
 def _grouped(info: StateInfo, entries: KeyGroupState) -> KeyGroupState:

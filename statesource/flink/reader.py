@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from statesource.errors import IncompatibleCheckpointError
-from statesource.flink.declarations import operator_meta, stored_converter
+from statesource.flink.declarations import operator_meta, stored_converter, value_avro
 from statesource.flink.header import StateInfo
 from statesource.flink.metadata import OperatorSnapshot
 from statesource.flink.operator_state import read_operator_states
@@ -146,7 +146,11 @@ class FlinkCheckpoint:
         return shares[name].values
 
     def summaries(self) -> list[StateSummary]:
-        """One row per keyed, timer and operator state, as ``flinkstate-metadata`` shows."""
+        """One row per keyed, timer and operator state, as ``flinkstate-metadata`` shows.
+
+        Value types are the Avro schemas as Flink's serializers declare them,
+        so a value kept as bytes names its Java class (``java-class``).
+        """
         rows = []
         for op in self.snapshot.operators:
             meta = self.operator(op.operator_id)
@@ -154,8 +158,7 @@ class FlinkCheckpoint:
             header = self.snapshot.header(op)
             for info in header.states if header else ():
                 kind = "timers" if info.is_timer else info.kind.value
-                types = ({} if info.is_timer else
-                         {r: s.avro for r, s in meta.keyed_state(info.name).schemas.items()})
+                types = {} if info.is_timer else value_avro(info)
                 rows.append(StateSummary(self.checkpoint_id, op.label, op.parallelism,
                                          op.max_parallelism, info.name, kind, key_type, types,
                                          None, None, None))

@@ -8,10 +8,12 @@ each known snapshot becomes a :class:`FlinkType` that reads one value from a
 :class:`BinaryReader`, declares its statesource key type (for keys and
 namespaces) and its Avro schema (for values).
 
-A snapshot of an unknown serializer (Kryo, a custom one) has a payload of
-unknown length, so nothing after it in the header can be found: reading that
-file fails with an error naming the serializer's class. States of other
-operators, and operator states, stay readable.
+Kryo's snapshot is understood but its values are not: they read as raw bytes
+(:class:`OpaqueType`) where the file frames each value. A snapshot of an
+unknown serializer (Avro, a custom one) has a payload of unknown length, so
+nothing after it in the header can be found: reading that file fails with an
+error naming the serializer's class. States of other operators, and operator
+states, stay readable.
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ class FlinkType:
 
     def read(self, r: BinaryReader) -> Any:
         raise NotImplementedError
+
+    def read_whole(self, r: BinaryReader) -> Any:
+        """A value that fills all of ``r`` (a canonical savepoint frames each value)."""
+        return self.read(r)
 
     def data_type(self) -> DataType:
         """The statesource type of keys and namespaces of this serializer."""
@@ -195,6 +201,10 @@ class TtlType(FlinkType):
         timestamp = self.timestamp.read(r)
         return (self.user.read(r), timestamp)
 
+    def read_whole(self, r: BinaryReader) -> tuple[Any, int]:
+        timestamp = self.timestamp.read(r)
+        return (self.user.read_whole(r), timestamp)
+
 
 class TimerType(FlinkType):
     """``TimerSerializer``: sign-flipped timestamp, key, namespace."""
@@ -307,6 +317,30 @@ class PojoFlinkType(FlinkType):
         return f"POJO {self.pojo_class}"
 
 
+class OpaqueType(FlinkType):
+    """A serializer statesource cannot decode (Kryo): values as their raw bytes.
+
+    Its values are self-delimiting only to that serializer, so they can be read
+    only where the file frames each value (a canonical savepoint's values).
+    """
+
+    def __init__(self, serializer: str, java_class: str) -> None:
+        self.serializer = serializer
+        self.java_class = java_class
+
+    def read(self, r: BinaryReader) -> Any:
+        raise IncompatibleCheckpointError(
+            f"{r.source}: values of {self.java_class} are written by {self.describe()}, which"
+            " statesource cannot decode; a canonical savepoint frames each value, so there they"
+            " read as bytes: take a canonical savepoint to read this state")
+
+    def read_whole(self, r: BinaryReader) -> bytes:
+        return r.take(r.remaining())
+
+    def avro(self) -> Any:
+        return {"type": "bytes", "java-class": self.java_class}
+
+
 def _nullable(schema: Any) -> Any:
     return ["null", schema]
 
@@ -408,6 +442,14 @@ def _pojo(name: str, r: BinaryReader) -> FlinkType:
     return PojoFlinkType(name, pojo_class, fields)
 
 
+def _kryo(name: str, r: BinaryReader) -> FlinkType:
+    """Kryo's snapshot: the type's class, then registrations and default serializers."""
+    java_class = r.utf()
+    for _ in range(3):
+        _optional_map(r)
+    return OpaqueType(name, java_class)
+
+
 def _tuple_outer(r: BinaryReader, version: int) -> str:
     return r.utf()
 
@@ -424,4 +466,5 @@ _COMPOSITES: dict[str, Callable[[str, BinaryReader], FlinkType]] = {
     "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot":
         _composite(lambda n, r, x, s: RowFlinkType(n, s, x), _row_outer),
     "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot": _pojo,
+    "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot": _kryo,
 }
