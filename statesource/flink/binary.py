@@ -20,6 +20,8 @@ _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 _FLOAT = struct.Struct(">f")
 _DOUBLE = struct.Struct(">d")
+INT_AT = _INT.unpack_from
+_LONG_AT = _LONG.unpack_from
 
 
 class BinaryReader:
@@ -88,10 +90,18 @@ class BinaryReader:
         return int(self._unpack(_USHORT))
 
     def i32(self) -> int:
-        return int(self._unpack(_INT))
+        pos = self.pos
+        if pos + 4 > self.end:
+            raise self.error(f"truncated: needs 4 bytes, {self.end - pos} left")
+        self.pos = pos + 4
+        return int(INT_AT(self.data, pos)[0])
 
     def i64(self) -> int:
-        return int(self._unpack(_LONG))
+        pos = self.pos
+        if pos + 8 > self.end:
+            raise self.error(f"truncated: needs 8 bytes, {self.end - pos} left")
+        self.pos = pos + 8
+        return int(_LONG_AT(self.data, pos)[0])
 
     def f32(self) -> float:
         return float(self._unpack(_FLOAT))
@@ -104,7 +114,7 @@ class BinaryReader:
         at = self.pos
         value = self.i32()
         bound = self.end - self.pos if limit is None else limit
-        if value < 0 or value > max(bound, 0):
+        if value < 0 or value > bound:
             raise self.error(f"invalid {what} {value}", at)
         return value
 

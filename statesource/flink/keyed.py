@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statesource.errors import CorruptCheckpointError
-from statesource.flink.binary import BinaryReader
+from statesource.flink.binary import INT_AT, BinaryReader
 from statesource.flink.header import KeyedHeader, StateInfo
 from statesource.flink.serializers import ListType, MapType
 from statesource.flink.snappy import unframe
@@ -106,24 +106,35 @@ def _native(r: BinaryReader, header: KeyedHeader,
 
 def _canonical(r: BinaryReader, header: KeyedHeader, key_group: int, prefix_bytes: int,
                wanted: Collection[int] | None) -> dict[int, KeyGroupState]:
+    """Walk the length-prefixed pairs, decoding those of the wanted states.
+
+    States come one after another, so the walk stops once every wanted state's
+    section has ended; the bytes after it are not read.
+    """
     result: dict[int, KeyGroupState] = {}
-    data = r.data
+    data, end = r.data, r.end
+    remaining = None if wanted is None else set(wanted)
     state_id = r.u16()
+    pos = r.pos
     while state_id != END_OF_KEY_GROUP:
+        r.pos = pos
         info = _state(header, r, state_id)
-        decoder = None if wanted is not None and state_id not in wanted else _PairDecoder(
-            header, info, r.source, r.base)
-        entries = result.setdefault(state_id, KeyGroupState()) if decoder else None
+        decoding = remaining is None or state_id in remaining
+        decoder = _PairDecoder(header, info, r) if decoding else None
+        entries = result.setdefault(state_id, KeyGroupState()) if decoding else None
         while True:
-            key_length = r.count("key length")
-            key_start = r.pos
-            r.skip(key_length)
-            value_length = r.count("value length")
-            value_start = r.pos
-            r.skip(value_length)
-            if key_length < prefix_bytes:
-                raise r.error(f"key of {key_length} bytes is shorter than its key-group prefix",
-                              key_start)
+            key_start = pos + 4
+            if key_start > end:
+                raise r.error("truncated: no room for a key length", pos)
+            key_length = INT_AT(data, pos)[0]
+            value_at = key_start + key_length
+            if key_length < prefix_bytes or value_at + 4 > end:
+                raise r.error(f"invalid key length {key_length}", pos)
+            value_start = value_at + 4
+            value_length = INT_AT(data, value_at)[0]
+            pos = value_start + value_length
+            if value_length < 0 or pos > end:
+                raise r.error(f"invalid value length {value_length}", value_at)
             first = data[key_start]
             found = first & 0x7F
             if prefix_bytes == 2:
@@ -131,23 +142,30 @@ def _canonical(r: BinaryReader, header: KeyedHeader, key_group: int, prefix_byte
             if found != key_group:
                 raise r.error(f"entry of key group {found} in key group {key_group}", key_start)
             if decoder is not None and entries is not None:
-                decoder.decode(data, key_start + prefix_bytes, key_start + key_length,
-                               value_start, value_start + value_length, entries)
+                decoder.decode(key_start + prefix_bytes, value_at, value_start, pos, entries)
             if first & META_DATA_FOLLOWS:
                 break
+        if remaining is not None:
+            remaining.discard(state_id)
+            if not remaining:
+                break
+        r.pos = pos
         state_id = r.u16()
-    if not r.at_end():
-        raise r.error("bytes after the end of the key group")
+        pos = r.pos
+    else:
+        if pos != end:
+            raise r.error("bytes after the end of the key group", pos)
     return {sid: _grouped(header.states[sid], entries) for sid, entries in result.items()}
 
 
 class _PairDecoder:
     """Decodes the composite key and the value of one canonical pair of one state."""
 
-    def __init__(self, header: KeyedHeader, info: StateInfo, source: str, base: int) -> None:
+    def __init__(self, header: KeyedHeader, info: StateInfo, reader: BinaryReader) -> None:
         self.info = info
-        self.source = source
-        self.base = base
+        # Two readers over the key group's bytes, moved to each pair's key and value.
+        self.kr = BinaryReader(reader.data, reader.source, reader.base)
+        self.vr = BinaryReader(reader.data, reader.source, reader.base)
         self.key = header.key
         if info.is_timer:
             self.kind = None
@@ -157,10 +175,10 @@ class _PairDecoder:
         self.ambiguous = self.key.length < 0 and self.namespace.length < 0
         self.value = info.value
 
-    def decode(self, data: bytes | memoryview, key_start: int, key_end: int, value_start: int,
-               value_end: int, out: KeyGroupState) -> None:
-        kr = BinaryReader(data, self.source, self.base, key_start, key_end)
-        vr = BinaryReader(data, self.source, self.base, value_start, value_end)
+    def decode(self, key_start: int, key_end: int, value_start: int, value_end: int,
+               out: KeyGroupState) -> None:
+        kr, vr = self.kr, self.vr
+        kr.pos, kr.end, vr.pos, vr.end = key_start, key_end, value_start, value_end
         if self.kind is None:
             timestamp, key, namespace = self.info.timer.read(kr)
             stored: Any = timestamp
