@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.keygroups import assign_to_key_group
 from statesource.types import INT, LONG, STRING, TupleType
@@ -107,3 +108,29 @@ def test_split_union_and_broadcast_operator_state(variant, kind):
     modes = {s.state_name: s.kind for s in checkpoint.summaries() if s.key_type is None}
     assert modes == {"seen": "operator-split", "subtasks": "operator-union",
                      "rules": "operator-broadcast"}
+
+
+@pytest.mark.parametrize("variant", ["mp256", "mp128-snappy"])
+def test_kryo_values_read_as_bytes_from_a_canonical_savepoint(variant):
+    checkpoint, truth = _open(variant, "canonical")
+    (state,) = checkpoint.operator("opaque").keyed_states
+    assert state.schemas["value"].avro == "bytes"
+    (summary,) = [s for s in checkpoint.summaries() if s.operator_uid == "opaque"
+                  and s.kind == "value"]
+    assert summary.value_types == {"value": {"type": "bytes", "java-class": "java.util.UUID"}}
+    values = _by_key(checkpoint, "opaque", "last_uuid")
+    assert sorted(map(int, values)) == sorted(map(int, truth["stateful"]))
+    for key, rows in values.items():
+        (row,) = rows
+        # Kryo writes a 2-byte class tag, then the UUID's two longs little-endian:
+        # UUID(key, id of the key's last event) in FixtureJob
+        last_id = truth["stateful"][key]["max_id"]
+        assert row["value"][2:] == int(key).to_bytes(8, "little") + last_id.to_bytes(8, "little")
+
+
+@pytest.mark.parametrize("variant", ["mp256", "mp128-snappy"])
+def test_kryo_values_in_a_native_savepoint_fail_that_operator_only(variant):
+    checkpoint, _ = _open(variant, "native")
+    with pytest.raises(IncompatibleCheckpointError, match="java.util.UUID.*take a canonical"):
+        list(checkpoint.read_keyed_state("last_uuid", operator="opaque"))
+    assert list(checkpoint.read_keyed_state("total", operator="stateful"))
