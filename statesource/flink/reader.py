@@ -69,16 +69,9 @@ class FlinkCheckpoint:
         return operator_meta(op.label, op.parallelism, op.max_parallelism,
                              self.snapshot.header(op))
 
-    def operators(self) -> list[OperatorMeta]:
-        return [self.operator(op.operator_id) for op in self.snapshot.operators]
-
     def timer_states(self, operator: str | None = None) -> list[StateInfo]:
         header = self.snapshot.header(self._op(operator))
         return [info for info in (header.states if header else ()) if info.is_timer]
-
-    def state_info(self, state: str | None, operator: str | None = None) -> StateInfo:
-        op = self._op(operator)
-        return self.snapshot.keyed_state_info(op, state)
 
     def key_group_weights(self, operator: str | None = None) -> dict[int, int]:
         """Bytes per non-empty key group: what Spark partitions are balanced by."""

@@ -45,10 +45,6 @@ def masked_crc32c(data: bytes) -> int:
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def is_framed(data: bytes | memoryview, offset: int = 0) -> bool:
-    return bytes(data[offset:offset + len(STREAM_IDENTIFIER)]) == STREAM_IDENTIFIER
-
-
 def unframe(data: bytes | memoryview, source: str, base: int = 0, verify: bool = True) -> bytes:
     """The uncompressed bytes of every framed stream in ``data`` (file ``source`` at ``base``)."""
     out = bytearray()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from functools import cached_property
 
 import pyarrow.fs as pafs
 
@@ -225,7 +224,3 @@ class FlinkSnapshot:
             ) from None
         except OSError as error:
             raise CorruptCheckpointError(f"cannot read {location}: {error}") from None
-
-    @cached_property
-    def has_keyed_state(self) -> bool:
-        return any(self.keyed_handles(op) for op in self.operators)

@@ -106,3 +106,35 @@ def test_missing_operator_and_state_list_what_exists(canonical):
 def test_not_a_snapshot(tmp_path):
     with pytest.raises(CheckpointNotFoundError, match="is not a Flink snapshot"):
         FlinkCheckpoint.open(str(tmp_path))
+
+
+def test_absolute_paths_of_another_machine_resolve_inside_the_snapshot(canonical):
+    """A checkpoint's _metadata may name its files by absolute paths where it was written."""
+    metadata = (canonical / "_metadata").read_bytes()
+    for file in canonical.iterdir():
+        if file.name == "_metadata":
+            continue
+        name = file.name.encode()
+        relative = b"\x06" + len(name).to_bytes(2, "big") + name
+        at = metadata.index(relative)
+        size = metadata[at + len(relative):at + len(relative) + 8]
+        absolute = b"/elsewhere/flink/chk-9/" + name
+        metadata = (metadata[:at] + b"\x02" + size + len(absolute).to_bytes(2, "big") + absolute
+                    + metadata[at + len(relative) + 8:])
+    (canonical / "_metadata").write_bytes(metadata)
+    checkpoint = FlinkCheckpoint.open(str(canonical))
+    (handle, *_) = checkpoint.snapshot.keyed_handles(checkpoint.snapshot.operator("stateful"))
+    assert handle.stream.path.startswith("/elsewhere/") and not handle.stream.relative
+    rows = [r for t in checkpoint.read_keyed_state("count", operator="stateful")
+            for r in t.to_pylist()]
+    assert len(rows) == 200
+
+
+def test_a_recorded_path_cannot_leave_the_snapshot(canonical):
+    metadata = (canonical / "_metadata").read_bytes()
+    name = STATEFUL_FILE.encode()
+    escaping = b"../" + name[3:]
+    patched = metadata.replace(b"\x00\x24" + name, b"\x00\x24" + escaping)
+    (canonical / "_metadata").write_bytes(patched)
+    with pytest.raises(CorruptCheckpointError, match="not a relative path inside"):
+        _read_all(canonical)
