@@ -151,6 +151,15 @@ def _operator(reader: BinaryReader) -> OperatorSnapshot:
         if not 0 <= index < parallelism:
             raise reader.error(f"subtask index {index} of operator {uid or operator_id}")
         subtasks.append(_subtask(reader, index))
+    covered: set[int] = set()
+    for handle in (h for subtask in subtasks for h in subtask.keyed):
+        groups = set(range(handle.start, handle.end + 1))
+        if handle.end >= max_parallelism or covered & groups:
+            raise CorruptCheckpointError(
+                f"{reader.source}: operator {uid or operator_id} has keyed state for key groups"
+                f" {handle.start}..{handle.end}, overlapping another subtask's or beyond its"
+                f" {max_parallelism} key groups")
+        covered |= groups
     return OperatorSnapshot(name or None, uid or None, operator_id, parallelism,
                             max_parallelism, tuple(subtasks))
 

@@ -138,3 +138,10 @@ def test_a_recorded_path_cannot_leave_the_snapshot(canonical):
     (canonical / "_metadata").write_bytes(patched)
     with pytest.raises(CorruptCheckpointError, match="not a relative path inside"):
         _read_all(canonical)
+
+
+def test_key_groups_beyond_max_parallelism_are_corruption(canonical):
+    # the first handle's start key group (0) becomes 100: 100..163 exceeds 128 key groups
+    _patch(canonical / "_metadata", HANDLE_TYPE_OFFSET + 1, (100).to_bytes(4, "big"))
+    with pytest.raises(CorruptCheckpointError, match="key groups 100..163"):
+        FlinkCheckpoint.open(str(canonical))
