@@ -1,4 +1,4 @@
-"""Flink's snapshot compression: xerial Snappy *framed* streams, decoded in pure Python.
+"""Flink's snapshot compression: xerial Snappy *framed* streams.
 
 With ``execution.checkpointing.snapshot-compression`` Flink wraps key-group data
 in ``SnappyFramedOutputStream``: a stream identifier chunk (``ff 06 00 00
@@ -7,15 +7,18 @@ CRC-32C of the uncompressed bytes and the (raw Snappy compressed or stored)
 data. Consecutive streams simply follow one another, so a key group's bytes are
 the concatenation of every data chunk in its byte range.
 
-The Snappy block format is small (literals and back-references); decoding it
-here keeps statesource free of a native dependency.
+The framing (chunks, checksums) is read here; each chunk's Snappy block is
+decompressed by pyarrow's Snappy codec, which statesource already depends on.
 """
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from statesource.errors import CorruptCheckpointError
 
 STREAM_IDENTIFIER = b"\xff\x06\x00\x00sNaPpY"
+MAX_CHUNK = 1 << 16
 _COMPRESSED, _STORED, _IDENTIFIER, _PADDING = 0x00, 0x01, 0xFF, 0xFE
 
 
@@ -76,11 +79,10 @@ def unframe(data: bytes | memoryview, source: str, base: int = 0, verify: bool =
 
 
 def decompress(data: bytes, source: str = "<snappy>", base: int = 0) -> bytes:
-    """One raw Snappy block."""
-    n = len(data)
-    pos, expected, shift = 0, 0, 0
+    """One raw Snappy block of a framed stream (at most 64 KiB uncompressed), by pyarrow."""
+    expected, shift, pos = 0, 0, 0
     while True:
-        if pos >= n or shift > 28:
+        if pos >= len(data) or shift > 28:
             raise _corrupt(source, base + pos, "bad Snappy length preamble")
         byte = data[pos]
         pos += 1
@@ -88,49 +90,13 @@ def decompress(data: bytes, source: str = "<snappy>", base: int = 0) -> bytes:
         if byte < 0x80:
             break
         shift += 7
-    out = bytearray()
-    while pos < n:
-        tag = data[pos]
-        pos += 1
-        kind = tag & 3
-        if kind == 0:
-            length = tag >> 2
-            if length >= 60:
-                extra = length - 59
-                if pos + extra > n:
-                    raise _corrupt(source, base + pos, "truncated Snappy literal length")
-                length = int.from_bytes(data[pos:pos + extra], "little")
-                pos += extra
-            length += 1
-            if pos + length > n:
-                raise _corrupt(source, base + pos, "truncated Snappy literal")
-            out += data[pos:pos + length]
-            pos += length
-            continue
-        if kind == 1:
-            if pos >= n:
-                raise _corrupt(source, base + pos, "truncated Snappy copy")
-            length = 4 + ((tag >> 2) & 7)
-            offset = ((tag >> 5) << 8) | data[pos]
-            pos += 1
-        else:
-            width = 2 if kind == 2 else 4
-            if pos + width > n:
-                raise _corrupt(source, base + pos, "truncated Snappy copy")
-            length = 1 + (tag >> 2)
-            offset = int.from_bytes(data[pos:pos + width], "little")
-            pos += width
-        start = len(out) - offset
-        if offset == 0 or start < 0:
-            raise _corrupt(source, base + pos, f"Snappy copy offset {offset} out of range")
-        if offset >= length:
-            out += out[start:start + length]
-        else:
-            for i in range(length):
-                out.append(out[start + i])
-    if len(out) != expected:
-        raise _corrupt(source, base, f"Snappy block decodes to {len(out)} bytes, not {expected}")
-    return bytes(out)
+    if expected > MAX_CHUNK:
+        raise _corrupt(source, base, f"Snappy block of {expected} bytes exceeds a frame's"
+                                     f" {MAX_CHUNK}")
+    try:
+        return pa.decompress(data, decompressed_size=expected, codec="snappy", asbytes=True)
+    except (pa.ArrowException, OSError, ValueError) as error:
+        raise _corrupt(source, base, f"invalid Snappy block ({error})") from None
 
 
 def _corrupt(source: str, offset: int, what: str) -> CorruptCheckpointError:

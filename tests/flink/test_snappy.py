@@ -1,8 +1,11 @@
-"""Snappy framing and blocks, checked against hand-built streams and the CRC-32C check value."""
+"""Snappy framing, checked against hand-built streams, an independent compressor and CRC-32C."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from statesource.errors import CorruptCheckpointError
 from statesource.flink.snappy import STREAM_IDENTIFIER, crc32c, decompress, masked_crc32c, unframe
@@ -42,5 +45,22 @@ def test_checksum_mismatch_names_offset():
 
 
 def test_copy_before_the_start_is_corrupt():
-    with pytest.raises(CorruptCheckpointError, match="copy offset"):
+    with pytest.raises(CorruptCheckpointError, match="invalid Snappy block"):
         decompress(bytes([4, 0b000_000_01, 9]))
+
+
+def test_a_block_larger_than_a_frame_is_refused_before_decoding():
+    with pytest.raises(CorruptCheckpointError, match="exceeds a frame's 65536"):
+        decompress(bytes([0x80, 0x80, 0x08]))  # claims 131072 bytes
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(max_size=70_000), min_size=1, max_size=4))
+def test_frames_of_an_independent_compressor_round_trip(pieces):
+    """Chunks compressed by pyarrow's Snappy codec (as xerial's framing stores them)."""
+    frames = [STREAM_IDENTIFIER]
+    for piece in pieces:
+        for start in range(0, len(piece), 65536):
+            chunk = piece[start:start + 65536]
+            frames.append(_chunk(0, pa.compress(chunk, codec="snappy", asbytes=True), chunk))
+    assert unframe(b"".join(frames), "f") == b"".join(pieces)
