@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from statesource.errors import IncompatibleCheckpointError
+from statesource.errors import StateNotFoundError
 from statesource.flink.declarations import operator_meta, stored_converter, value_avro
 from statesource.flink.header import StateInfo
 from statesource.flink.metadata import OperatorSnapshot
-from statesource.flink.operator_state import read_operator_states
+from statesource.flink.operator_state import OperatorShares, read_operator_states
 from statesource.flink.snapshot import FlinkSnapshot
 from statesource.format.columns import KEY, KEY_GROUP, NAMESPACE, RowEncoder
 from statesource.format.ipc import ReadListener
@@ -127,16 +127,20 @@ class FlinkCheckpoint:
         for _, batches, _ in encoder.encode(groups):
             yield pa.Table.from_batches(batches, schema=encoder.schema)
 
-    def read_operator_state(self, name: str, *, operator: str | None = None
-                            ) -> list[list | dict]:
-        """Each subtask's share of operator state ``name``, in subtask order."""
+    def operator_state(self, name: str, *, operator: str | None = None) -> OperatorShares:
+        """Operator state ``name``: its mode, value schemas and every subtask's share."""
         op = self._op(operator)
         shares = read_operator_states(self.snapshot, op)
         if name not in shares:
-            raise IncompatibleCheckpointError(
+            raise StateNotFoundError(
                 f"no operator state named {name!r} in operator {op.label!r}; available:"
                 f" {', '.join(map(repr, sorted(shares))) or 'none'}")
-        return shares[name].values
+        return shares[name]
+
+    def read_operator_state(self, name: str, *, operator: str | None = None
+                            ) -> list[list | dict]:
+        """Each subtask's share of operator state ``name``, in subtask order."""
+        return self.operator_state(name, operator=operator).values
 
     def summaries(self) -> list[StateSummary]:
         """One row per keyed, timer and operator state, as ``flinkstate-metadata`` shows.

@@ -16,7 +16,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from statesource.flink.operator_state import read_operator_states
 from statesource.flink.reader import TIMESTAMP, FlinkCheckpoint
 from statesource.flink.snapshot import find_flink_snapshot
 from statesource.format.columns import KEY, KEY_GROUP, NAMESPACE
@@ -66,9 +65,8 @@ def operator_state_shares(snapshot: Snapshot, operator: str | None, name: str
                           ) -> tuple[DistributionMode, dict[str, ValueSchema], list[Any]]:
     """An operator state's mode, value schemas and each subtask's share."""
     if isinstance(snapshot, FlinkCheckpoint):
-        shares = read_operator_states(snapshot.snapshot, snapshot.snapshot.operator(operator))
-        values = snapshot.read_operator_state(name, operator=operator)
-        return shares[name].mode, shares[name].schemas, values
+        share = snapshot.operator_state(name, operator=operator)
+        return share.mode, share.schemas, share.values
     meta = snapshot.operator(operator).operator_state(name)
     return (meta.mode, dict(meta.schemas),
             snapshot.read_operator_state(name, operator=operator))

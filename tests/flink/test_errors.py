@@ -101,6 +101,8 @@ def test_missing_operator_and_state_list_what_exists(canonical):
         checkpoint.operator("nope")
     with pytest.raises(StateNotFoundError, match="'sum_by_tag'.*'count'.*'tags'"):
         list(checkpoint.read_keyed_state("nope", operator="stateful"))
+    with pytest.raises(StateNotFoundError, match="available: 'SourceReaderState'"):
+        checkpoint.read_operator_state("nope", operator="src")
 
 
 def test_not_a_snapshot(tmp_path):
