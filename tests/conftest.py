@@ -5,7 +5,9 @@ Markers are applied here, not by hand (both are registered in pyproject.toml):
 - ``spark``: the test needs a SparkSession / JVM: it uses the ``spark`` fixture, directly or
   through another fixture, or lives under tests/spark/ (the connector's tests, most of which
   start Spark, some in a subprocess). ``pytest -m "not spark"`` runs the rest without a JVM.
-- ``golden``: the test reads Flink's vectors from ../shared/flink-golden (tests/test_golden.py).
+- ``golden``: the test reads Flink's output from ../shared: the vectors in flink-golden
+  (tests/test_golden.py) or the savepoints in flink-savepoints (tests/flink/, and
+  tests/spark/test_flink_snapshots.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-GOLDEN_FILES = {"test_golden.py"}
+GOLDEN_FILES = {"test_golden.py", "test_shared_snapshots.py", "test_errors.py", "test_import.py",
+                "test_flink_snapshots.py"}
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("vocabulary", ("statesource.model", "statesource.redistribution")),
     ("sides", ("statesource.state", "statesource.format")),
     ("bridges", ("statesource.checkpointing", "statesource.skew", "statesource.plot",
-                 "statesource.rescale")),
+                 "statesource.rescale", "statesource.flink")),
     ("top", ("statesource.spark", "statesource.demo", "statesource.cli")),
     # The curated public API imports every layer, so nothing inside the package may import it.
     ("public API", (PACKAGE,)),
@@ -40,6 +40,8 @@ FORBIDDEN: frozenset[tuple[str, str]] = frozenset({
     ("statesource.spark", "statesource.demo"),
     ("statesource.spark", "statesource.cli"),
     ("statesource.demo", "statesource.cli"),
+    ("statesource.flink", "statesource.state"),
+    ("statesource.flink", "statesource.checkpointing"),
 })
 
 # Importers the layer rules do not apply to (imports *of* them are still checked).

@@ -10,10 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from statesource.cli import demo, inspect, keygroup, rescale, retain
+from statesource.cli import demo, import_flink, inspect, keygroup, rescale, retain
 from statesource.errors import StateSourceError
 
-_COMMANDS = (demo, inspect, keygroup, rescale, retain)
+_COMMANDS = (demo, import_flink, inspect, keygroup, rescale, retain)
 
 
 def build_parser() -> argparse.ArgumentParser:

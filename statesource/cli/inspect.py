@@ -8,8 +8,11 @@ import statistics
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
+from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.snapshot import find_flink_snapshot
 from statesource.format import Checkpoint
 from statesource.format.metadata import OperatorMeta
+from statesource.format.storage import resolve
 from statesource.rescale import check_parallelism_for
 from statesource.schema import ValueSchema
 from statesource.skew import Distribution, KeyGroupBalance, describe_per_subtask, imbalance
@@ -20,7 +23,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "inspect", help="summarise a checkpoint: states, sizes, key-group skew",
         description="Summarise a checkpoint from its metadata: operators, states, entries,"
         " bytes, and how state spreads over key groups and subtasks.")
-    parser.add_argument("path", help="a checkpoint, or a directory of checkpoints (newest used)")
+    parser.add_argument("path", help="a checkpoint, or a directory of checkpoints (newest used);"
+                        " also a Flink savepoint or checkpoint")
     parser.add_argument("--checkpoint-id", type=int, help="a checkpoint under PATH")
     parser.add_argument("--parallelism", type=int,
                         help="also show how a job with this parallelism would split the state,"
@@ -31,6 +35,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if find_flink_snapshot(resolve(args.path), args.checkpoint_id) is not None:
+        return inspect_flink(FlinkCheckpoint.open(args.path, checkpoint_id=args.checkpoint_id))
     checkpoint = Checkpoint.open(args.path, checkpoint_id=args.checkpoint_id)
     meta = checkpoint.metadata
     taken = datetime.fromtimestamp(meta.timestamp_ms / 1000, timezone.utc)
@@ -49,6 +55,23 @@ def run(args: argparse.Namespace) -> int:
             path = args.plot if len(keyed) == 1 else _suffixed(args.plot, op.uid)
             plot_distribution(op, args.parallelism, path)
             print(f"wrote {path}")
+    return 0
+
+
+def inspect_flink(snapshot: FlinkCheckpoint) -> int:
+    """A Flink snapshot from its headers: operators, states and types (sizes need a full read)."""
+    print(f"Flink snapshot {snapshot.checkpoint_id} at {snapshot.location.path}")
+    by_operator: dict[str, list] = {}
+    for summary in snapshot.summaries():
+        by_operator.setdefault(summary.operator_uid, []).append(summary)
+    for op in snapshot.snapshot.operators:
+        label = op.label + (f" ({op.name})" if op.name and op.name != op.uid else "")
+        rows = by_operator.get(op.label, [])
+        key_type = next((r.key_type for r in rows if r.key_type), "none")
+        print(f"\noperator {label}: parallelism {op.parallelism}, max parallelism"
+              f" {op.max_parallelism}, key type {key_type}")
+        for row in rows:
+            print(f"  {row.state_name:<36} {row.kind:<18} {json.dumps(row.value_types)}")
     return 0
 
 

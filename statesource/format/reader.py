@@ -42,9 +42,9 @@ class StateSummary:
     kind: str
     key_type: str | None
     value_types: dict[str, Any]
-    entries: int
-    rows: int
-    size_bytes: int
+    entries: int | None
+    rows: int | None
+    size_bytes: int | None
 
 
 def read_metadata(directory: Location, file_name: str = METADATA_FILE) -> CheckpointMeta:

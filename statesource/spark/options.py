@@ -26,6 +26,7 @@ class ReadOptions:
     parallelism: int | None = None
     flatten_collections: bool = True
     filter_pushdown: bool | None = None
+    operator_state: str | None = None
 
 
 _KNOWN = {
@@ -36,6 +37,7 @@ _KNOWN = {
     "parallelism": "parallelism",
     "flattencollections": "flattenCollections",
     "filterpushdown": "filterPushdown",
+    "operatorstate": "operatorState",
 }
 _METADATA_KNOWN = {"path": "path", "checkpointid": "checkpointId"}
 _USE_A_VIEW = (
@@ -71,6 +73,7 @@ def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = Fals
         parallelism=_integer(lowered, "parallelism", minimum=1),
         flatten_collections=_boolean(lowered, "flattencollections", default=True),
         filter_pushdown=_boolean(lowered, "filterpushdown", default=None),
+        operator_state=lowered.get("operatorstate") or None,
     )
 
 

@@ -12,7 +12,7 @@ larger subtask range is split at key-group boundaries.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,6 @@ from statesource.format.columns import (
 )
 from statesource.format.ipc import ReadListener
 from statesource.format.metadata import KeyedStateMeta, OperatorMeta
-from statesource.format.reader import Checkpoint
 from statesource.format.storage import Location
 from statesource.keygroups import (
     KeyGroupRange,
@@ -40,6 +39,7 @@ from statesource.keygroups import (
 )
 from statesource.model import StateKind
 from statesource.spark.schema import OutputSchema
+from statesource.spark.snapshots import open_snapshot
 from statesource.types import BOOLEAN, BYTE, CHAR, INT, LONG, SHORT, STRING
 
 TARGET_ROWS = 1 << 21
@@ -90,15 +90,15 @@ class KeyGroupSlice:
         return KeyGroupRange(self.start, self.end) if self.only is None else self.only
 
 
-def plan_slices(state: KeyedStateMeta, max_parallelism: int, parallelism: int,
+def plan_slices(rows: Mapping[int, int], max_parallelism: int, parallelism: int,
                 allowed: set[int] | None, cores: int | None = None) -> list[KeyGroupSlice]:
     """Contiguous key-group slices covering every (allowed) key group exactly once.
 
+    ``rows`` weighs each non-empty key group (rows; a Flink snapshot's bytes).
     The slice count is the rows over ``TARGET_ROWS``, rounded up to a multiple
     of ``cores`` (default: this machine's) so that no wave of tasks runs
     half empty; slices end at subtask boundaries where they can.
     """
-    rows = {loc.key_group: loc.rows for _, loc in state.key_group_locations()}
     total = sum(n for kg, n in rows.items() if allowed is None or kg in allowed)
     cores = cores or os.cpu_count() or 1
     count = -(-total // TARGET_ROWS)
@@ -173,10 +173,10 @@ def key_groups_matching(column: str, operator: str, bound: Any, op: OperatorMeta
 def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None,
                listener: ReadListener | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of one partition, as batches in exactly the declared Spark schema."""
-    checkpoint = Checkpoint.open(target.location.path, checkpoint_id=target.checkpoint_id,
-                                 filesystem=target.location.filesystem)
+    checkpoint = open_snapshot(target.location.path, target.checkpoint_id,
+                               target.location.filesystem)
     op = checkpoint.operator(target.operator)
-    state = op.keyed_state(target.state)
+    state = op.keyed_state(target.state) if target.output.nested else None
     wanted = None if keys is None else op.keyed_key_type.to_arrow(keys)
     for table in checkpoint.read_keyed_state(target.state, operator=target.operator,
                                              key_groups=part.key_groups(), listener=listener):
@@ -187,11 +187,13 @@ def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None,
         yield from _output_table(target, state, table).to_batches()
 
 
-def _output_table(target: ScanTarget, state: KeyedStateMeta, table: pa.Table) -> pa.Table:
+def _output_table(target: ScanTarget, state: KeyedStateMeta | None,
+                  table: pa.Table) -> pa.Table:
     key_group = table.column(KEY_GROUP)[0].as_py()
     operator_index = key_group * target.parallelism // target.max_parallelism
     output = target.output
     if output.nested:
+        assert state is not None
         table = _nest(state, table)
     columns = [table.column(KEY_GROUP),
                pa.array(np.full(table.num_rows, operator_index, dtype=np.int32)),

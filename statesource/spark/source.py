@@ -28,10 +28,14 @@ from pyspark.sql.types import StructType
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.format.columns import KEY, KEY_GROUP
 from statesource.format.ipc import ReadListener
-from statesource.format.reader import Checkpoint
 from statesource.keygroups import check_parallelism
 from statesource.spark.compat import pushdown_safe_by_default
-from statesource.spark.options import parse_read_options
+from statesource.spark.operator_state import (
+    OperatorStateReader,
+    OperatorStateTarget,
+    open_operator_state_target,
+)
+from statesource.spark.options import ReadOptions, parse_read_options
 from statesource.spark.planning import (
     KeyGroupSlice,
     Pushdown,
@@ -42,6 +46,7 @@ from statesource.spark.planning import (
     read_slice,
 )
 from statesource.spark.schema import OPERATOR_INDEX, output_schema
+from statesource.spark.snapshots import key_group_weights, open_snapshot, timer_output
 from statesource.spark.write_plan import plan_write
 from statesource.spark.writer import FlinkStateWriter
 
@@ -50,33 +55,35 @@ _COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessTh
                 LessThanOrEqual: "<="}
 
 
-def open_target(options: dict[str, str]) -> ScanTarget:
-    """Resolve the options to one keyed state of one checkpoint (all errors named)."""
-    parsed = parse_read_options(options)
+def open_target(options: dict[str, str] | ReadOptions) -> ScanTarget:
+    """Resolve the options to one keyed (or timer) state of one checkpoint or Flink snapshot."""
+    parsed = options if isinstance(options, ReadOptions) else parse_read_options(options)
     pushdown = (pushdown_safe_by_default() if parsed.filter_pushdown is None
                 else parsed.filter_pushdown)
-    checkpoint = Checkpoint.open(parsed.path, checkpoint_id=parsed.checkpoint_id)
+    checkpoint = open_snapshot(parsed.path, checkpoint_id=parsed.checkpoint_id)
     op = checkpoint.operator(parsed.operator)
-    if not op.keyed_states:
+    timers = timer_output(checkpoint, parsed.operator, parsed.state)
+    if not op.keyed_states and timers is None:
         raise IncompatibleCheckpointError(
-            f"operator {op.uid!r} has no keyed state; its operator states"
-            f" ({', '.join(s.name for s in op.operator_states)}) are listed by"
-            " format('flinkstate-metadata')"
+            f"operator {op.uid!r} has no keyed state; read an operator state with"
+            " option('operatorState', <name>); format('flinkstate-metadata') lists them"
         )
-    state = op.keyed_state(parsed.state)
+    state_name = parsed.state if timers is not None else op.keyed_state(parsed.state).name
+    assert state_name is not None
     parallelism = op.parallelism if parsed.parallelism is None else parsed.parallelism
     try:
         check_parallelism(parallelism, op.max_parallelism)
     except InvalidArgumentError as error:
         raise InvalidArgumentError(f"option parallelism: {error}") from None
-    return ScanTarget(checkpoint.location, checkpoint.checkpoint_id, op.uid, state.name,
-                      parallelism, op.max_parallelism,
-                      output_schema(op, state, parsed.flatten_collections), pushdown)
+    output = timers or output_schema(op, op.keyed_state(state_name), parsed.flatten_collections)
+    return ScanTarget(checkpoint.location, checkpoint.checkpoint_id, op.uid, state_name,
+                      parallelism, op.max_parallelism, output, pushdown)
 
 
 class FlinkStateDataSource(DataSource):
     """Read options: path, checkpointId, operator, state, parallelism, flattenCollections,
-    filterPushdown; write options: see :mod:`statesource.spark.write_plan` (docs/SPARK.md)."""
+    filterPushdown, operatorState; write options: see :mod:`statesource.spark.write_plan`
+    (docs/SPARK.md)."""
 
     @classmethod
     def name(cls) -> str:
@@ -84,13 +91,15 @@ class FlinkStateDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self._scan: ScanTarget | None = None
+        self._scan: ScanTarget | OperatorStateTarget | None = None
 
     @property
-    def _target(self) -> ScanTarget:
+    def _target(self) -> ScanTarget | OperatorStateTarget:
         """Opened on first use: a write needs none of the read options."""
         if self._scan is None:
-            self._scan = open_target(dict(self.options))
+            parsed = parse_read_options(dict(self.options))
+            self._scan = (open_target(parsed) if parsed.operator_state is None
+                          else open_operator_state_target(parsed))
         return self._scan
 
     def schema(self) -> StructType:
@@ -108,6 +117,8 @@ class FlinkStateDataSource(DataSource):
                 f"flinkstate derives its schema from the checkpoint ({derived.simpleString()});"
                 f" a user-supplied schema ({schema.simpleString()}) is not supported"
             )
+        if isinstance(self._target, OperatorStateTarget):
+            return OperatorStateReader(self._target)
         if self._target.filter_pushdown:
             return PushdownFlinkStateReader(self._target)
         return FlinkStateReader(self._target)
@@ -134,15 +145,16 @@ class FlinkStateReader(DataSourceReader):
 
     def _operator(self) -> Any:
         if self._op is None:
-            checkpoint = Checkpoint.open(self.target.location.path,
-                                         checkpoint_id=self.target.checkpoint_id,
-                                         filesystem=self.target.location.filesystem)
-            self._op = checkpoint.operator(self.target.operator)
+            self._op = self._snapshot().operator(self.target.operator)
         return self._op
 
+    def _snapshot(self) -> Any:
+        return open_snapshot(self.target.location.path, self.target.checkpoint_id,
+                             self.target.location.filesystem)
+
     def partitions(self) -> list[InputPartition]:
-        op = self._operator()
-        slices = plan_slices(op.keyed_state(self.target.state), self.target.max_parallelism,
+        weights = key_group_weights(self._snapshot(), self.target.operator, self.target.state)
+        slices = plan_slices(weights, self.target.max_parallelism,
                              self.target.parallelism, self.pushdown.key_groups)
         return [SlicePartition(piece) for piece in slices]
 

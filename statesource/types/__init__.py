@@ -9,7 +9,8 @@ Types are written as short strings that also serve as their canonical form in
 checkpoint metadata: ``string``, ``int``, ``long``, ``short``, ``byte``,
 ``boolean``, ``char``, ``float``, ``double``, ``bytes``, ``tuple<t1,...,tN>`` and
 ``row<t1,...,tN>``, plus ``void``, the type of the namespace of states that
-have none. Java spellings are accepted on input (``Integer``,
+have none, and ``timewindow``, Flink's ``TimeWindow`` namespace of window
+states. Java spellings are accepted on input (``Integer``,
 ``Character``, ``byte[]``, ``Tuple2<String,Long>``). ``bytes`` is only valid
 inside a Row: a bare array key has an identity ``hashCode`` in Java, which is
 why Flink rejects it, and inside a Tuple it would hash by identity as well.
@@ -35,10 +36,12 @@ from statesource.types.primitives import (
     LONG,
     SHORT,
     STRING,
+    TIMEWINDOW,
     VOID,
 )
 
 __all__ = [
     "BOOLEAN", "BYTE", "BYTES", "CHAR", "DOUBLE", "FLOAT", "INT", "LONG", "SHORT", "STRING",
-    "VOID", "DataType", "Row", "RowKind", "RowType", "TupleType", "key_type", "parse_type",
+    "TIMEWINDOW", "VOID", "DataType", "Row", "RowKind", "RowType", "TupleType", "key_type",
+    "parse_type",
 ]

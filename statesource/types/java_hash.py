@@ -107,3 +107,11 @@ def row_hash(kind_byte: int, elements: Iterable[int]) -> int:
     for element in elements:
         h = 31 * h + element
     return to_int32(31 * kind_byte + h)
+
+
+def time_window_hash(start: int, end: int) -> int:
+    """Flink's ``TimeWindow.hashCode``: ``MathUtils.longToIntWithBitMixing(start + end)``."""
+    mixed = (start + end) & 0xFFFFFFFFFFFFFFFF
+    for multiplier in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
+        mixed = ((mixed ^ (mixed >> 33)) * multiplier) & 0xFFFFFFFFFFFFFFFF
+    return to_int32(mixed ^ (mixed >> 33))

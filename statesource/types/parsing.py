@@ -23,12 +23,14 @@ from statesource.types.primitives import (
     LONG,
     SHORT,
     STRING,
+    TIMEWINDOW,
     VOID,
 )
 
 _PRIMITIVES: dict[str, DataType] = {
     t.name: t
-    for t in (STRING, INT, LONG, SHORT, BYTE, BOOLEAN, CHAR, FLOAT, DOUBLE, BYTES, VOID)
+    for t in (STRING, INT, LONG, SHORT, BYTE, BOOLEAN, CHAR, FLOAT, DOUBLE, BYTES, VOID,
+              TIMEWINDOW)
 }
 _ALIASES = {"integer": "int", "character": "char", "byte[]": "bytes"}
 _TOKEN = re.compile(r"\s*([A-Za-z0-9_\[\]]+|[<>,])")

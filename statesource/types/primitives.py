@@ -1,4 +1,4 @@
-"""The primitive types (``string``, ``int``, ``long``, ..., ``bytes``, ``void``), one instance each.
+"""The primitive types (``string``, ``int``, ..., ``void``, ``timewindow``), one instance each.
 
 Each checks that a Python value is a valid value of the Java type (no coercion:
 ``True`` is not an int, an int is not a float) and hands the value to the
@@ -19,7 +19,10 @@ from statesource.types.java_hash import (
     float_hash,
     long_hash,
     string_hash,
+    time_window_hash,
 )
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class _Primitive(DataType):
@@ -183,6 +186,33 @@ class _VoidType(_Primitive):
         return "null"
 
 
+class _TimeWindowType(_Primitive):
+    """Flink's ``TimeWindow`` namespace: ``(start, end)`` in epoch milliseconds."""
+
+    name = "timewindow"
+
+    def java_hash(self, value: Any) -> int:
+        if (not isinstance(value, tuple) or len(value) != 2
+                or any(type(v) is not int or not _INT64_MIN <= v <= _INT64_MAX for v in value)):
+            raise self._mismatch(value, "a time window is a tuple (start, end) of two longs")
+        return time_window_hash(*value)
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return pa.struct([pa.field("start", pa.int64()), pa.field("end", pa.int64())])
+
+    def to_arrow(self, values: list[Any]) -> pa.Array:
+        return pa.array([None if v is None else {"start": v[0], "end": v[1]} for v in values],
+                        type=self.arrow_type)
+
+    def from_arrow(self, column: pa.Array | pa.ChunkedArray) -> list[Any]:
+        return [None if v is None else (v["start"], v["end"]) for v in column.to_pylist()]
+
+    def to_avro(self) -> Any:
+        return {"type": "record", "name": "TimeWindow",
+                "fields": [{"name": "start", "type": "long"}, {"name": "end", "type": "long"}]}
+
+
 STRING: DataType = _StringType()
 INT: DataType = _IntegralType("int", 32, pa.int32(), "int")
 LONG: DataType = _LongType()
@@ -198,9 +228,11 @@ FLOAT: DataType = _FloatType()
 DOUBLE: DataType = _DoubleType()
 BYTES: DataType = _BytesType()
 VOID: DataType = _VoidType()
+TIMEWINDOW: DataType = _TimeWindowType()
 
 _BY_NAME: dict[str, DataType] = {t.name: t for t in (STRING, INT, LONG, SHORT, BYTE, BOOLEAN,
-                                                     CHAR, FLOAT, DOUBLE, BYTES, VOID)}
+                                                     CHAR, FLOAT, DOUBLE, BYTES, VOID,
+                                                     TIMEWINDOW)}
 
 
 def primitive(name: str) -> DataType:

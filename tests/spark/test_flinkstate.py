@@ -286,7 +286,7 @@ def test_slices_are_sized_for_whole_waves_of_tasks(written, monkeypatch, cores):
     rows = {loc.key_group: loc.rows for _, loc in state.key_group_locations()}
     total = sum(rows.values())
     monkeypatch.setattr(planning, "TARGET_ROWS", total // 5)
-    slices = planning.plan_slices(state, MAX_PARALLELISM, 2, None, cores=cores)
+    slices = planning.plan_slices(rows, MAX_PARALLELISM, 2, None, cores=cores)
     count = -(-total // (total // 5))  # 5 or 6 slices' worth of rows
     count = -(-count // cores) * cores  # rounded up to whole waves of tasks
     target = -(-total // count)
