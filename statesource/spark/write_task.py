@@ -33,7 +33,7 @@ from statesource.format.datafile import write_keyed_file
 from statesource.format.ipc import split_batches
 from statesource.format.metadata import DataFile
 from statesource.format.storage import Location, new_data_file
-from statesource.keygroups import key_group_range_for_operator, key_groups
+from statesource.keygroups import KeyGroupRange, key_groups
 from statesource.model import VALUE_ROLES, StateKind
 from statesource.schema import ValueSchema
 from statesource.spark.schema import OPERATOR_INDEX
@@ -281,12 +281,18 @@ def _by_subtask(target: WriteTarget, rows: pa.Table, groups: np.ndarray
 
 def _write_subtask(target: WriteTarget, subtask: int, rows: pa.Table,
                    groups: np.ndarray) -> DataFile:
+    """One file of the key groups this task holds of ``subtask``.
+
+    Its range is the key groups present, not the subtask's whole range, so a
+    subtask split over several tasks at key-group boundaries (as a
+    ``flinkstate`` read splits large ones) still writes disjoint files.
+    """
     declaration = target.declaration
-    owned = key_group_range_for_operator(target.max_parallelism, target.parallelism, subtask)
+    present = KeyGroupRange(int(groups[0]), int(groups[-1]))
     location, relative = new_data_file(
         target.root, target.checkpoint_id,
-        f"{target.operator}.{declaration.name}.kg{owned.start}-{owned.end}")
-    return write_keyed_file(location, relative, rows.schema, owned,
+        f"{target.operator}.{declaration.name}.sub{subtask}.kg{present.start}-{present.end}")
+    return write_keyed_file(location, relative, rows.schema, present,
                             _key_group_batches(rows, groups, declaration.kind))
 
 
