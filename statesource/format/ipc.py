@@ -17,7 +17,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from statesource.errors import CorruptCheckpointError
-from statesource.format.storage import Location
+from statesource.format.storage import Location, open_regular_file
 
 MAX_ROWS_PER_BATCH = 1 << 16
 
@@ -39,6 +39,9 @@ class LocatedBatches(Protocol):
 
     @property
     def crc32(self) -> int: ...
+
+    @property
+    def rows(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -69,13 +72,7 @@ def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[LocatedBatch
     """Each range's batches, reading adjacent ranges with one request and checking CRCs."""
     if not ranges:
         return
-    try:
-        handle = file.filesystem.open_input_file(file.path)
-    except FileNotFoundError:
-        raise CorruptCheckpointError(f"data file {file} is missing") from None
-    except OSError as error:
-        raise CorruptCheckpointError(f"cannot open data file {file}: {error}") from None
-    with handle:
+    with open_regular_file(file, "data file") as handle:
         if handle.size() != expected_size:
             raise CorruptCheckpointError(
                 f"data file {file} is {handle.size()} bytes, the metadata says {expected_size}:"
@@ -119,10 +116,22 @@ def _decode(file: Location, schema: pa.Schema, byte_range: LocatedBatches, piece
     batches = []
     try:
         for _ in range(byte_range.batch_count):
-            batches.append(pa.ipc.read_record_batch(pa.ipc.read_message(stream), schema))
-    except (pa.ArrowInvalid, OSError, EOFError) as error:
+            batch = pa.ipc.read_record_batch(pa.ipc.read_message(stream), schema)
+            batch.validate()
+            batches.append(batch)
+        consumed = stream.tell()
+    except (pa.ArrowException, OSError, EOFError) as error:
         raise CorruptCheckpointError(
             f"data file {file}: cannot decode record batches at offset {byte_range.offset}:"
             f" {error}"
         ) from None
+    rows = sum(batch.num_rows for batch in batches)
+    if consumed != byte_range.length or rows != byte_range.rows:
+        # The checksum held, so the metadata describes these bytes wrongly: reading
+        # fewer batches or rows than are there would be a silently different answer.
+        raise CorruptCheckpointError(
+            f"data file {file}: bytes {byte_range.offset}..{byte_range.offset + byte_range.length}"
+            f" hold {rows} rows in {consumed} bytes of {byte_range.batch_count} batches, the"
+            f" metadata says {byte_range.rows} rows in {byte_range.length} bytes"
+        )
     return batches
