@@ -19,7 +19,13 @@ import pyarrow.fs as pafs
 
 from statesource.errors import CheckpointExistsError, CorruptCheckpointError
 from statesource.format.metadata import CheckpointMeta
-from statesource.format.storage import METADATA_FILE, Location, checkpoint_dir_name, confined
+from statesource.format.storage import (
+    METADATA_FILE,
+    Location,
+    check_writable_root,
+    checkpoint_dir_name,
+    confined,
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInf
     including when another writer commits it first; the caller then owns the
     cleanup of its data files.
     """
+    check_writable_root(root)
     directory = root.child(checkpoint_dir_name(metadata.checkpoint_id))
     target = directory.child(METADATA_FILE)
     if target.exists():

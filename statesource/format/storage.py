@@ -162,8 +162,16 @@ def new_data_file(root: Location, checkpoint_id: int, stem: str) -> tuple[Locati
     relative = "/".join([checkpoint_dir_name(checkpoint_id), DATA_DIR,
                          unique_data_file_name(stem)])
     target = root.child(*relative.split("/"))
+    check_writable_root(root)
     target.filesystem.create_dir(target.parent.path, recursive=True)
     return target, relative
+
+
+def check_writable_root(root: Location) -> None:
+    """A root to write checkpoints into must be a directory, or not exist yet."""
+    if root.filesystem.get_file_info(root.path).type not in (pafs.FileType.Directory,
+                                                            pafs.FileType.NotFound):
+        raise InvalidArgumentError(f"checkpoint root {root} is not a directory")
 
 
 def check_relative_path(path: object, source: str) -> str:
