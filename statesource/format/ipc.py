@@ -78,6 +78,7 @@ def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[LocatedBatch
                 f"data file {file} is {handle.size()} bytes, the metadata says {expected_size}:"
                 " it was truncated or replaced"
             )
+        _check_file_schema(file, handle, schema, ranges[0].offset)
         for span in _adjacent_spans(ranges):
             start = span[0].offset
             length = span[-1].offset + span[-1].length - start
@@ -92,6 +93,41 @@ def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[LocatedBatch
             for byte_range in span:
                 piece = data.slice(byte_range.offset - start, byte_range.length)
                 yield _decode(file, schema, byte_range, piece, verify)
+
+
+_MAGIC = b"ARROW1\0\0"
+_HEADER = len(_MAGIC) + 8  # the magic, then the schema message's marker and length
+
+
+def _check_file_schema(file: Location, handle: pa.NativeFile, schema: pa.Schema,
+                       first_range: int) -> None:
+    """The file's own schema message must be the one the metadata's types derive.
+
+    Record batches carry no types: bytes decoded with another schema of the
+    same layout (``string`` as ``bytes``, ``long`` as a timestamp) would come
+    back as different values without any error, so a metadata whose declared
+    types no longer match the file is refused here. The schema message lies
+    between the magic and the first batch, so it costs one small read.
+    """
+    head = handle.read_at(_HEADER, 0)
+    length = int.from_bytes(head[len(_MAGIC) + 4:], "little", signed=True) \
+        if len(head) == _HEADER else -1
+    if head[:len(_MAGIC)] != _MAGIC or not 0 < length <= first_range - _HEADER:
+        raise CorruptCheckpointError(f"data file {file} does not begin with an Arrow IPC schema")
+    try:
+        message = pa.ipc.read_message(pa.py_buffer(handle.read_at(length + 8, len(_MAGIC))))
+        written = pa.ipc.read_schema(message)
+    except (pa.ArrowException, OSError, EOFError) as error:
+        raise CorruptCheckpointError(f"data file {file}: unreadable schema: {error}") from None
+    if not written.equals(schema, check_metadata=False):
+        raise CorruptCheckpointError(
+            f"data file {file} holds other columns than the metadata's types make"
+            f" ({_columns(schema)})"
+        )
+
+
+def _columns(schema: pa.Schema) -> str:
+    return ", ".join(f"{field.name}: {field.type}" for field in schema)
 
 
 def _adjacent_spans(ranges: Sequence[LocatedBatches]) -> Iterator[list[LocatedBatches]]:
