@@ -36,7 +36,6 @@ from statesource.state.operator_backend import OperatorStateBackend
 from statesource.types import STRING
 
 
-
 def fuzz(examples: int) -> settings:
     """Deterministic and bounded: the same examples on every run, in CI as here."""
     return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
