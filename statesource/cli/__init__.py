@@ -10,8 +10,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from statesource import __version__
 from statesource.cli import demo, inspect, keygroup, retain
 from statesource.errors import StateSourceError
+from statesource.format.metadata import FORMAT_VERSION
+from statesource.format.metadata import SUPPORTED_FORMAT_VERSIONS as SUPPORTED
 
 _COMMANDS = (demo, inspect, keygroup, retain)
 
@@ -21,6 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="statesource",
         description="Flink-style keyed state in Python, checkpointed as Arrow, read with Spark.",
     )
+    parser.add_argument("--version", action="version",
+                        version=f"statesource {__version__} (checkpoint format"
+                        f" v{FORMAT_VERSION}, reads {', '.join(map(str, SUPPORTED))})")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in _COMMANDS:
         command.register(commands)

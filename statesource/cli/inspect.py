@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
+from statesource.checks import check_int
+from statesource.errors import InvalidArgumentError
 from statesource.format import Checkpoint
 from statesource.format.metadata import OperatorMeta
+from statesource.plot import require_matplotlib
 from statesource.schema import ValueSchema
 from statesource.skew import Distribution, imbalance
 
@@ -24,19 +28,58 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--parallelism", type=int,
                         help="also show how a job with this parallelism would split the state")
     parser.add_argument("--plot", metavar="FILE.png",
-                        help="draw state per key group and per subtask (needs matplotlib)")
+                        help="draw state per key group and per subtask (needs matplotlib;"
+                        f" formats: {', '.join(PLOT_FORMATS)})")
+    parser.add_argument("--verify", action="store_true",
+                        help="read every byte range of every data file and check it against"
+                        " its checksum and the metadata (by default only the files' presence"
+                        " and sizes are checked)")
     parser.set_defaults(run=run)
 
 
+PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse bad arguments before reading a checkpoint, let alone drawing it."""
+    if args.parallelism is not None:
+        check_int(args.parallelism, "--parallelism", 1)
+    if args.plot:
+        extension = os.path.splitext(args.plot)[1].lstrip(".").lower()
+        if extension not in PLOT_FORMATS:
+            raise InvalidArgumentError(
+                f"--plot {args.plot}: the file name must end in one of"
+                f" {', '.join('.' + f for f in PLOT_FORMATS)}")
+        directory = os.path.dirname(os.path.abspath(args.plot))
+        if not os.path.isdir(directory):
+            raise InvalidArgumentError(f"--plot {args.plot}: directory {directory} does not"
+                                       " exist")
+        require_matplotlib()
+
+
 def run(args: argparse.Namespace) -> int:
+    check_arguments(args)
     checkpoint = Checkpoint.open(args.path, checkpoint_id=args.checkpoint_id)
     meta = checkpoint.metadata
+    for op in meta.operators:
+        if op.keyed_states and (args.parallelism or 0) > op.max_parallelism:
+            raise InvalidArgumentError(
+                f"--parallelism {args.parallelism} exceeds operator {op.uid!r}'s max parallelism"
+                f" {op.max_parallelism}: a job cannot run more subtasks than it has key groups")
+    files = checkpoint.check_files()
+    ranges = checkpoint.verify() if args.verify else None
     taken = datetime.fromtimestamp(meta.timestamp_ms / 1000, timezone.utc)
     print(f"checkpoint {meta.checkpoint_id} at {checkpoint.location.path}"
           f" (format v{meta.format_version}, taken {taken:%Y-%m-%d %H:%M:%S} UTC)")
     keyed = [op for op in meta.operators if op.keyed_states]
     for op in meta.operators:
         print_operator(op, args.parallelism)
+    if ranges is None:
+        print(f"\n{files} data files present with their recorded sizes; their contents were"
+              " not read (--verify checks every byte range)")
+    else:
+        print(f"\nverified: {files} data files, {ranges:,} byte ranges match their checksums"
+              " and the metadata")
     if args.plot:
         if not keyed:
             print("nothing to plot: no operator has keyed state")

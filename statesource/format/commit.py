@@ -15,16 +15,14 @@ import os
 import uuid
 from dataclasses import dataclass
 
-import pyarrow.fs as pafs
-
 from statesource.errors import CheckpointExistsError, CorruptCheckpointError
 from statesource.format.metadata import CheckpointMeta
 from statesource.format.storage import (
     METADATA_FILE,
     Location,
+    check_files,
     check_writable_root,
     checkpoint_dir_name,
-    confined,
 )
 
 
@@ -71,15 +69,12 @@ def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInf
 
 
 def _check_referenced_files(root: Location, metadata: CheckpointMeta) -> None:
-    paths = metadata.referenced_files()
-    infos = root.filesystem.get_file_info([confined(root, path).path for path in paths])
-    for (path, size), info in zip(paths.items(), infos):
-        if info.type != pafs.FileType.File or info.size != size:
-            found = "missing" if info.type == pafs.FileType.NotFound else f"{info.size} bytes"
-            raise CorruptCheckpointError(
-                f"checkpoint {metadata.checkpoint_id} references data file {path} of"
-                f" {size} bytes, but it is {found}: not committing"
-            )
+    try:
+        check_files(root, metadata.referenced_files())
+    except CorruptCheckpointError as error:
+        raise CorruptCheckpointError(
+            f"checkpoint {metadata.checkpoint_id} references a file it cannot rely on: {error}:"
+            " not committing") from None
 
 
 def _publish_local(target: Location, payload: bytes, checkpoint_id: int) -> None:

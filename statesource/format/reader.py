@@ -30,6 +30,7 @@ from statesource.format.operator_columns import decode_operator_state, operator_
 from statesource.format.storage import (
     METADATA_FILE,
     Location,
+    check_files,
     checkpoint_id_of,
     confined,
     find_checkpoint,
@@ -182,14 +183,28 @@ class Checkpoint:
             )
         return key_groups
 
-    def verify(self) -> None:
-        """Read every listed byte range and check its checksum; raises on the first fault."""
+    def check_files(self) -> int:
+        """Check that every data file exists with its recorded size, reading none of them.
+
+        Returns the number of files; raises :class:`CorruptCheckpointError` naming
+        the first missing, replaced or truncated one.
+        """
+        files = self.metadata.referenced_files()
+        check_files(self.root, files)
+        return len(files)
+
+    def verify(self) -> int:
+        """Read every listed byte range and check its checksum and contents against the
+        metadata; raises on the first fault. Returns the number of ranges checked."""
+        self.check_files()
+        ranges = 0
         for op in self.metadata.operators:
             for state in op.keyed_states:
-                for _ in self.read_keyed_state(state.name, operator=op.uid):
-                    pass
+                ranges += sum(1 for _ in self.read_keyed_state(state.name, operator=op.uid))
             for op_state in op.operator_states:
                 self.read_operator_state(op_state.name, operator=op.uid)
+                ranges += sum(1 for p in op_state.partitions if p.batch_count)
+        return ranges
 
     # -- operator state --------------------------------------------------------------------
 

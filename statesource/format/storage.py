@@ -212,6 +212,27 @@ def _inside(directory: str, path: str) -> bool:
     return os.path.commonpath([real_directory, os.path.realpath(path)]) == real_directory
 
 
+def check_files(root: Location, files: dict[str, int]) -> None:
+    """Every root-relative path in ``files`` names a regular file of exactly its size.
+
+    One metadata request for all of them, and no byte read: what a reader
+    needs before it trusts byte ranges, and what a commit needs before it
+    publishes references.
+    """
+    paths = list(files)
+    infos = root.filesystem.get_file_info([confined(root, path).path for path in paths])
+    for path, info in zip(paths, infos):
+        if info.type == pafs.FileType.NotFound:
+            found = "missing"
+        elif info.type != pafs.FileType.File:
+            found = "not a regular file"
+        elif info.size != files[path]:
+            found = f"{info.size} bytes, the metadata says {files[path]}"
+        else:
+            continue
+        raise CorruptCheckpointError(f"data file {path} under {root} is {found}")
+
+
 def open_regular_file(location: Location, what: str, confine_to: Location | None = None
                       ) -> pa.NativeFile:
     """Open a file for random access, refusing anything that is not a regular file.
