@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
+import warnings
 from dataclasses import dataclass
 
 from statesource.errors import CheckpointExistsError, CorruptCheckpointError
@@ -24,6 +25,10 @@ from statesource.format.storage import (
     check_writable_root,
     checkpoint_dir_name,
 )
+
+
+class NonExclusiveCommitWarning(UserWarning):
+    """A commit on a file system where two writers of one id cannot be told apart."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,11 @@ def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInf
         # Object stores publish a single upload atomically but offer no
         # conditional create through pyarrow.fs: the existence check above is
         # the guard, and two racing writers of one id are not detected here.
+        warnings.warn(
+            f"committing checkpoint {metadata.checkpoint_id} on"
+            f" {target.filesystem.type_name!r}: pyarrow.fs offers no create-if-absent there,"
+            " so a second writer racing for the same id could replace it (docs/FORMAT.md,"
+            " section 9); give each writer its own ids", NonExclusiveCommitWarning, stacklevel=2)
         with target.filesystem.open_output_stream(target.path) as out:
             out.write(payload)
     return CheckpointInfo(directory, metadata)

@@ -12,6 +12,7 @@ import io
 import multiprocessing
 import os
 import pathlib
+import warnings
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -22,6 +23,7 @@ from statesource.checkpointing import CheckpointWriter
 from statesource.errors import CheckpointExistsError, CheckpointNotFoundError
 from statesource.format import Checkpoint
 from statesource.format import commit as commit_module
+from statesource.format.commit import NonExclusiveCommitWarning
 from statesource.state.clock import ManualClock
 from statesource.state.keyed_backend import KeyedStateBackend
 
@@ -196,3 +198,13 @@ def test_of_writers_racing_for_one_id_one_wins_and_the_losers_files_are_gone(tmp
     on_disk = {str(p.relative_to(tmp_path)) for p in (tmp_path / "chk-7" / "data").iterdir()}
     assert on_disk == referenced  # the losers removed every file they wrote
     checkpoint.verify()
+
+
+def test_a_commit_that_cannot_be_exclusive_warns(tmp_path, backend):
+    elsewhere = pafs.PyFileSystem(_BreakingHandler(1 << 30))  # not a LocalFileSystem
+    with pytest.warns(NonExclusiveCommitWarning, match="no create-if-absent"):
+        CheckpointWriter(str(tmp_path), filesystem=elsewhere).write(1, {"op": [backend]})
+    assert Checkpoint.open(str(tmp_path)).checkpoint_id == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the local file system commits exclusively, silently
+        CheckpointWriter(str(tmp_path)).write(2, {"op": [backend]})
