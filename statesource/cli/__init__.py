@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
-from statesource import __version__
 from statesource.cli import demo, inspect, keygroup, retain
 from statesource.errors import StateSourceError
 from statesource.format.metadata import FORMAT_VERSION
@@ -19,13 +19,20 @@ from statesource.format.metadata import SUPPORTED_FORMAT_VERSIONS as SUPPORTED
 _COMMANDS = (demo, inspect, keygroup, retain)
 
 
+def _installed_version() -> str:
+    try:
+        return version("statesource")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="statesource",
         description="Flink-style keyed state in Python, checkpointed as Arrow, read with Spark.",
     )
     parser.add_argument("--version", action="version",
-                        version=f"statesource {__version__} (checkpoint format"
+                        version=f"statesource {_installed_version()} (checkpoint format"
                         f" v{FORMAT_VERSION}, reads {', '.join(map(str, SUPPORTED))})")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in _COMMANDS:

@@ -342,9 +342,13 @@ def test_a_fifo_as_data_file_is_refused_without_blocking(root):
     checkpoint = Checkpoint.open(str(root))
     path = root / checkpoint.operator().keyed_state("value").files[0].path
     _fifo_in_place_of(path)
-    error = _opened_without_hanging(checkpoint.verify)
+    error = _opened_without_hanging(checkpoint.verify)  # checks every file's type and size
     assert isinstance(error, CorruptCheckpointError)
-    assert f"{path} is not a regular file" in str(error)
+    assert f"{path.relative_to(root).as_posix()} under {root} is not a regular file" \
+        in str(error)
+    error = _opened_without_hanging(lambda: list(checkpoint.read_keyed_state("value")))
+    assert isinstance(error, CorruptCheckpointError)
+    assert f"data file {path} is not a regular file" in str(error)
 
 
 def test_a_directory_as_metadata_is_refused(root):
