@@ -1,4 +1,4 @@
-"""``statesource demo``: the whole product on one machine, in about a minute."""
+"""``statesource demo``: the whole product on one machine, in about two minutes."""
 
 from __future__ import annotations
 
