@@ -88,8 +88,8 @@ def resolve(path: str | os.PathLike[str], filesystem: pafs.FileSystem | None = N
         filesystem, resolved = pafs.FileSystem.from_uri(path)
     except (ValueError, TypeError, OSError) as error:
         raise InvalidArgumentError(
-            f"cannot use URI {path!r}: {error} (a local path needs no scheme; a file URI is"
-            " file:///absolute/path)") from None
+            f"cannot use URI {path!r}: {error} (a file URI is file:///absolute/path; write a"
+            " local path holding ':' as ./name:...)") from None
     return Location(filesystem, resolved)
 
 

@@ -427,3 +427,12 @@ def test_crc_of_a_range_is_what_the_metadata_records(pristine):
     for location in data_file.locations:
         piece = payload[location.offset:location.offset + location.length]
         assert zlib.crc32(piece) == location.crc32
+
+
+def test_a_local_path_holding_a_colon_opens_when_written_as_relative(pristine, tmp_path,
+                                                                     monkeypatch):
+    os.symlink(pristine, tmp_path / "backup:2026")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidArgumentError, match=r"write a local path holding ':' as \./"):
+        Checkpoint.open("backup:2026")
+    assert Checkpoint.open("./backup:2026").checkpoint_id == 1
