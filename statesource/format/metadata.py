@@ -27,6 +27,13 @@ from statesource.errors import (
     StateSourceError,
     UnsupportedFormatVersionError,
 )
+from statesource.format.json_fields import (
+    check_unique,
+    json_int,
+    json_list,
+    json_name,
+    json_object,
+)
 from statesource.format.storage import check_relative_path
 from statesource.keygroups import KeyGroupRange, check_max_parallelism, check_parallelism
 from statesource.model import (
@@ -102,18 +109,19 @@ class DataFile:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], paths: _PathReader) -> DataFile:
-        columns = _object(data["keyGroups"])
-        lengths = {len(_list(columns[name])) for name in _INDEX_FIELDS}
+        columns = json_object(data["keyGroups"])
+        lengths = {len(json_list(columns[name])) for name in _INDEX_FIELDS}
         if len(lengths) != 1:
             raise ValueError(f"key-group index columns of {data['path']} differ in length")
         locations = tuple(
-            KeyGroupLocation(**{attr: _int(columns[name][i])
+            KeyGroupLocation(**{attr: json_int(columns[name][i])
                                 for name, attr in _INDEX_FIELDS.items()})
             for i in range(lengths.pop())
         )
         data_file = cls(paths(data["path"]),
-                        KeyGroupRange(_int(data["keyGroupStart"]), _int(data["keyGroupEnd"])),
-                        _int(data["sizeBytes"]), locations)
+                        KeyGroupRange(json_int(data["keyGroupStart"]),
+                                      json_int(data["keyGroupEnd"])),
+                        json_int(data["sizeBytes"]), locations)
         if data_file.size_bytes < 0:
             raise ValueError(f"data file {data_file.path} has sizeBytes {data_file.size_bytes}")
         data_file.check()
@@ -148,13 +156,6 @@ _PathReader = Callable[[Any], str]
 """Turns a recorded path into a checked root-relative one (rebasing version 1 paths)."""
 
 
-def _int(value: Any) -> int:
-    """JSON integers only: a float, string or bool in an integer field is corruption."""
-    if type(value) is not int:
-        raise ValueError(f"expected an integer, got {value!r}")
-    return value
-
-
 def _ttl_to_json(ttl: TtlConfig) -> dict[str, Any]:
     return {
         "ttlMillis": ttl.ttl_ms,
@@ -170,11 +171,11 @@ def _ttl_from_json(data: dict[str, Any]) -> TtlConfig:
     if type(cleanup) is not bool:
         raise ValueError(f"cleanupFullSnapshot must be a boolean, got {cleanup!r}")
     return TtlConfig(
-        ttl=timedelta(milliseconds=_int(data["ttlMillis"])),
+        ttl=timedelta(milliseconds=json_int(data["ttlMillis"])),
         update_type=UpdateType(data["updateType"]),
         visibility=StateVisibility(data["visibility"]),
         cleanup_full_snapshot=cleanup,
-        incremental_cleanup_size=_int(data["incrementalCleanupSize"]),
+        incremental_cleanup_size=json_int(data["incrementalCleanupSize"]),
     )
 
 
@@ -183,7 +184,7 @@ def _schemas_to_json(schemas: Mapping[str, ValueSchema]) -> dict[str, Any]:
 
 
 def _schemas_from_json(data: dict[str, Any]) -> dict[str, ValueSchema]:
-    return {role: ValueSchema.parse(avro) for role, avro in _object(data).items()}
+    return {role: ValueSchema.parse(avro) for role, avro in json_object(data).items()}
 
 
 @dataclass(frozen=True)
@@ -239,12 +240,12 @@ class KeyedStateMeta:
     @classmethod
     def from_json(cls, data: dict[str, Any], paths: _PathReader) -> KeyedStateMeta:
         meta = cls(
-            name=_name(data["name"]),
+            name=json_name(data["name"]),
             kind=StateKind(data["kind"]),
             namespace_type=parse_type(data["namespaceType"]),
             schemas=_schemas_from_json(data["valueSchemas"]),
             ttl=None if data["ttl"] is None else _ttl_from_json(data["ttl"]),
-            files=tuple(DataFile.from_json(f, paths) for f in _list(data["files"])),
+            files=tuple(DataFile.from_json(f, paths) for f in json_list(data["files"])),
         )
         meta.declaration  # noqa: B018 - checks the roles against the kind
         files = sorted(meta.files, key=lambda f: f.key_group_range.start)
@@ -275,7 +276,7 @@ class SubtaskPartition:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SubtaskPartition:
-        fields = [_int(data[name]) for name in ("subtask", "batchStart", "batchCount", "offset",
+        fields = [json_int(data[name]) for name in ("subtask", "batchStart", "batchCount", "offset",
                                                  "length", "rows", "crc32")]
         partition = cls(*fields)
         empty = (partition.batch_count, partition.length, partition.rows) == (0, 0, 0)
@@ -308,10 +309,10 @@ class OperatorStateMeta:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], paths: _PathReader) -> OperatorStateMeta:
-        meta = cls(_name(data["name"]), DistributionMode(data["mode"]),
+        meta = cls(json_name(data["name"]), DistributionMode(data["mode"]),
                    _schemas_from_json(data["valueSchemas"]), paths(data["path"]),
-                   _int(data["sizeBytes"]),
-                   tuple(SubtaskPartition.from_json(p) for p in _list(data["partitions"])))
+                   json_int(data["sizeBytes"]),
+                   tuple(SubtaskPartition.from_json(p) for p in json_list(data["partitions"])))
         if set(meta.schemas) != set(operator_state_roles(meta.mode)):
             raise ValueError(f"operator state {meta.name!r} has value types for roles"
                              f" {sorted(meta.schemas)}")
@@ -326,7 +327,7 @@ class OperatorStateMeta:
                 raise ValueError(f"operator state {meta.name!r}: subtask {partition.subtask}'s"
                                  " bytes overlap another subtask's")
             previous_end = max(previous_end, partition.offset + partition.length)
-        _check_unique(meta.partitions, f"subtask of operator state {meta.name!r}", "subtask")
+        check_unique(meta.partitions, f"subtask of operator state {meta.name!r}", "subtask")
         return meta
 
 
@@ -367,14 +368,14 @@ class OperatorMeta:
     @classmethod
     def from_json(cls, data: dict[str, Any], paths: _PathReader) -> OperatorMeta:
         meta = cls(
-            uid=_name(data["uid"]),
-            parallelism=_int(data["parallelism"]),
-            max_parallelism=check_max_parallelism(_int(data["maxParallelism"])),
+            uid=json_name(data["uid"]),
+            parallelism=json_int(data["parallelism"]),
+            max_parallelism=check_max_parallelism(json_int(data["maxParallelism"])),
             key_type=None if data["keyType"] is None else key_type(data["keyType"]),
             keyed_states=tuple(KeyedStateMeta.from_json(s, paths)
-                               for s in _list(data["keyedStates"])),
+                               for s in json_list(data["keyedStates"])),
             operator_states=tuple(OperatorStateMeta.from_json(s, paths)
-                                  for s in _list(data["operatorStates"])),
+                                  for s in json_list(data["operatorStates"])),
         )
         check_parallelism(meta.parallelism, meta.max_parallelism)
         if meta.keyed_states and meta.key_type is None:
@@ -391,8 +392,8 @@ class OperatorMeta:
                 if partition.subtask >= meta.parallelism:
                     raise ValueError(f"operator state {op_state.name!r} has a share of subtask"
                                      f" {partition.subtask} of {meta.parallelism}")
-        _check_unique(meta.keyed_states, f"keyed state of operator {meta.uid!r}")
-        _check_unique(meta.operator_states, f"operator state of operator {meta.uid!r}")
+        check_unique(meta.keyed_states, f"keyed state of operator {meta.uid!r}")
+        check_unique(meta.operator_states, f"operator state of operator {meta.uid!r}")
         return meta
 
 
@@ -472,10 +473,10 @@ class CheckpointMeta:
 
         try:
             metadata = cls(
-                checkpoint_id=check_checkpoint_id(_int(document["checkpointId"])),
-                timestamp_ms=_int(document["timestampMillis"]),
+                checkpoint_id=check_checkpoint_id(json_int(document["checkpointId"])),
+                timestamp_ms=json_int(document["timestampMillis"]),
                 operators=tuple(OperatorMeta.from_json(o, paths)
-                                for o in _list(document["operators"])),
+                                for o in json_list(document["operators"])),
                 format_version=version,
             )
             if not 0 <= metadata.timestamp_ms <= MAX_TIMESTAMP_MS:
@@ -484,7 +485,7 @@ class CheckpointMeta:
             if directory_id is not None and metadata.checkpoint_id != directory_id:
                 raise ValueError(f"checkpointId {metadata.checkpoint_id} differs from the"
                                  f" directory's name {directory_name}")
-            _check_unique(metadata.operators, "operator", attribute="uid")
+            check_unique(metadata.operators, "operator", attribute="uid")
             metadata.referenced_files()  # checks that each file has one size and one state
             return metadata
         except StateSourceError as error:
@@ -497,32 +498,6 @@ class CheckpointMeta:
             raise CorruptCheckpointError(
                 f"metadata {source} is invalid: {type(error).__name__}: {error}"
             ) from None
-
-
-def _list(value: Any) -> list:
-    """A JSON array (iterating a string or an object instead would misread it)."""
-    if not isinstance(value, list):
-        raise ValueError(f"expected an array, got {value!r:.80}")
-    return value
-
-
-def _object(value: Any) -> dict:
-    if not isinstance(value, dict):
-        raise ValueError(f"expected an object, got {value!r:.80}")
-    return value
-
-
-def _name(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"expected a non-empty name, got {value!r}")
-    return value
-
-
-def _check_unique(items: tuple, what: str, attribute: str = "name") -> None:
-    names = [getattr(item, attribute) for item in items]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"{what} names {duplicates} appear more than once")
 
 
 def _pick(items: tuple, name: str | None, what: str, attribute: str = "name") -> Any:
