@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
+from statesource.checks import check_int
+from statesource.errors import InvalidArgumentError
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.snapshot import find_flink_snapshot
 from statesource.format import Checkpoint
 from statesource.format.metadata import OperatorMeta
 from statesource.format.storage import resolve
+from statesource.plot import require_matplotlib
 from statesource.rescale import check_parallelism_for
 from statesource.schema import ValueSchema
 from statesource.skew import Distribution, KeyGroupBalance, describe_per_subtask, imbalance
@@ -30,21 +34,58 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="also show how a job with this parallelism would split the state,"
                         " and whether the max parallelism suits it")
     parser.add_argument("--plot", metavar="FILE.png",
-                        help="draw state per key group and per subtask (needs matplotlib)")
+                        help="draw state per key group and per subtask (needs matplotlib;"
+                        f" formats: {', '.join(PLOT_FORMATS)})")
+    parser.add_argument("--verify", action="store_true",
+                        help="read every byte range of every data file and check it against"
+                        " its checksum and the metadata (by default only the files' presence"
+                        " and sizes are checked)")
     parser.set_defaults(run=run)
 
 
+PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse bad arguments before reading a checkpoint, let alone drawing it."""
+    if args.parallelism is not None:
+        check_int(args.parallelism, "--parallelism", 1)
+    if args.plot:
+        extension = os.path.splitext(args.plot)[1].lstrip(".").lower()
+        if extension not in PLOT_FORMATS:
+            raise InvalidArgumentError(
+                f"--plot {args.plot}: the file name must end in one of"
+                f" {', '.join('.' + f for f in PLOT_FORMATS)}")
+        directory = os.path.dirname(os.path.abspath(args.plot))
+        if not os.path.isdir(directory):
+            raise InvalidArgumentError(f"--plot {args.plot}: directory {directory} does not"
+                                       " exist")
+        require_matplotlib()
+
+
 def run(args: argparse.Namespace) -> int:
+    check_arguments(args)
     if find_flink_snapshot(resolve(args.path), args.checkpoint_id) is not None:
         return inspect_flink(FlinkCheckpoint.open(args.path, checkpoint_id=args.checkpoint_id))
     checkpoint = Checkpoint.open(args.path, checkpoint_id=args.checkpoint_id)
     meta = checkpoint.metadata
+    for op in meta.operators:
+        if op.keyed_states and args.parallelism is not None:
+            check_parallelism_for(op, args.parallelism)
+    files = checkpoint.check_files()
+    ranges = checkpoint.verify() if args.verify else None
     taken = datetime.fromtimestamp(meta.timestamp_ms / 1000, timezone.utc)
     print(f"checkpoint {meta.checkpoint_id} at {checkpoint.location.path}"
           f" (format v{meta.format_version}, taken {taken:%Y-%m-%d %H:%M:%S} UTC)")
     keyed = [op for op in meta.operators if op.keyed_states]
     for op in meta.operators:
         print_operator(op, args.parallelism)
+    if ranges is None:
+        print(f"\n{files} data files present with their recorded sizes; their contents were"
+              " not read (--verify checks every byte range)")
+    else:
+        print(f"\nverified: {files} data files, {ranges:,} byte ranges match their checksums"
+              " and the metadata")
     if args.plot:
         if not keyed:
             print("nothing to plot: no operator has keyed state")
@@ -96,7 +137,6 @@ def print_operator(op: OperatorMeta, proposed: int | None) -> None:
           f" (max/mean {imbalance(per_group):.2f}); heaviest key groups: "
           + ", ".join(f"{kg} ({per_group[kg]:,})" for kg in heaviest))
     for parallelism in dict.fromkeys(p for p in (op.parallelism, proposed) if p):
-        check_parallelism_for(op, parallelism)
         totals = distribution.per_subtask(per_group, parallelism)
         label = "now" if parallelism == op.parallelism else "proposed"
         print(f"  rows per subtask at parallelism {parallelism} ({label}):"

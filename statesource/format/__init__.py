@@ -6,7 +6,11 @@ reader reads through :class:`Checkpoint`. It knows nothing of live backends.
 See docs/FORMAT.md for the normative specification.
 """
 
-from statesource.format.commit import CheckpointInfo, commit_checkpoint
+from statesource.format.commit import (
+    CheckpointInfo,
+    NonExclusiveCommitWarning,
+    commit_checkpoint,
+)
 from statesource.format.datafile import write_keyed_file, write_operator_state_file
 from statesource.format.metadata import FORMAT_VERSION, CheckpointMeta
 from statesource.format.reader import Checkpoint, StateSummary
@@ -17,6 +21,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointInfo",
     "CheckpointMeta",
+    "NonExclusiveCommitWarning",
     "RetentionPlan",
     "StateSummary",
     "commit_checkpoint",

@@ -27,6 +27,13 @@ from statesource.errors import (
     StateSourceError,
     UnsupportedFormatVersionError,
 )
+from statesource.format.json_fields import (
+    check_unique,
+    json_int,
+    json_list,
+    json_name,
+    json_object,
+)
 from statesource.format.storage import check_relative_path
 from statesource.keygroups import KeyGroupRange, check_max_parallelism, check_parallelism
 from statesource.model import (
@@ -43,6 +50,11 @@ from statesource.types import DataType, key_type, parse_type
 
 FORMAT_VERSION = 2
 SUPPORTED_FORMAT_VERSIONS = (1, 2)
+MAX_METADATA_BYTES = 256 << 20
+"""Metadata larger than this is refused before it is read (docs/FORMAT.md, section 3)."""
+MAX_TIMESTAMP_MS = 253402300799999
+"""The last millisecond of the year 9999: later timestamps cannot be shown as dates."""
+_CRC_LIMIT = 1 << 32
 
 
 @dataclass(frozen=True)
@@ -97,18 +109,21 @@ class DataFile:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], paths: _PathReader) -> DataFile:
-        columns = data["keyGroups"]
-        lengths = {len(columns[name]) for name in _INDEX_FIELDS}
+        columns = json_object(data["keyGroups"])
+        lengths = {len(json_list(columns[name])) for name in _INDEX_FIELDS}
         if len(lengths) != 1:
             raise ValueError(f"key-group index columns of {data['path']} differ in length")
         locations = tuple(
-            KeyGroupLocation(**{attr: _int(columns[name][i])
+            KeyGroupLocation(**{attr: json_int(columns[name][i])
                                 for name, attr in _INDEX_FIELDS.items()})
             for i in range(lengths.pop())
         )
         data_file = cls(paths(data["path"]),
-                        KeyGroupRange(_int(data["keyGroupStart"]), _int(data["keyGroupEnd"])),
-                        _int(data["sizeBytes"]), locations)
+                        KeyGroupRange(json_int(data["keyGroupStart"]),
+                                      json_int(data["keyGroupEnd"])),
+                        json_int(data["sizeBytes"]), locations)
+        if data_file.size_bytes < 0:
+            raise ValueError(f"data file {data_file.path} has sizeBytes {data_file.size_bytes}")
         data_file.check()
         return data_file
 
@@ -134,25 +149,24 @@ class DataFile:
                     f"{self.path}: key group {loc.key_group} is out of order or outside"
                     f" {self.key_group_range}"
                 )
-            if min(loc.batch_start, loc.batch_count, loc.offset, loc.length, loc.rows,
-                   loc.entries, loc.crc32) < 0 or loc.offset < previous_end \
-                    or loc.offset + loc.length > self.size_bytes:
+            if min(loc.batch_start, loc.offset) < 0 or loc.length < 1 \
+                    or loc.offset < previous_end or loc.offset + loc.length > self.size_bytes:
                 raise ValueError(
                     f"{self.path}: key group {loc.key_group} has an invalid byte range"
                     f" {loc.offset}+{loc.length} (file of {self.size_bytes} bytes)"
+                )
+            if not 1 <= loc.batch_count <= loc.rows or not 1 <= loc.entries <= loc.rows \
+                    or not 0 <= loc.crc32 < _CRC_LIMIT:
+                raise ValueError(
+                    f"{self.path}: key group {loc.key_group} has impossible counts: batchCount"
+                    f" {loc.batch_count}, rows {loc.rows}, entries {loc.entries}, crc32"
+                    f" {loc.crc32} (need 1 <= batchCount <= rows, 1 <= entries <= rows)"
                 )
             previous_group, previous_end = loc.key_group, loc.offset + loc.length
 
 
 _PathReader = Callable[[Any], str]
 """Turns a recorded path into a checked root-relative one (rebasing version 1 paths)."""
-
-
-def _int(value: Any) -> int:
-    """JSON integers only: a float, string or bool in an integer field is corruption."""
-    if type(value) is not int:
-        raise ValueError(f"expected an integer, got {value!r}")
-    return value
 
 
 def _ttl_to_json(ttl: TtlConfig) -> dict[str, Any]:
@@ -170,11 +184,11 @@ def _ttl_from_json(data: dict[str, Any]) -> TtlConfig:
     if type(cleanup) is not bool:
         raise ValueError(f"cleanupFullSnapshot must be a boolean, got {cleanup!r}")
     return TtlConfig(
-        ttl=timedelta(milliseconds=_int(data["ttlMillis"])),
+        ttl=timedelta(milliseconds=json_int(data["ttlMillis"])),
         update_type=UpdateType(data["updateType"]),
         visibility=StateVisibility(data["visibility"]),
         cleanup_full_snapshot=cleanup,
-        incremental_cleanup_size=_int(data["incrementalCleanupSize"]),
+        incremental_cleanup_size=json_int(data["incrementalCleanupSize"]),
     )
 
 
@@ -183,7 +197,7 @@ def _schemas_to_json(schemas: Mapping[str, ValueSchema]) -> dict[str, Any]:
 
 
 def _schemas_from_json(data: dict[str, Any]) -> dict[str, ValueSchema]:
-    return {role: ValueSchema.parse(avro) for role, avro in data.items()}
+    return {role: ValueSchema.parse(avro) for role, avro in json_object(data).items()}
 
 
 @dataclass(frozen=True)
@@ -239,12 +253,12 @@ class KeyedStateMeta:
     @classmethod
     def from_json(cls, data: dict[str, Any], paths: _PathReader) -> KeyedStateMeta:
         meta = cls(
-            name=_name(data["name"]),
+            name=json_name(data["name"]),
             kind=StateKind(data["kind"]),
             namespace_type=parse_type(data["namespaceType"]),
             schemas=_schemas_from_json(data["valueSchemas"]),
             ttl=None if data["ttl"] is None else _ttl_from_json(data["ttl"]),
-            files=tuple(DataFile.from_json(f, paths) for f in data["files"]),
+            files=tuple(DataFile.from_json(f, paths) for f in json_list(data["files"])),
         )
         meta.declaration  # noqa: B018 - checks the roles against the kind
         files = sorted(meta.files, key=lambda f: f.key_group_range.start)
@@ -275,11 +289,14 @@ class SubtaskPartition:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SubtaskPartition:
-        fields = [_int(data[name]) for name in ("subtask", "batchStart", "batchCount", "offset",
+        fields = [json_int(data[name]) for name in ("subtask", "batchStart", "batchCount", "offset",
                                                  "length", "rows", "crc32")]
-        if min(fields) < 0:
-            raise ValueError(f"subtask partition {data!r} has a negative field")
-        return cls(*fields)
+        partition = cls(*fields)
+        empty = (partition.batch_count, partition.length, partition.rows) == (0, 0, 0)
+        if min(fields) < 0 or partition.crc32 >= _CRC_LIMIT or not empty and (
+                partition.length < 1 or not 1 <= partition.batch_count <= partition.rows):
+            raise ValueError(f"subtask partition {data!r:.200} has a negative or impossible field")
+        return partition
 
 
 @dataclass(frozen=True)
@@ -305,17 +322,25 @@ class OperatorStateMeta:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], paths: _PathReader) -> OperatorStateMeta:
-        meta = cls(_name(data["name"]), DistributionMode(data["mode"]),
+        meta = cls(json_name(data["name"]), DistributionMode(data["mode"]),
                    _schemas_from_json(data["valueSchemas"]), paths(data["path"]),
-                   _int(data["sizeBytes"]),
-                   tuple(SubtaskPartition.from_json(p) for p in data["partitions"]))
+                   json_int(data["sizeBytes"]),
+                   tuple(SubtaskPartition.from_json(p) for p in json_list(data["partitions"])))
         if set(meta.schemas) != set(operator_state_roles(meta.mode)):
             raise ValueError(f"operator state {meta.name!r} has value types for roles"
                              f" {sorted(meta.schemas)}")
-        for partition in meta.partitions:
+        if meta.size_bytes < 0:
+            raise ValueError(f"operator state {meta.name!r} has sizeBytes {meta.size_bytes}")
+        previous_end = 0
+        for partition in sorted(meta.partitions, key=lambda p: (p.offset, p.length)):
             if partition.offset + partition.length > meta.size_bytes:
                 raise ValueError(f"operator state {meta.name!r}: subtask {partition.subtask}'s"
                                  f" bytes lie beyond the file's {meta.size_bytes} bytes")
+            if partition.length and partition.offset < previous_end:
+                raise ValueError(f"operator state {meta.name!r}: subtask {partition.subtask}'s"
+                                 " bytes overlap another subtask's")
+            previous_end = max(previous_end, partition.offset + partition.length)
+        check_unique(meta.partitions, f"subtask of operator state {meta.name!r}", "subtask")
         return meta
 
 
@@ -356,13 +381,14 @@ class OperatorMeta:
     @classmethod
     def from_json(cls, data: dict[str, Any], paths: _PathReader) -> OperatorMeta:
         meta = cls(
-            uid=_name(data["uid"]),
-            parallelism=_int(data["parallelism"]),
-            max_parallelism=check_max_parallelism(_int(data["maxParallelism"])),
+            uid=json_name(data["uid"]),
+            parallelism=json_int(data["parallelism"]),
+            max_parallelism=check_max_parallelism(json_int(data["maxParallelism"])),
             key_type=None if data["keyType"] is None else key_type(data["keyType"]),
-            keyed_states=tuple(KeyedStateMeta.from_json(s, paths) for s in data["keyedStates"]),
+            keyed_states=tuple(KeyedStateMeta.from_json(s, paths)
+                               for s in json_list(data["keyedStates"])),
             operator_states=tuple(OperatorStateMeta.from_json(s, paths)
-                                  for s in data["operatorStates"]),
+                                  for s in json_list(data["operatorStates"])),
         )
         check_parallelism(meta.parallelism, meta.max_parallelism)
         if meta.keyed_states and meta.key_type is None:
@@ -379,8 +405,8 @@ class OperatorMeta:
                 if partition.subtask >= meta.parallelism:
                     raise ValueError(f"operator state {op_state.name!r} has a share of subtask"
                                      f" {partition.subtask} of {meta.parallelism}")
-        _check_unique(meta.keyed_states, f"keyed state of operator {meta.uid!r}")
-        _check_unique(meta.operator_states, f"operator state of operator {meta.uid!r}")
+        check_unique(meta.keyed_states, f"keyed state of operator {meta.uid!r}")
+        check_unique(meta.operator_states, f"operator state of operator {meta.uid!r}")
         return meta
 
 
@@ -398,12 +424,22 @@ class CheckpointMeta:
         return _pick(self.operators, uid, "operator", attribute="uid")
 
     def referenced_files(self) -> dict[str, int]:
-        """Every data file this checkpoint reads, root-relative, with its size."""
+        """Every data file this checkpoint reads, root-relative, with its size.
+
+        A data file holds the rows of one state (its schema is that state's),
+        so a path listed by two states, or with two sizes, is corruption.
+        """
         files: dict[str, int] = {}
+        owners: dict[str, tuple[str, str]] = {}
         for op in self.operators:
-            recorded = [(f.path, f.size_bytes) for state in op.keyed_states for f in state.files]
-            recorded += [(s.path, s.size_bytes) for s in op.operator_states]
-            for path, size in recorded:
+            recorded = [(f.path, f.size_bytes, state.name)
+                        for state in op.keyed_states for f in state.files]
+            recorded += [(s.path, s.size_bytes, s.name) for s in op.operator_states]
+            for path, size, state in recorded:
+                if owners.setdefault(path, (op.uid, state)) != (op.uid, state):
+                    raise ValueError(f"data file {path} is listed by state {owners[path][1]!r}"
+                                     f" of operator {owners[path][0]!r} and by state"
+                                     f" {state!r} of operator {op.uid!r}")
                 if files.setdefault(path, size) != size:
                     raise ValueError(f"data file {path} is recorded with sizes {files[path]}"
                                      f" and {size}")
@@ -420,21 +456,25 @@ class CheckpointMeta:
         return json.dumps(document, indent=1, sort_keys=False).encode("utf-8")
 
     @classmethod
-    def from_json_bytes(cls, payload: bytes, source: str,
-                        directory_name: str) -> CheckpointMeta:
+    def from_json_bytes(cls, payload: bytes, source: str, directory_name: str,
+                        directory_id: int | None = None) -> CheckpointMeta:
         """Parse metadata read from ``source`` (named in every error).
 
         ``directory_name`` is the name of the checkpoint's directory, which
-        version 1 paths are relative to.
+        version 1 paths are relative to; ``directory_id`` is the id that name
+        gives (``chk-<id>``), which the recorded ``checkpointId`` must equal.
         """
         try:
             document = json.loads(payload.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise CorruptCheckpointError(f"metadata {source} is not valid JSON: {error}") from None
+        except RecursionError:
+            raise CorruptCheckpointError(
+                f"metadata {source} nests JSON too deeply to be checkpoint metadata") from None
         if not isinstance(document, dict) or "formatVersion" not in document:
             raise CorruptCheckpointError(f"metadata {source} has no formatVersion")
         version = document["formatVersion"]
-        if version not in SUPPORTED_FORMAT_VERSIONS:
+        if type(version) is not int or version not in SUPPORTED_FORMAT_VERSIONS:
             raise UnsupportedFormatVersionError(
                 f"checkpoint {source} has format version {version!r}; this statesource reads"
                 f" versions {list(SUPPORTED_FORMAT_VERSIONS)}: upgrade statesource to read it"
@@ -446,33 +486,31 @@ class CheckpointMeta:
 
         try:
             metadata = cls(
-                checkpoint_id=check_checkpoint_id(_int(document["checkpointId"])),
-                timestamp_ms=_int(document["timestampMillis"]),
-                operators=tuple(OperatorMeta.from_json(o, paths) for o in document["operators"]),
+                checkpoint_id=check_checkpoint_id(json_int(document["checkpointId"])),
+                timestamp_ms=json_int(document["timestampMillis"]),
+                operators=tuple(OperatorMeta.from_json(o, paths)
+                                for o in json_list(document["operators"])),
                 format_version=version,
             )
-            _check_unique(metadata.operators, "operator", attribute="uid")
-            metadata.referenced_files()  # checks that each file has one size
+            if not 0 <= metadata.timestamp_ms <= MAX_TIMESTAMP_MS:
+                raise ValueError(f"timestampMillis {metadata.timestamp_ms} is outside"
+                                 f" 0..{MAX_TIMESTAMP_MS}")
+            if directory_id is not None and metadata.checkpoint_id != directory_id:
+                raise ValueError(f"checkpointId {metadata.checkpoint_id} differs from the"
+                                 f" directory's name {directory_name}")
+            check_unique(metadata.operators, "operator", attribute="uid")
+            metadata.referenced_files()  # checks that each file has one size and one state
             return metadata
         except StateSourceError as error:
             raise CorruptCheckpointError(f"metadata {source} is invalid: {error}") from None
-        except (KeyError, TypeError, ValueError) as error:
+        except RecursionError:
+            raise CorruptCheckpointError(
+                f"metadata {source} is invalid: a value schema nests too deeply") from None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+                ArithmeticError) as error:
             raise CorruptCheckpointError(
                 f"metadata {source} is invalid: {type(error).__name__}: {error}"
             ) from None
-
-
-def _name(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"expected a non-empty name, got {value!r}")
-    return value
-
-
-def _check_unique(items: tuple, what: str, attribute: str = "name") -> None:
-    names = [getattr(item, attribute) for item in items]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"{what} names {duplicates} appear more than once")
 
 
 def _pick(items: tuple, name: str | None, what: str, attribute: str = "name") -> Any:

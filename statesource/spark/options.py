@@ -8,6 +8,7 @@ state.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import overload
@@ -77,14 +78,16 @@ def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = Fals
     )
 
 
+_DECIMAL = re.compile(r"[0-9]{1,19}")
+
+
 def _integer(options: dict[str, str], key: str, minimum: int) -> int | None:
+    """Plain ASCII decimal digits only: Python's ``int`` would also take ``" 3"``,
+    ``"1_0"``, ``"+3"`` and other scripts' digits, none of which Spark or Flink would."""
     text = options.get(key)
     if text is None:
         return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
+    value = int(text) if _DECIMAL.fullmatch(text) else None
     if value is None or value < minimum:
         raise InvalidArgumentError(
             f"option {_KNOWN[key]} must be an integer >= {minimum}, got {text!r}"

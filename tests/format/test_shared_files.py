@@ -176,8 +176,9 @@ def test_a_symlink_escaping_the_root_is_refused(v1_root, tmp_path):
     target = v1_root / state.files[0].path
     shutil.move(target, outside / "stolen.arrow")
     target.symlink_to(outside / "stolen.arrow")
-    with pytest.raises(CorruptCheckpointError, match="outside the checkpoint root"):
+    with pytest.raises(CorruptCheckpointError, match="outside the checkpoint root") as info:
         list(checkpoint.read_keyed_state("value"))
+    assert "stolen" not in str(info.value) and "outside/" not in str(info.value)
 
 
 def test_a_symlink_inside_the_root_is_followed(v1_root, clock):
