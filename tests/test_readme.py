@@ -48,7 +48,7 @@ def test_readme_tour_commands_run_as_printed(tmp_path, monkeypatch, capsys):
 
     monkeypatch.chdir(tmp_path)
     commands = re.findall(r"^\$ (statesource .*)$", (ROOT / "README.md").read_text(), flags=re.M)
-    assert [c.split()[1] for c in commands] == ["demo", "inspect", "retain", "keygroup"]
+    assert [c.split()[1] for c in commands] == ["demo", "inspect", "rescale", "retain", "keygroup"]
     for command in commands:
         words = shlex.split(command.replace("/tmp/demo", str(tmp_path / "demo")))
         if words[1] == "demo":
