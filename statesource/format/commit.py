@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow.fs as pafs
 
@@ -60,7 +60,7 @@ def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInf
         # the guard, and two racing writers of one id are not detected here.
         with target.filesystem.open_output_stream(target.path) as out:
             out.write(payload)
-    return CheckpointInfo(directory, metadata)
+    return CheckpointInfo(directory, replace(metadata, format_version=metadata.lowest_version))
 
 
 def _check_referenced_files(root: Location, metadata: CheckpointMeta) -> None:

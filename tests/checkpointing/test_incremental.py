@@ -1,0 +1,225 @@
+"""Incremental checkpoints against a dict model: random rounds, some full, incremental, failing.
+
+Every committed checkpoint must restore (at its parallelism and another) to
+exactly the model at its time, however long the chain of references behind
+it, including after retention deleted older checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import statesource.checkpointing.writer as writer_module
+from statesource.checkpointing import CheckpointWriter, restore_keyed_backend
+from statesource.errors import CorruptCheckpointError
+from statesource.format import Checkpoint, retain
+from statesource.format.metadata import DataFile, KeyedStateMeta, KeyGroupLocation
+from statesource.keygroups import KeyGroupRange
+from tests.checkpointing.model import DESCRIPTORS, MAX_PARALLELISM, PARALLELISM, Job
+from tests.sample_state import dump, merged
+
+NON_TTL_STATES = ("value", "windowed", "list", "map")
+
+
+def restored(root: str, checkpoint_id: int, parallelism: int) -> dict:
+    checkpoint = Checkpoint.open(root, checkpoint_id=checkpoint_id)
+    return merged([dump(restore_keyed_backend(checkpoint, i, parallelism))
+                   for i in range(parallelism)])
+
+
+def check_restores(root: str, checkpoint_id: int, expected: dict) -> None:
+    for parallelism in (PARALLELISM, 3):
+        assert restored(root, checkpoint_id, parallelism) == expected, (
+            f"checkpoint {checkpoint_id} at parallelism {parallelism}")
+
+
+def fail_writing(*args, **kwargs):
+    raise OSError("disk full (injected)")
+
+
+def check_incremental(info, touched: set[tuple[str, int]]) -> None:
+    """New files hold only touched key groups; every other key group comes from older files."""
+    own = f"chk-{info.checkpoint_id}/"
+    for state in info.metadata.operator().keyed_states:
+        if state.name not in NON_TTL_STATES:
+            continue
+        for data_file, location in state.key_group_locations():
+            written_now = data_file.path.startswith(own)
+            assert written_now == ((state.name, location.key_group) in touched), (
+                state.name, location)
+
+
+def run_rounds(root: str, seed: int, monkeypatch, rounds: int = 14) -> dict[int, dict]:
+    """Random rounds of mutations and checkpoints; returns the expected content per id."""
+    job = Job(seed)
+    committed: dict[int, dict] = {}
+    modes = ["full"] + [job.rng.choice(["incremental", "incremental", "full", "failing"])
+                        for _ in range(rounds - 1)]
+    with CheckpointWriter(root, incremental=True) as writer:
+        for checkpoint_id, mode in enumerate(modes, start=1):
+            job.mutate(job.rng.randrange(1, 12), hot_keys=job.rng.randrange(1, 6))
+            expected = job.expected()
+            with monkeypatch.context() as patch:
+                if mode == "failing":
+                    patch.setattr(writer_module, "write_keyed_file", fail_writing)
+                pending = writer.write_async(checkpoint_id, {"op": job.backends},
+                                             incremental=mode != "full")
+                if mode == "failing":
+                    with pytest.raises(OSError, match="injected"):
+                        pending.result()
+                    continue
+                info = pending.result()
+            if mode == "incremental":
+                check_incremental(info, job.touched)
+            job.touched = set()
+            committed[checkpoint_id] = expected
+            check_restores(root, checkpoint_id, expected)
+    return committed
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_checkpoint_restores_to_the_model(tmp_path, monkeypatch, seed):
+    root = str(tmp_path / "root")
+    committed = run_rounds(root, seed, monkeypatch)
+    for checkpoint_id, expected in committed.items():  # later ones never broke earlier ones
+        check_restores(root, checkpoint_id, expected)
+
+
+@pytest.mark.parametrize("keep", [1, 2, 3])
+def test_retention_after_incremental_chains_keeps_every_kept_checkpoint(tmp_path, monkeypatch,
+                                                                        keep):
+    root = str(tmp_path / "root")
+    committed = run_rounds(root, 7 + keep, monkeypatch)
+    plan = retain(root, keep)
+    assert list(plan.kept) == sorted(committed)[-keep:]
+    for checkpoint_id in plan.kept:
+        Checkpoint.open(root, checkpoint_id=checkpoint_id).verify()
+        check_restores(root, checkpoint_id, committed[checkpoint_id])
+    remaining = {p.relative_to(tmp_path / "root").as_posix()
+                 for p in (tmp_path / "root").rglob("*.arrow")}
+    referenced = {path for i in plan.kept
+                  for path in Checkpoint.open(root, checkpoint_id=i).metadata.referenced_files()}
+    assert remaining == referenced
+
+
+def test_an_unchanged_state_is_referenced_whole_and_writes_no_file(tmp_path):
+    job = Job(1)
+    job.mutate(40)
+    root = tmp_path / "root"
+    with CheckpointWriter(str(root), incremental=True) as writer:
+        first = writer.write(1, {"op": job.backends})
+        second = writer.write(2, {"op": job.backends})
+    assert first.metadata.format_version == 2
+    assert not (root / "chk-2" / "data").exists()
+    for before, after in zip(first.metadata.operator().keyed_states,
+                             second.metadata.operator().keyed_states):
+        assert before.location_of() == after.location_of()
+
+
+def test_a_base_in_another_root_means_a_full_checkpoint(tmp_path):
+    job = Job(2)
+    job.mutate(40)
+    with CheckpointWriter(str(tmp_path / "a")) as writer:
+        writer.write(1, {"op": job.backends})
+    job.mutate(1, hot_keys=1)
+    with CheckpointWriter(str(tmp_path / "b"), incremental=True) as writer:
+        info = writer.write(2, {"op": job.backends})
+    assert info.metadata.format_version == 2
+    assert all(f.path.startswith("chk-2/") for s in info.metadata.operator().keyed_states
+               for f in s.files)
+    check_restores(str(tmp_path / "b"), 2, job.expected())
+
+
+def test_a_retired_base_means_a_full_checkpoint(tmp_path):
+    job = Job(3)
+    job.mutate(40)
+    root = str(tmp_path / "root")
+    with CheckpointWriter(root, incremental=True) as writer:
+        writer.write(1, {"op": job.backends})
+        writer.write(2, {"op": job.backends}, incremental=False)
+        retain(root, 1)
+        (tmp_path / "root" / "chk-2" / "_metadata.json").rename(tmp_path / "gone.json")
+        job.mutate(1, hot_keys=1)
+        # The newest metadata the writer knows is checkpoint 2's: it still builds on it,
+        # and the commit's reference check is what guards a base whose files are gone.
+        info = writer.write(3, {"op": job.backends})
+    check_restores(root, 3, job.expected())
+    assert info.metadata.format_version in (2, 3)
+
+
+def test_a_restored_backend_writes_everything_first(tmp_path):
+    job = Job(4)
+    job.mutate(60)
+    root = str(tmp_path / "root")
+    with CheckpointWriter(root, incremental=True) as writer:
+        writer.write(1, {"op": job.backends})
+        checkpoint = Checkpoint.open(root)
+        backends = [restore_keyed_backend(checkpoint, i, PARALLELISM, clock=job.clock)
+                    for i in range(PARALLELISM)]
+        info = writer.write(2, {"op": backends})
+    assert all(f.path.startswith("chk-2/") for s in info.metadata.operator().keyed_states
+               for f in s.files)
+    check_restores(root, 2, job.expected())
+
+
+def _incremental_metadata(tmp_path) -> tuple[str, dict]:
+    job = Job(5)
+    job.mutate(60)
+    root = tmp_path / "root"
+    with CheckpointWriter(str(root), incremental=True) as writer:
+        writer.write(1, {"op": job.backends})
+        job.mutate(2, hot_keys=1)
+        writer.write(2, {"op": job.backends})
+    path = root / "chk-2" / "_metadata.json"
+    document = json.loads(path.read_text())
+    assert document["formatVersion"] == 3
+    return str(root), document
+
+
+def _state_with_two_files(document: dict) -> dict:
+    for state in document["operators"][0]["keyedStates"]:
+        if len(state["files"]) >= 2:
+            return state
+    raise AssertionError("no state references an earlier file")
+
+
+def test_version_3_refuses_a_key_group_in_two_files():
+    location = KeyGroupLocation(3, 0, 1, 16, 100, 1, 1, 0)
+    state = KeyedStateMeta.of(DESCRIPTORS["value"].declaration, (
+        DataFile("chk-1/data/a.arrow", KeyGroupRange(0, 7), 200, (location,)),
+        DataFile("chk-2/data/b.arrow", KeyGroupRange(0, 7), 200, (location,)),
+    ))
+    with pytest.raises(ValueError, match="key group 3 has rows in both"):
+        state.check_files(3)
+    with pytest.raises(ValueError, match="overlap"):
+        state.check_files(2)
+
+
+def test_version_3_refuses_a_file_listed_twice(tmp_path):
+    root, document = _incremental_metadata(tmp_path)
+    state = _state_with_two_files(document)
+    state["files"].append(dict(state["files"][0], keyGroups={
+        name: [] for name in state["files"][0]["keyGroups"]}))
+    (tmp_path / "root" / "chk-2" / "_metadata.json").write_text(json.dumps(document))
+    with pytest.raises(CorruptCheckpointError, match="more than once"):
+        Checkpoint.open(root, checkpoint_id=2)
+
+
+def test_version_2_still_refuses_overlapping_files(tmp_path):
+    root, document = _incremental_metadata(tmp_path)
+    document["formatVersion"] = 2
+    (tmp_path / "root" / "chk-2" / "_metadata.json").write_text(json.dumps(document))
+    with pytest.raises(CorruptCheckpointError, match="overlap"):
+        Checkpoint.open(root, checkpoint_id=2)
+
+
+def test_key_groups_are_read_in_order_across_interleaved_files(tmp_path):
+    root, _ = _incremental_metadata(tmp_path)
+    checkpoint = Checkpoint.open(root, checkpoint_id=2)
+    for state in checkpoint.operator().keyed_states:
+        groups = [table.column("key_group")[0].as_py()
+                  for table in checkpoint.read_keyed_state(state.name)]
+        assert groups == sorted(groups) and len(groups) == len(state.location_of())
+    assert MAX_PARALLELISM == 16
