@@ -10,10 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from statesource.cli import demo, inspect, keygroup, retain
+from statesource.cli import demo, diff, inspect, keygroup, retain
 from statesource.errors import StateSourceError
 
-_COMMANDS = (demo, inspect, keygroup, retain)
+_COMMANDS = (demo, inspect, keygroup, retain, diff)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -222,7 +222,7 @@ class _Differ:
         rows: list[tuple[str, Any, Any, Any, Any, Any]] = []
         for identity in [*before, *(i for i in after if i not in before)]:
             old, new = before.get(identity), after.get(identity)
-            key, namespace = (new or old)[:2]
+            key, namespace, _ = after[identity] if new is not None else before[identity]
             self._entry_rows(rows, key, namespace, None if old is None else old[2],
                              None if new is None else new[2])
         return self._to_table(key_group, rows)
@@ -263,7 +263,7 @@ class _Differ:
             columns.append(pa.array(positions, pa.int32()))
         elif self.kind is StateKind.MAP:
             columns.append(self.declaration.schemas["user_key"].to_arrow(positions))
-        values = (olds, news)
+        values: tuple[list[Any], ...] = (olds, news)
         if self.ttl:
             values = tuple([None if s is None else s[0] for s in side] for side in (olds, news))
         columns += [_nullable(self.value_schema, side) for side in values]
