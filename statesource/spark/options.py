@@ -26,6 +26,9 @@ class ReadOptions:
     parallelism: int | None = None
     flatten_collections: bool = True
     filter_pushdown: bool | None = None
+    read_change_feed: bool = False
+    change_start_checkpoint_id: int | None = None
+    change_end_checkpoint_id: int | None = None
 
 
 _KNOWN = {
@@ -36,6 +39,9 @@ _KNOWN = {
     "parallelism": "parallelism",
     "flattencollections": "flattenCollections",
     "filterpushdown": "filterPushdown",
+    "readchangefeed": "readChangeFeed",
+    "changestartcheckpointid": "changeStartCheckpointId",
+    "changeendcheckpointid": "changeEndCheckpointId",
 }
 _METADATA_KNOWN = {"path": "path", "checkpointid": "checkpointId"}
 _USE_A_VIEW = (
@@ -71,6 +77,9 @@ def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = Fals
         parallelism=_integer(lowered, "parallelism", minimum=1),
         flatten_collections=_boolean(lowered, "flattencollections", default=True),
         filter_pushdown=_boolean(lowered, "filterpushdown", default=None),
+        read_change_feed=_boolean(lowered, "readchangefeed", default=False),
+        change_start_checkpoint_id=_integer(lowered, "changestartcheckpointid", minimum=0),
+        change_end_checkpoint_id=_integer(lowered, "changeendcheckpointid", minimum=0),
     )
 
 

@@ -29,6 +29,7 @@ from statesource.format.columns import KEY, KEY_GROUP
 from statesource.format.ipc import ReadListener
 from statesource.format.reader import Checkpoint
 from statesource.keygroups import check_parallelism
+from statesource.spark.changefeed_source import ChangeFeedReader, change_feed_target
 from statesource.spark.compat import pushdown_safe_by_default
 from statesource.spark.options import parse_read_options
 from statesource.spark.planning import (
@@ -73,7 +74,8 @@ def open_target(options: dict[str, str]) -> ScanTarget:
 
 class FlinkStateDataSource(DataSource):
     """Options: path, checkpointId, operator, state, parallelism, flattenCollections,
-    filterPushdown (docs/SPARK.md)."""
+    filterPushdown; readChangeFeed, changeStartCheckpointId, changeEndCheckpointId for the
+    change feed (docs/SPARK.md)."""
 
     @classmethod
     def name(cls) -> str:
@@ -81,18 +83,25 @@ class FlinkStateDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self._target = open_target(dict(options))
+        self._change_feed = change_feed_target(dict(options))
+        if self._change_feed is None:
+            self._target = open_target(dict(options))
 
     def schema(self) -> StructType:
+        if self._change_feed is not None:
+            return self._change_feed.spark
         return self._target.output.spark
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        derived = self._target.output.spark
+        derived = (self._target.output.spark if self._change_feed is None
+                   else self._change_feed.spark)
         if schema.simpleString() != derived.simpleString():
             raise InvalidArgumentError(
                 f"flinkstate derives its schema from the checkpoint ({derived.simpleString()});"
                 f" a user-supplied schema ({schema.simpleString()}) is not supported"
             )
+        if self._change_feed is not None:
+            return ChangeFeedReader(self._change_feed)
         if self._target.filter_pushdown:
             return PushdownFlinkStateReader(self._target)
         return FlinkStateReader(self._target)
