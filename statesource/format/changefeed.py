@@ -24,7 +24,15 @@ import numpy as np
 import pyarrow as pa
 
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
-from statesource.format.columns import KEY, KEY_GROUP, NAMESPACE, TTL_ARROW_TYPE, decode_entries
+from statesource.format.changefeed_arrow import KeyGroupPair, arrow_diffable, diff_tables
+from statesource.format.columns import (
+    KEY,
+    KEY_GROUP,
+    NAMESPACE,
+    TTL_ARROW_TYPE,
+    data_schema,
+    decode_entries,
+)
 from statesource.format.metadata import KeyedStateMeta
 from statesource.format.reader import Checkpoint
 from statesource.model import VALUE_ROLES, StateDeclaration, StateKind
@@ -37,6 +45,8 @@ USER_KEY = "user_key"
 OLD_VALUE, NEW_VALUE = "old_value", "new_value"
 OLD_TTL, NEW_TTL = "old_ttl_timestamp", "new_ttl_timestamp"
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
+CHUNK_ROWS = 1 << 18
+"""Rows (of both sides) diffed together by the vectorised diff."""
 
 
 def change_schema(key_type: DataType, declaration: StateDeclaration) -> pa.Schema:
@@ -109,54 +119,88 @@ class ChangeFeed:
         return sorted(kg for kg in before.keys() | after.keys() if before.get(kg) != after.get(kg))
 
     def read(self, key_groups: Any = None) -> Iterator[pa.Table]:
-        """One table of change rows per key group that has any, in key-group order.
+        """Tables of change rows in key-group order, each of one or more whole key groups.
 
         ``key_groups`` (a collection) restricts the feed; key groups outside
-        :meth:`changed_key_groups` have no changes and are never read.
+        :meth:`changed_key_groups` have no changes and are never read. Both
+        sides are read a few key groups at a time (up to about ``CHUNK_ROWS``
+        rows), so memory does not grow with the state.
         """
         wanted = [kg for kg in self.changed_key_groups()
                   if key_groups is None or kg in key_groups]
         if not wanted:
             return
-        before = self._entries(self.start, self.start_state, wanted)
-        after = self._entries(self.end, self.end_state, wanted)
-        diff = _Differ(self.declaration, self.schema, self.key_type)
-        for key_group in wanted:
-            table = diff.table(key_group, before.get(key_group, {}), after.get(key_group, {}))
+        if arrow_diffable(self.key_type, self.declaration):
+            stored = data_schema(self.key_type, self.declaration)
+            for chunk in _chunks(self._pairs(wanted)):
+                table = diff_tables(chunk, self.declaration, stored, self.schema)
+                if table.num_rows:
+                    yield table
+            return
+        differ = _Differ(self.declaration, self.schema, self.key_type)
+        for key_group, before, after in self._pairs(wanted):
+            table = differ.table(key_group, self._entries(before), self._entries(after))
             if table.num_rows:
                 yield table
 
     def counts(self) -> ChangeCounts:
         """Per change type, how many rows the feed has (for ``statesource diff``)."""
         totals = {INSERT: 0, UPDATE: 0, DELETE: 0}
-        groups = []
+        groups: set[int] = set()
         for table in self.read():
-            groups.append(table.column(KEY_GROUP)[0].as_py())
+            groups.update(table.column(KEY_GROUP).unique().to_pylist())
             types, counts = np.unique(np.array(table.column(CHANGE_TYPE).to_pylist()),
                                       return_counts=True)
             for change_type, count in zip(types.tolist(), counts.tolist()):
                 totals[change_type] += count
-        return ChangeCounts(totals[INSERT], totals[UPDATE], totals[DELETE], tuple(groups),
+        return ChangeCounts(totals[INSERT], totals[UPDATE], totals[DELETE], tuple(sorted(groups)),
                             len(self.changed_key_groups()))
 
-    def _entries(self, checkpoint: Checkpoint, state: KeyedStateMeta | None,
-                 key_groups: list[int]) -> dict[int, dict[Any, tuple[Any, Any, Any]]]:
-        """Per key group read: identity of (key, namespace) -> (key, namespace, stored).
+    def _pairs(self, key_groups: list[int]
+               ) -> Iterator[tuple[int, pa.Table | None, pa.Table | None]]:
+        """``(key group, start rows, end rows)`` of each key group, None where it has none."""
+        sides = [self._tables(self.start, self.start_state, key_groups),
+                 self._tables(self.end, self.end_state, key_groups)]
+        heads = [next(side, None) for side in sides]
+        for key_group in key_groups:
+            pair: list[pa.Table | None] = [None, None]
+            for index, side in enumerate(sides):
+                head = heads[index]
+                if head is not None and head[0] == key_group:
+                    pair[index] = head[1]
+                    heads[index] = next(side, None)
+            yield key_group, pair[0], pair[1]
 
-        The key groups are read one at a time and only the wanted ones are
-        held, so memory follows the changed key groups, not the state.
-        """
+    def _tables(self, checkpoint: Checkpoint, state: KeyedStateMeta | None,
+                key_groups: list[int]) -> Iterator[tuple[int, pa.Table]]:
         if state is None:
-            return {}
-        identity = _identity_of(self.key_type, self.declaration.namespace_type)
-        entries: dict[int, dict[Any, tuple[Any, Any, Any]]] = {}
+            return
         for table in checkpoint.read_keyed_state(state.name, operator=self.operator,
                                                  key_groups=key_groups):
-            entries[table.column(KEY_GROUP)[0].as_py()] = {
-                identity(key, namespace): (key, namespace, stored)
+            yield table.column(KEY_GROUP)[0].as_py(), table
+
+    def _entries(self, table: pa.Table | None) -> dict[Any, tuple[Any, Any, Any]]:
+        """Identity of (key, namespace) -> (key, namespace, stored), for the Python diff."""
+        if table is None:
+            return {}
+        identity = _identity_of(self.key_type, self.declaration.namespace_type)
+        return {identity(key, namespace): (key, namespace, stored)
                 for key, namespace, stored in decode_entries(self.key_type, self.declaration,
                                                              table)}
-        return entries
+
+
+def _chunks(pairs: Iterator[KeyGroupPair]) -> Iterator[list[KeyGroupPair]]:
+    """Consecutive key groups, gathered until they hold about ``CHUNK_ROWS`` rows."""
+    chunk: list[KeyGroupPair] = []
+    rows = 0
+    for pair in pairs:
+        chunk.append(pair)
+        rows += sum(t.num_rows for t in pair[1:] if t is not None)
+        if rows >= CHUNK_ROWS:
+            yield chunk
+            chunk, rows = [], 0
+    if chunk:
+        yield chunk
 
 
 def _same_state(start: Checkpoint, uid: str, end_state: KeyedStateMeta) -> KeyedStateMeta | None:
