@@ -144,6 +144,22 @@ class BaseIndex:
             return None
 
 
+def merge_references(files: Iterable[DataFile]) -> tuple[DataFile, ...]:
+    """One entry per file: subtasks of a rescaled job may each carry key groups of one file.
+
+    A state lists each file once (format version 3), with the union of the
+    key groups its subtasks took from it.
+    """
+    merged: dict[str, DataFile] = {}
+    for data_file in files:
+        known = merged.get(data_file.path)
+        if known is not None:
+            data_file = DataFile(known.path, known.key_group_range, known.size_bytes, tuple(
+                sorted((*known.locations, *data_file.locations), key=lambda loc: loc.key_group)))
+        merged[data_file.path] = data_file
+    return tuple(merged.values())
+
+
 def _expiry_cutoff(declaration: StateDeclaration, timestamp_ms: int) -> int | None:
     """Rows last accessed at or before this instant are dropped by full-snapshot cleanup."""
     ttl = declaration.ttl

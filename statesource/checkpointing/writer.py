@@ -32,6 +32,7 @@ from statesource.checkpointing.incremental import (
     BaseIndex,
     EncodedKeyGroups,
     StatePlan,
+    merge_references,
     observe_oldest_access,
 )
 from statesource.checks import check_checkpoint_id
@@ -286,9 +287,10 @@ def _write_operator(root: Location, checkpoint_id: int, snapshot: _OperatorSnaps
                     f"operator {snapshot.uid!r}: subtasks declare state {name!r} differently:"
                     f" {declaration.describe()} and {state.descriptor.describe()}"
                 )
-        files = tuple(data_file for backend, state in holders
-                      for data_file in _write_keyed_state(root, checkpoint_id, snapshot.uid,
-                                                          backend, state, output))
+        files = merge_references(
+            data_file for backend, state in holders
+            for data_file in _write_keyed_state(root, checkpoint_id, snapshot.uid, backend, state,
+                                                output))
         keyed_states.append(KeyedStateMeta.of(declaration.declaration, files))
     operator_states = _write_operator_states(root, checkpoint_id, snapshot, output.written)
     key_type = snapshot.keyed[0].key_type if snapshot.keyed else None

@@ -57,6 +57,11 @@ class KeyGroupChanges:
             union |= np.frombuffer(flags, dtype=np.uint8)
         return union.tobytes()
 
+    def reset(self) -> None:
+        """Nothing changed: the state is exactly that of the base."""
+        self.live[:] = bytes(len(self.live))
+        self._captured.clear()
+
     def forget_through(self, sequence: int) -> None:
         """Drop the captures of snapshots up to ``sequence``, now covered by a base."""
         for captured in [s for s in self._captured if s <= sequence]:
@@ -94,3 +99,10 @@ class ChangeTracker:
             for changes in states:
                 changes.forget_through(sequence)
             return True
+
+    def rebase(self, token: Any, states: list[KeyGroupChanges]) -> None:
+        """Declare the state exactly that of checkpoint ``token`` (just restored from it)."""
+        with self.lock:
+            self._base_sequence, self.base = self.sequence, token
+            for changes in states:
+                changes.reset()

@@ -203,6 +203,14 @@ class KeyedStateBackend:
             on_complete=functools.partial(self._checkpoint_completed, sequence),
         )
 
+    def restored_from(self, token: Any) -> None:
+        """Declare every state exactly as checkpoint ``token`` holds it (after a restore).
+
+        The next incremental checkpoint then builds on that checkpoint rather
+        than writing everything; ``token`` is the checkpoint writer's.
+        """
+        self._changes.rebase(token, [table.changes for table in self._tables.values()])
+
     def _checkpoint_completed(self, sequence: int, token: Any) -> bool:
         return self._changes.complete(sequence, token,
                                       [table.changes for table in self._tables.values()])

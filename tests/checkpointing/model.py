@@ -9,9 +9,11 @@ independent truth restores and change feeds are checked against.
 
 from __future__ import annotations
 
+import copy
 import random
 from datetime import timedelta
 
+from statesource.checkpointing import restore_keyed_backend
 from statesource.keygroups import (
     assign_to_key_group,
     key_group_range_for_operator,
@@ -58,13 +60,24 @@ class Job:
         self.handles = [{name: b.get_state(d) for name, d in DESCRIPTORS.items()}
                         for b in self.backends]
         self.model: dict[str, dict] = {name: {} for name in DESCRIPTORS}
+        self.parallelism = PARALLELISM
         self.touched: set[tuple[str, int]] = set()
         """(state, key group) written since the last committed checkpoint."""
+
+    def restore(self, checkpoint, expected: dict[str, dict], parallelism: int) -> None:
+        """Restart from ``checkpoint``, whose content is ``expected``, at ``parallelism``."""
+        self.backends = [restore_keyed_backend(checkpoint, i, parallelism, clock=self.clock)
+                         for i in range(parallelism)]
+        self.handles = [{name: b.get_state(d) for name, d in DESCRIPTORS.items()}
+                        for b in self.backends]
+        self.parallelism = parallelism
+        self.model = copy.deepcopy(expected)
+        self.touched = set()
 
     def _select(self, key: str) -> tuple[dict, int]:
         """Make ``key`` current on the subtask Flink assigns it to: its handles, key group."""
         key_group = assign_to_key_group(key, STRING, MAX_PARALLELISM)
-        subtask = operator_index_for_key_group(MAX_PARALLELISM, PARALLELISM, key_group)
+        subtask = operator_index_for_key_group(MAX_PARALLELISM, self.parallelism, key_group)
         self.backends[subtask].set_current_key(key)
         return self.handles[subtask], key_group
 

@@ -46,11 +46,17 @@ def run_rounds(root: str, seed: int, monkeypatch, rounds: int = 14,
     """Random rounds of mutations and checkpoints; returns the expected content per id."""
     job = Job(seed, keys)
     committed: dict[int, dict] = {}
-    modes = ["full"] + [job.rng.choice(["incremental", "incremental", "full", "failing"])
+    modes = ["full"] + [job.rng.choice(["incremental", "incremental", "full", "failing",
+                                        "restore"])
                         for _ in range(rounds - 1)]
     with CheckpointWriter(root, incremental=True) as writer:
         for checkpoint_id, mode in enumerate(modes, start=1):
             job.mutate(job.rng.randrange(1, 12), hot_keys=job.rng.randrange(1, 6))
+            if mode == "restore":  # the program restarts from its newest checkpoint
+                last = max(committed)
+                job.restore(Checkpoint.open(root, checkpoint_id=last), committed[last],
+                            job.rng.choice([PARALLELISM, 3]))
+                continue
             expected = job.expected()
             with monkeypatch.context() as patch:
                 if mode == "failing":

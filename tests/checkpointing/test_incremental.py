@@ -90,19 +90,50 @@ def test_a_retired_base_means_a_full_checkpoint(tmp_path):
     assert info.metadata.format_version in (2, 3)
 
 
-def test_a_restored_backend_writes_everything_first(tmp_path):
+@pytest.mark.parametrize("parallelism", [PARALLELISM, 3])
+def test_a_restored_backend_builds_on_the_checkpoint_it_came_from(tmp_path, parallelism):
     job = Job(4)
     job.mutate(60)
     root = str(tmp_path / "root")
     with CheckpointWriter(root, incremental=True) as writer:
         writer.write(1, {"op": job.backends})
         checkpoint = Checkpoint.open(root)
+        job.backends = [restore_keyed_backend(checkpoint, i, parallelism, clock=job.clock)
+                        for i in range(parallelism)]
+        job.handles = [{name: b.get_state(d) for name, d in DESCRIPTORS.items()}
+                       for b in job.backends]
+        unchanged = writer.write(2, {"op": job.backends})
+        assert written_now(unchanged) <= {"ttl_value"}  # rewritten only if a row expired
+        check_restores(root, 2, job.expected())
+    with CheckpointWriter(root, incremental=True) as other_writer:  # a restarted program
+        checkpoint = Checkpoint.open(root)
         backends = [restore_keyed_backend(checkpoint, i, PARALLELISM, clock=job.clock)
                     for i in range(PARALLELISM)]
+        info = other_writer.write(3, {"op": backends})
+    assert written_now(info) <= {"ttl_value"}  # this writer never saw its oldest access
+    check_restores(root, 3, job.expected())
+
+
+def written_now(info) -> set[str]:
+    """The states of which the checkpoint wrote a file of its own."""
+    own = f"chk-{info.checkpoint_id}/"
+    return {s.name for s in info.metadata.operator().keyed_states
+            if any(f.path.startswith(own) for f in s.files)}
+
+
+def test_a_restore_from_another_root_writes_everything_first(tmp_path):
+    job = Job(6)
+    job.mutate(60)
+    with CheckpointWriter(str(tmp_path / "a")) as writer:
+        writer.write(1, {"op": job.backends})
+    checkpoint = Checkpoint.open(str(tmp_path / "a"))
+    backends = [restore_keyed_backend(checkpoint, i, PARALLELISM, clock=job.clock)
+                for i in range(PARALLELISM)]
+    with CheckpointWriter(str(tmp_path / "b"), incremental=True) as writer:
         info = writer.write(2, {"op": backends})
     assert all(f.path.startswith("chk-2/") for s in info.metadata.operator().keyed_states
                for f in s.files)
-    check_restores(root, 2, job.expected())
+    check_restores(str(tmp_path / "b"), 2, job.expected())
 
 
 def _incremental_metadata(tmp_path) -> tuple[str, dict]:
