@@ -114,16 +114,19 @@ def _without_aligned_equal_rows(before: pa.Table, after: pa.Table,
     ``sides`` holds each side's per-key-group tables that were concatenated.
     """
     lengths = np.array([[t.num_rows for t in tables] for tables in sides], dtype=np.int64)
-    starts = np.concatenate([np.zeros((2, 1), dtype=np.int64),
-                             np.cumsum(lengths, axis=1)[:, :-1]], axis=1)
-    aligned = lengths.min(axis=0)
-    offsets = np.repeat(np.cumsum(aligned) - aligned, aligned)
-    within = np.arange(aligned.sum()) - offsets
-    indices = [np.repeat(starts[side], aligned) + within for side in (0, 1)]
-    equal = np.ones(len(within), dtype=np.bool_)
+    if (lengths[0] == lengths[1]).all():  # the usual case: entries updated, none added
+        indices = [np.arange(before.num_rows)] * 2
+        aligned_before, aligned_after = before, after
+    else:
+        starts = np.concatenate([np.zeros((2, 1), dtype=np.int64),
+                                 np.cumsum(lengths, axis=1)[:, :-1]], axis=1)
+        aligned = lengths.min(axis=0)
+        within = np.arange(aligned.sum()) - np.repeat(np.cumsum(aligned) - aligned, aligned)
+        indices = [np.repeat(starts[side], aligned) + within for side in (0, 1)]
+        aligned_before, aligned_after = before.take(indices[0]), after.take(indices[1])
+    equal = np.ones(len(indices[0]), dtype=np.bool_)
     for name in before.column_names:
-        same = pc.equal(before.column(name).take(indices[0]),
-                        after.column(name).take(indices[1]))
+        same = pc.equal(aligned_before.column(name), aligned_after.column(name))
         equal &= pc.fill_null(same, False).to_numpy(zero_copy_only=False)
     kept = []
     for side, table in zip(indices, (before, after)):
