@@ -1,6 +1,7 @@
 """Incremental checkpoints and the change feed, against their full counterparts.
 
 Run: python bench/incremental.py [--checkpoint-entries 5000000] [--feed-entries 10000000]
+(0 skips that part)
 
 Two ratios, each against a baseline measured in the same run on the same state:
 
@@ -143,8 +144,10 @@ def main() -> None:
     args = parser.parse_args()
     directory = tempfile.mkdtemp(prefix="statesource-incremental-")
     try:
-        bench_checkpoints(args.checkpoint_entries, directory, args.repeats)
-        bench_feed(args.feed_entries, directory, args.repeats)
+        if args.checkpoint_entries:
+            bench_checkpoints(args.checkpoint_entries, directory, args.repeats)
+        if args.feed_entries:
+            bench_feed(args.feed_entries, directory, args.repeats)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

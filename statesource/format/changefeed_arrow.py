@@ -58,15 +58,15 @@ def diff_tables(pairs: Sequence[KeyGroupPair], declaration: StateDeclaration,
     sides = [[_side(stored.empty_table() if pair[i] is None else pair[i], declaration,
                     namespaced) for pair in pairs] for i in (1, 2)]
     before, after = (pa.concat_tables(tables) for tables in sides)
-    if kind is not StateKind.LIST:
-        before, after = _without_aligned_equal_rows(before, after, sides)
+    before, after, aligned = _split_aligned(before, after, sides, keys)
     joined = before.join(after, keys=keys, join_type="full outer", left_suffix="_old",
                          right_suffix="_new", coalesce_keys=True, use_threads=False)
+    joined = pa.concat_tables([joined, aligned.select(joined.column_names).cast(joined.schema)])
     old_present = pc.is_valid(joined.column(f"{_PRESENT}_old"))
     new_present = pc.is_valid(joined.column(f"{_PRESENT}_new"))
-    same = _same(joined, _VALUE)
-    if declaration.ttl is not None:
-        same = pc.and_(same, _same(joined, _TTL))
+    value_names = [_VALUE, *([_TTL] if declaration.ttl is not None else [])]
+    same = pa.array(_same_values(joined, joined,
+                                 [(f"{name}_old", f"{name}_new") for name in value_names]))
     changed = pc.or_(pc.invert(pc.and_(old_present, new_present)), pc.invert(same))
     joined = joined.filter(changed).sort_by(KEY_GROUP)
     old_present, new_present = (pc.is_valid(joined.column(f"{_PRESENT}_{side}"))
@@ -102,16 +102,17 @@ def _side(table: pa.Table, declaration: StateDeclaration, namespaced: bool) -> p
     return pa.table(columns)
 
 
-def _without_aligned_equal_rows(before: pa.Table, after: pa.Table,
-                                sides: list[list[pa.Table]]) -> tuple[pa.Table, pa.Table]:
-    """Both sides without the rows equal in every column at the same index of a key group.
+def _split_aligned(before: pa.Table, after: pa.Table, sides: list[list[pa.Table]],
+                   keys: list[str]) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """Pair the rows that hold the same entry at the same index of a key group.
 
-    A key group's rows come in the map's slot order, which an unchanged entry
-    mostly keeps, so this drops most unchanged rows before the join at the
-    cost of a column-wise comparison. Exact where (key, namespace[, user
-    key]) is unique per side (not for lists, whose position is their index):
-    such a row is the same entry with the same value on both sides.
-    ``sides`` holds each side's per-key-group tables that were concatenated.
+    A key group's rows come in the map's slot order, which an entry mostly
+    keeps while it is updated, so most rows of an unchanged or updated entry
+    face each other in the two checkpoints. Those rows are paired here by a
+    column-wise comparison, and only the rest needs the join. Returns both
+    sides without the paired rows, and the pairs whose values differ, laid
+    out as the join lays out its result. Exact because the join keys are
+    unique per side. ``sides`` holds each side's per-key-group tables.
     """
     lengths = np.array([[t.num_rows for t in tables] for tables in sides], dtype=np.int64)
     if (lengths[0] == lengths[1]).all():  # the usual case: entries updated, none added
@@ -124,16 +125,41 @@ def _without_aligned_equal_rows(before: pa.Table, after: pa.Table,
         within = np.arange(aligned.sum()) - np.repeat(np.cumsum(aligned) - aligned, aligned)
         indices = [np.repeat(starts[side], aligned) + within for side in (0, 1)]
         aligned_before, aligned_after = before.take(indices[0]), after.take(indices[1])
-    equal = np.ones(len(indices[0]), dtype=np.bool_)
-    for name in before.column_names:
-        same = pc.equal(aligned_before.column(name), aligned_after.column(name))
-        equal &= pc.fill_null(same, False).to_numpy(zero_copy_only=False)
-    kept = []
+
+    def equal(names: list[str]) -> np.ndarray:
+        result = np.ones(len(indices[0]), dtype=np.bool_)
+        for name in names:
+            same = pc.equal(aligned_before.column(name), aligned_after.column(name))
+            result &= pc.fill_null(same, False).to_numpy(zero_copy_only=False)
+        return result
+
+    paired = equal(keys)
+    values = [name for name in before.column_names if name not in keys and name != _PRESENT]
+    updated = pa.array(paired & ~_same_values(aligned_before, aligned_after,
+                                              [(name, name) for name in values]))
+    pairs = {name: aligned_before.column(name).filter(updated) for name in keys}
+    for name in [*values, _PRESENT]:
+        pairs[f"{name}_old"] = aligned_before.column(name).filter(updated)
+        pairs[f"{name}_new"] = aligned_after.column(name).filter(updated)
+    rest = []
     for side, table in zip(indices, (before, after)):
         keep = np.ones(table.num_rows, dtype=np.bool_)
-        keep[side[equal]] = False
-        kept.append(table.filter(pa.array(keep)))
-    return kept[0], kept[1]
+        keep[side[paired]] = False
+        rest.append(table.filter(pa.array(keep)))
+    return rest[0], rest[1], pa.table(pairs)
+
+
+def _same_values(before: pa.Table, after: pa.Table, names: list[tuple[str, str]]
+                 ) -> np.ndarray:
+    """Per row, whether each pair of columns (one of ``before``, one of ``after``) is equal,
+    two nulls included."""
+    result = np.ones(before.num_rows, dtype=np.bool_)
+    for old_name, new_name in names:
+        old, new = before.column(old_name), after.column(new_name)
+        same = pc.or_(pc.fill_null(pc.equal(old, new), False),
+                      pc.and_(pc.is_null(old), pc.is_null(new)))
+        result &= same.to_numpy(zero_copy_only=False)
+    return result
 
 
 def _element_indices(table: pa.Table, namespaced: bool) -> np.ndarray:
@@ -149,10 +175,3 @@ def _element_indices(table: pa.Table, namespaced: bool) -> np.ndarray:
         starts[1:] |= differs.to_numpy(zero_copy_only=False)
     positions = np.arange(rows)
     return positions - np.maximum.accumulate(np.where(starts, positions, 0))
-
-
-def _same(joined: pa.Table, name: str) -> pa.ChunkedArray:
-    """Old and new equal, two nulls included."""
-    old, new = joined.column(f"{name}_old"), joined.column(f"{name}_new")
-    both_null = pc.and_(pc.is_null(old), pc.is_null(new))
-    return pc.or_(pc.fill_null(pc.equal(old, new), False), both_null)
