@@ -33,7 +33,7 @@ from statesource.format.columns import (
     data_schema,
     decode_entries,
 )
-from statesource.format.metadata import KeyedStateMeta
+from statesource.format.metadata import KeyedStateMeta, OperatorMeta
 from statesource.format.reader import Checkpoint
 from statesource.model import VALUE_ROLES, StateDeclaration, StateKind
 from statesource.schema import ValueSchema
@@ -97,9 +97,8 @@ class ChangeFeed:
         end_op = end.operator(operator)
         self.operator = end_op.uid
         self.end_state = end_op.keyed_state(state)
-        self.start_state = _same_state(start, end_op.uid, self.end_state)
+        self.start_state = _same_state(start, end_op, self.end_state)
         self.key_type = end_op.keyed_key_type
-        self.max_parallelism = end_op.max_parallelism
         self.declaration = self.end_state.declaration
         self.schema = change_schema(self.key_type, self.declaration)
 
@@ -203,12 +202,23 @@ def _chunks(pairs: Iterator[KeyGroupPair]) -> Iterator[list[KeyGroupPair]]:
         yield chunk
 
 
-def _same_state(start: Checkpoint, uid: str, end_state: KeyedStateMeta) -> KeyedStateMeta | None:
+def _same_state(start: Checkpoint, end_op: OperatorMeta, end_state: KeyedStateMeta
+                ) -> KeyedStateMeta | None:
     """The state in the start checkpoint (None: it had none), refusing different types."""
+    uid = end_op.uid
     op = next((o for o in start.metadata.operators if o.uid == uid), None)
     state = None if op is None else next(
         (s for s in op.keyed_states if s.name == end_state.name), None)
-    if state is not None and not state.declaration.same_types(end_state.declaration):
+    if state is None:
+        return None
+    assert op is not None
+    if (op.key_type, op.max_parallelism) != (end_op.key_type, end_op.max_parallelism):
+        raise IncompatibleCheckpointError(
+            f"operator {uid!r} has key type {op.key_type} and max parallelism"
+            f" {op.max_parallelism} in checkpoint {start.checkpoint_id} but {end_op.key_type}"
+            f" and {end_op.max_parallelism} later: a change feed needs the same key groups"
+        )
+    if not state.declaration.same_types(end_state.declaration):
         raise IncompatibleCheckpointError(
             f"state {end_state.name!r} of operator {uid!r} is {state.declaration.describe()}"
             f" in checkpoint {start.checkpoint_id} but {end_state.declaration.describe()} later:"

@@ -200,3 +200,22 @@ def test_float_keys_and_values_compare_as_java_does(tmp_path):
     rows = sorted((r["change_type"], str(r["key"]), str(r["old_value"]), str(r["new_value"]))
                   for t in feed.read() for r in t.to_pylist())
     assert rows == [("delete", "-0.0", "2.0", "None"), ("update", "1.0", "0.0", "-0.0")]
+
+
+@pytest.mark.parametrize(("second", "message"), [
+    (("string", 128, "string"), "needs the same types"),
+    (("string", 64, "long"), "needs the same key groups"),
+])
+def test_a_feed_refuses_checkpoints_that_disagree_on_a_state(tmp_path, second, message):
+    from statesource.errors import IncompatibleCheckpointError
+    from statesource.state.descriptors import ValueStateDescriptor
+    from statesource.state.keyed_backend import KeyedStateBackend
+
+    with CheckpointWriter(str(tmp_path)) as writer:
+        for checkpoint_id, (key_type, max_parallelism, value_type) in enumerate(
+                [("string", 128, "long"), second], start=1):
+            backend = KeyedStateBackend(key_type, max_parallelism)
+            backend.get_state(ValueStateDescriptor("v", value_type))
+            writer.write(checkpoint_id, {"op": [backend]})
+    with pytest.raises(IncompatibleCheckpointError, match=message):
+        ChangeFeed.open(str(tmp_path), 1, 2)
