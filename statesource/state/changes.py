@@ -29,6 +29,9 @@ from typing import Any
 
 import numpy as np
 
+_MAX_CAPTURES = 16
+"""Captures kept apart per state; older ones are merged (see :meth:`KeyGroupChanges.capture`)."""
+
 
 class KeyGroupChanges:
     """One state's change flags: live ones, and those captured by unconfirmed snapshots."""
@@ -52,10 +55,22 @@ class KeyGroupChanges:
         """
         self._captured[sequence] = bytes(self.live)
         self.live[:] = bytes(len(self.live))
+        if len(self._captured) > _MAX_CAPTURES:
+            self._merge_oldest()
         union = np.zeros(len(self.live), dtype=np.uint8)
         for flags in self._captured.values():
             union |= np.frombuffer(flags, dtype=np.uint8)
         return union.tobytes()
+
+    def _merge_oldest(self) -> None:
+        """Fold the oldest capture into the next one, so that snapshots whose checkpoints
+        never complete cannot grow memory without bound. Safe: the merged flags are
+        forgotten only when the later snapshot completes, which is at most later than
+        needed (a key group rewritten needlessly, never one missed)."""
+        oldest, following = sorted(self._captured)[:2]
+        merged = np.frombuffer(self._captured.pop(oldest), dtype=np.uint8) | np.frombuffer(
+            self._captured[following], dtype=np.uint8)
+        self._captured[following] = merged.tobytes()
 
     def reset(self) -> None:
         """Nothing changed: the state is exactly that of the base."""

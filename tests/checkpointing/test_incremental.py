@@ -195,3 +195,25 @@ def test_key_groups_are_read_in_order_across_interleaved_files(tmp_path):
                   for table in checkpoint.read_keyed_state(state.name)]
         assert groups == sorted(groups) and len(groups) == len(state.location_of())
     assert MAX_PARALLELISM == 16
+
+
+def test_snapshots_that_never_complete_keep_their_changes_in_bounded_memory(tmp_path):
+    job = Job(8)
+    job.mutate(40)
+    root = str(tmp_path / "root")
+    with CheckpointWriter(root, incremental=True) as writer:
+        writer.write(1, {"op": job.backends})
+        job.touched = set()
+        for _ in range(40):  # abandoned snapshots: taken, never written
+            job.mutate(1, hot_keys=1)
+            for backend in job.backends:
+                backend.snapshot(0).close()
+        tables = [table for backend in job.backends for table in backend._tables.values()]
+        assert max(len(table.changes._captured) for table in tables) <= 17
+        info = writer.write(2, {"op": job.backends})
+    check_restores(root, 2, job.expected())
+    states = {s.name: s for s in info.metadata.operator().keyed_states}
+    own = {(name, loc.key_group) for name, s in states.items() if name != "ttl_value"
+           for f in s.files if f.path.startswith("chk-2/") for loc in f.locations}
+    assert own == {(name, kg) for name, kg in job.touched  # touched and not emptied
+                   if name != "ttl_value" and kg in states[name].location_of()}
