@@ -27,7 +27,7 @@ from statesource.errors import (
     TypeMismatchError,
     UnsupportedFormatVersionError,
 )
-from statesource.format import Checkpoint, CheckpointInfo, retain
+from statesource.format import ChangeFeed, Checkpoint, CheckpointInfo, retain
 from statesource.keygroups import KeyGroupRange
 from statesource.model import DistributionMode, StateKind, StateVisibility, TtlConfig, UpdateType
 from statesource.rescale import rescale_parallelism
@@ -52,6 +52,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 __all__ = [
     "AggregatingStateDescriptor",
+    "ChangeFeed",
     "Checkpoint",
     "CheckpointExistsError",
     "CheckpointInfo",

@@ -28,6 +28,14 @@ def test_readme_snippets_run(tmp_path, spark, capsys):
     assert "chk-1" in out and "ann" in out
     assert "chk-2" in out  # the Spark rewrite's new checkpoint
     assert namespace["backend"].key_group_range.end == 42  # subtask 0 of 3 at max parallelism 128
+    from statesource.cli import main
+
+    readme = (ROOT / "README.md").read_text()
+    command, printed = re.search(r"^\$ (statesource diff .*)\n((?:.+\n)+?)```", readme,
+                                 flags=re.M).groups()
+    orders = str(tmp_path / "orders")
+    assert main(shlex.split(command.replace("/tmp/orders", orders))[1:]) == 0
+    assert capsys.readouterr().out.replace(orders, "/tmp/orders") == printed
 
 
 @pytest.mark.parametrize("document", ["docs/STATE.md"])
@@ -48,7 +56,9 @@ def test_readme_tour_commands_run_as_printed(tmp_path, monkeypatch, capsys):
 
     monkeypatch.chdir(tmp_path)
     commands = re.findall(r"^\$ (statesource .*)$", (ROOT / "README.md").read_text(), flags=re.M)
-    assert [c.split()[1] for c in commands] == ["demo", "inspect", "rescale", "retain", "keygroup"]
+    assert [c.split()[1] for c in commands] == ["demo", "inspect", "rescale", "retain", "diff",
+                                                "keygroup"]
+    commands = [c for c in commands if "/tmp/orders" not in c]  # run by the snippets' test
     for command in commands:
         words = shlex.split(command.replace("/tmp/demo", str(tmp_path / "demo")))
         if words[1] == "demo":

@@ -1,12 +1,15 @@
 """Restoring backends from a checkpoint, at the checkpoint's parallelism or another.
 
 Keyed state: a subtask of the new parallelism reads exactly the key groups
-Flink assigns it, by byte range. Operator state: every old share is read and
+Flink assigns it, by byte range. The restored backend takes the checkpoint as
+its base, so an incremental checkpoint into the same root references what the
+program has not changed since. Operator state: every old share is read and
 redistributed by Flink's rules for the state's mode.
 """
 
 from __future__ import annotations
 
+from statesource.checkpointing.incremental import BaseCheckpoint
 from statesource.checks import check_int
 from statesource.format.columns import KEY_GROUP, decode_entries
 from statesource.format.reader import Checkpoint
@@ -35,6 +38,7 @@ def restore_keyed_backend(checkpoint: Checkpoint, subtask_index: int, parallelis
             for table in checkpoint.read_keyed_state(meta.name, operator=op.uid,
                                                      key_groups=owned)
         ))
+    backend.restored_from(BaseCheckpoint(checkpoint.root, checkpoint.checkpoint_id, op.uid))
     return backend
 
 

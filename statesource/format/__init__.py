@@ -6,6 +6,7 @@ reader reads through :class:`Checkpoint`. It knows nothing of live backends.
 See docs/FORMAT.md for the normative specification.
 """
 
+from statesource.format.changefeed import ChangeFeed
 from statesource.format.commit import (
     CheckpointInfo,
     NonExclusiveCommitWarning,
@@ -18,6 +19,7 @@ from statesource.format.retention import RetentionPlan, retain
 
 __all__ = [
     "FORMAT_VERSION",
+    "ChangeFeed",
     "Checkpoint",
     "CheckpointInfo",
     "CheckpointMeta",

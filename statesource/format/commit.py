@@ -14,7 +14,7 @@ import contextlib
 import os
 import uuid
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from statesource.errors import CheckpointExistsError, CorruptCheckpointError
 from statesource.format.metadata import CheckpointMeta
@@ -75,7 +75,7 @@ def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInf
             " section 9); give each writer its own ids", NonExclusiveCommitWarning, stacklevel=2)
         with target.filesystem.open_output_stream(target.path) as out:
             out.write(payload)
-    return CheckpointInfo(directory, metadata)
+    return CheckpointInfo(directory, replace(metadata, format_version=metadata.lowest_version))
 
 
 def _check_referenced_files(root: Location, metadata: CheckpointMeta) -> None:

@@ -1,4 +1,4 @@
-"""The checkpoint metadata model and its JSON form (format versions 1 and 2).
+"""The checkpoint metadata model and its JSON form (format versions 1, 2 and 3).
 
 The metadata is the only file a reader must trust: it names every data file,
 the key-group range each covers, and where each key group's bytes lie with
@@ -10,6 +10,12 @@ directory holding ``chk-<id>`` directories), as version 2 records it, so a
 checkpoint can reference files an earlier checkpoint wrote. Version 1
 recorded paths relative to the checkpoint directory; they are rebased when
 read, which is why parsing takes the checkpoint directory's name.
+
+Version 3 lets the data files of one state cover overlapping key-group ranges,
+as an incremental checkpoint's new file and the older files it references do;
+what stays strict is that each key group's rows lie in at most one of them. A
+writer records the lowest version that expresses its checkpoint, so that
+readers of version 2 keep reading every checkpoint that is not incremental.
 """
 
 from __future__ import annotations
@@ -48,8 +54,11 @@ from statesource.model import (
 from statesource.schema import ValueSchema
 from statesource.types import DataType, key_type, parse_type
 
-FORMAT_VERSION = 2
-SUPPORTED_FORMAT_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+"""The newest version this implementation writes (only when a checkpoint needs it)."""
+SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
+OVERLAPPING_FILES_VERSION = 3
+"""The first version whose states' data files may cover overlapping key-group ranges."""
 MAX_METADATA_BYTES = 256 << 20
 """Metadata larger than this is refused before it is read (docs/FORMAT.md, section 3)."""
 MAX_TIMESTAMP_MS = 253402300799999
@@ -250,8 +259,47 @@ class KeyedStateMeta:
             "files": [f.to_json() for f in self.files],
         }
 
+    @property
+    def files_overlap(self) -> bool:
+        """Whether some of this state's files cover overlapping key-group ranges."""
+        files = sorted(self.files, key=lambda f: f.key_group_range.start)
+        return any(after.key_group_range.start <= before.key_group_range.end
+                   for before, after in zip(files, files[1:]))
+
+    def location_of(self) -> dict[int, tuple[DataFile, KeyGroupLocation]]:
+        """Each key group that has rows: the file and byte range holding them."""
+        return {loc.key_group: (f, loc) for f, loc in self.key_group_locations()}
+
+    def check_files(self, version: int) -> None:
+        """Up to version 2 file ranges never overlap; from version 3 only rows may not.
+
+        In either case a key group's rows lie in exactly one file, which is
+        what every reader relies on.
+        """
+        if version < OVERLAPPING_FILES_VERSION:
+            files = sorted(self.files, key=lambda f: f.key_group_range.start)
+            for before, after in zip(files, files[1:]):
+                if after.key_group_range.start <= before.key_group_range.end:
+                    raise ValueError(
+                        f"state {self.name!r}: data files {before.path} and {after.path} overlap"
+                        f" (allowed from format version {OVERLAPPING_FILES_VERSION})"
+                    )
+            return
+        paths = [f.path for f in self.files]
+        if len(set(paths)) != len(paths):
+            raise ValueError(f"state {self.name!r} lists a data file more than once")
+        holder: dict[int, str] = {}
+        for data_file, location in self.key_group_locations():
+            other = holder.setdefault(location.key_group, data_file.path)
+            if other != data_file.path:
+                raise ValueError(
+                    f"state {self.name!r}: key group {location.key_group} has rows in both"
+                    f" {other} and {data_file.path}"
+                )
+
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> KeyedStateMeta:
+    def from_json(cls, data: dict[str, Any], paths: _PathReader,
+                  version: int = FORMAT_VERSION) -> KeyedStateMeta:
         meta = cls(
             name=json_name(data["name"]),
             kind=StateKind(data["kind"]),
@@ -261,12 +309,7 @@ class KeyedStateMeta:
             files=tuple(DataFile.from_json(f, paths) for f in json_list(data["files"])),
         )
         meta.declaration  # noqa: B018 - checks the roles against the kind
-        files = sorted(meta.files, key=lambda f: f.key_group_range.start)
-        for before, after in zip(files, files[1:]):
-            if after.key_group_range.start <= before.key_group_range.end:
-                raise ValueError(
-                    f"state {meta.name!r}: data files {before.path} and {after.path} overlap"
-                )
+        meta.check_files(version)
         return meta
 
 
@@ -379,13 +422,14 @@ class OperatorMeta:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> OperatorMeta:
+    def from_json(cls, data: dict[str, Any], paths: _PathReader,
+                  version: int = FORMAT_VERSION) -> OperatorMeta:
         meta = cls(
             uid=json_name(data["uid"]),
             parallelism=json_int(data["parallelism"]),
             max_parallelism=check_max_parallelism(json_int(data["maxParallelism"])),
             key_type=None if data["keyType"] is None else key_type(data["keyType"]),
-            keyed_states=tuple(KeyedStateMeta.from_json(s, paths)
+            keyed_states=tuple(KeyedStateMeta.from_json(s, paths, version)
                                for s in json_list(data["keyedStates"])),
             operator_states=tuple(OperatorStateMeta.from_json(s, paths)
                                   for s in json_list(data["operatorStates"])),
@@ -445,10 +489,20 @@ class CheckpointMeta:
                                      f" and {size}")
         return files
 
+    @property
+    def lowest_version(self) -> int:
+        """The lowest format version that can record this checkpoint (what writers write)."""
+        overlapping = any(state.files_overlap for op in self.operators
+                          for state in op.keyed_states)
+        return OVERLAPPING_FILES_VERSION if overlapping else 2
+
     def to_json_bytes(self) -> bytes:
-        """The metadata as the current format version records it."""
+        """The metadata in the lowest format version that records it (2 or 3)."""
+        for op in self.operators:
+            for state in op.keyed_states:
+                state.check_files(FORMAT_VERSION)
         document = {
-            "formatVersion": FORMAT_VERSION,
+            "formatVersion": self.lowest_version,
             "checkpointId": self.checkpoint_id,
             "timestampMillis": self.timestamp_ms,
             "operators": [o.to_json() for o in self.operators],
@@ -488,7 +542,7 @@ class CheckpointMeta:
             metadata = cls(
                 checkpoint_id=check_checkpoint_id(json_int(document["checkpointId"])),
                 timestamp_ms=json_int(document["timestampMillis"]),
-                operators=tuple(OperatorMeta.from_json(o, paths)
+                operators=tuple(OperatorMeta.from_json(o, paths, version)
                                 for o in json_list(document["operators"])),
                 format_version=version,
             )

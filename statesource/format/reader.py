@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 import pyarrow as pa
@@ -148,16 +149,20 @@ class Checkpoint:
         """One table per non-empty key group in ``key_groups`` (default: all), in order.
 
         ``key_groups`` is a range or any collection of key groups; only their
-        byte ranges are read, adjacent ones with one request.
+        byte ranges are read, adjacent ones with one request. The key groups of
+        an incremental checkpoint lie in several files whose ranges interleave;
+        consecutive key groups of one file are still read together.
         """
         op = self.operator(operator)
         meta = op.keyed_state(state)
         schema = data_schema(op.keyed_key_type, meta.declaration)
         wanted = self._checked_range(op, key_groups)
-        for data_file in meta.files:
-            locations = [loc for loc in data_file.locations if loc.key_group in wanted]
-            if not locations:
-                continue
+        pieces = sorted(((loc, data_file) for data_file, loc in meta.key_group_locations()
+                         if loc.key_group in wanted), key=lambda piece: piece[0].key_group)
+        for _, run in groupby(pieces, key=lambda piece: piece[1].path):
+            run_pieces = list(run)
+            data_file = run_pieces[0][1]
+            locations = [loc for loc, _ in run_pieces]
             file = self.data_file(data_file.path)
             for location, batches in zip(locations,
                                          read_ranges(file, schema, locations,

@@ -28,6 +28,9 @@ class ReadOptions:
     flatten_collections: bool = True
     filter_pushdown: bool | None = None
     operator_state: str | None = None
+    read_change_feed: bool = False
+    change_start_checkpoint_id: int | None = None
+    change_end_checkpoint_id: int | None = None
 
 
 _KNOWN = {
@@ -39,6 +42,9 @@ _KNOWN = {
     "flattencollections": "flattenCollections",
     "filterpushdown": "filterPushdown",
     "operatorstate": "operatorState",
+    "readchangefeed": "readChangeFeed",
+    "changestartcheckpointid": "changeStartCheckpointId",
+    "changeendcheckpointid": "changeEndCheckpointId",
 }
 _METADATA_KNOWN = {"path": "path", "checkpointid": "checkpointId"}
 _USE_A_VIEW = (
@@ -75,6 +81,9 @@ def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = Fals
         flatten_collections=_boolean(lowered, "flattencollections", default=True),
         filter_pushdown=_boolean(lowered, "filterpushdown", default=None),
         operator_state=lowered.get("operatorstate") or None,
+        read_change_feed=_boolean(lowered, "readchangefeed", default=False),
+        change_start_checkpoint_id=_integer(lowered, "changestartcheckpointid", minimum=0),
+        change_end_checkpoint_id=_integer(lowered, "changeendcheckpointid", minimum=0),
     )
 
 

@@ -29,6 +29,11 @@ from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.format.columns import KEY, KEY_GROUP
 from statesource.format.ipc import ReadListener
 from statesource.keygroups import check_parallelism
+from statesource.spark.changefeed_source import (
+    ChangeFeedReader,
+    ChangeFeedTarget,
+    change_feed_target,
+)
 from statesource.spark.compat import pushdown_safe_by_default
 from statesource.spark.operator_state import (
     OperatorStateReader,
@@ -82,8 +87,9 @@ def open_target(options: dict[str, str] | ReadOptions) -> ScanTarget:
 
 class FlinkStateDataSource(DataSource):
     """Read options: path, checkpointId, operator, state, parallelism, flattenCollections,
-    filterPushdown, operatorState; write options: see :mod:`statesource.spark.write_plan`
-    (docs/SPARK.md)."""
+    filterPushdown, operatorState; readChangeFeed, changeStartCheckpointId,
+    changeEndCheckpointId for the change feed; write options: see
+    :mod:`statesource.spark.write_plan` (docs/SPARK.md)."""
 
     @classmethod
     def name(cls) -> str:
@@ -91,19 +97,25 @@ class FlinkStateDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self._scan: ScanTarget | OperatorStateTarget | None = None
+        self._opened: ScanTarget | OperatorStateTarget | ChangeFeedTarget | None = None
 
-    @property
-    def _target(self) -> ScanTarget | OperatorStateTarget:
-        """Opened on first use: a write needs none of the read options."""
-        if self._scan is None:
-            parsed = parse_read_options(dict(self.options))
-            self._scan = (open_target(parsed) if parsed.operator_state is None
-                          else open_operator_state_target(parsed))
-        return self._scan
+    def _source(self) -> ScanTarget | OperatorStateTarget | ChangeFeedTarget:
+        """What the read options name, opened on first use (a write needs none of them):
+        a keyed or timer state, an operator state, or a change feed."""
+        if self._opened is None:
+            options = dict(self.options)
+            change_feed = change_feed_target(options)
+            if change_feed is not None:
+                self._opened = change_feed
+            else:
+                parsed = parse_read_options(options)
+                self._opened = (open_target(parsed) if parsed.operator_state is None
+                                else open_operator_state_target(parsed))
+        return self._opened
 
     def schema(self) -> StructType:
-        return self._target.output.spark
+        source = self._source()
+        return source.spark if isinstance(source, ChangeFeedTarget) else source.output.spark
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         """A new checkpoint with one state replaced; ``overwrite`` changes nothing, since a
@@ -111,17 +123,20 @@ class FlinkStateDataSource(DataSource):
         return FlinkStateWriter(*plan_write(dict(self.options), schema))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        derived = self._target.output.spark
+        source = self._source()
+        derived = self.schema()
         if schema.simpleString() != derived.simpleString():
             raise InvalidArgumentError(
                 f"flinkstate derives its schema from the checkpoint ({derived.simpleString()});"
                 f" a user-supplied schema ({schema.simpleString()}) is not supported"
             )
-        if isinstance(self._target, OperatorStateTarget):
-            return OperatorStateReader(self._target)
-        if self._target.filter_pushdown:
-            return PushdownFlinkStateReader(self._target)
-        return FlinkStateReader(self._target)
+        if isinstance(source, ChangeFeedTarget):
+            return ChangeFeedReader(source)
+        if isinstance(source, OperatorStateTarget):
+            return OperatorStateReader(source)
+        if source.filter_pushdown:
+            return PushdownFlinkStateReader(source)
+        return FlinkStateReader(source)
 
 
 class SlicePartition(InputPartition):

@@ -5,7 +5,10 @@ state and the :class:`KeyContext` its state handles read: the current key
 (whose key group it computes once per key change) and the current namespace.
 ``snapshot`` does only the synchronous part of a checkpoint, a version bump and
 bucket-array copy per map, so the program resumes at once while the checkpoint
-writer iterates the returned snapshot in the background.
+writer iterates the returned snapshot in the background. Each snapshot also
+carries which key groups of each state changed since the backend's *base*, the
+last checkpoint its writer confirmed complete (:mod:`statesource.state.changes`),
+for incremental checkpoints.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from statesource.keygroups import (
     check_max_parallelism,
     compute_key_group_for_key_hash,
 )
+from statesource.state.changes import ChangeTracker
 from statesource.state.clock import Clock, SystemClock
 from statesource.state.descriptors import StateDescriptor
 from statesource.state.key_context import KeyContext
@@ -71,6 +75,7 @@ class KeyedStateBackend:
         )
         self._cacheable = _CACHEABLE.get(self.key_type)
         self._key_group_cache: dict[Any, int] = {}
+        self._changes = ChangeTracker()
 
     # -- current key and namespace -------------------------------------------------------
 
@@ -169,6 +174,7 @@ class KeyedStateBackend:
             state_map = table.map_for(key_group)
             for key, namespace, stored in entries:
                 state_map.put(key, namespace, stored)
+        table.changes.mark_all()
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -176,17 +182,38 @@ class KeyedStateBackend:
         """The synchronous part of a checkpoint: every map's snapshot, taken now.
 
         The returned object stays valid while the program keeps changing the
-        backend; close it when written, which releases the map versions.
+        backend; close it when written, which releases the map versions. Once
+        its checkpoint is committed, call its :meth:`KeyedBackendSnapshot.completed`
+        so that later snapshots count changes from it.
         """
         check_checkpoint_id(checkpoint_id)
+        tracker = self._changes
+        with tracker.lock:
+            sequence = tracker.next_sequence()
+            states = tuple(self._tables[name].snapshot(sequence) for name in sorted(self._tables))
+            base = tracker.base
         return KeyedBackendSnapshot(
             checkpoint_id=checkpoint_id,
             timestamp_ms=self.clock.now_ms(),
             key_type=self.key_type,
             max_parallelism=self.max_parallelism,
             key_group_range=self.key_group_range,
-            states=tuple(self._tables[name].snapshot() for name in sorted(self._tables)),
+            states=states,
+            base=base,
+            on_complete=functools.partial(self._checkpoint_completed, sequence),
         )
+
+    def restored_from(self, token: Any) -> None:
+        """Declare every state exactly as checkpoint ``token`` holds it (after a restore).
+
+        The next incremental checkpoint then builds on that checkpoint rather
+        than writing everything; ``token`` is the checkpoint writer's.
+        """
+        self._changes.rebase(token, [table.changes for table in self._tables.values()])
+
+    def _checkpoint_completed(self, sequence: int, token: Any) -> bool:
+        return self._changes.complete(sequence, token,
+                                      [table.changes for table in self._tables.values()])
 
 
 def _key_group(java_hash: Callable[[Any], int], max_parallelism: int, key: Any) -> int:
@@ -205,10 +232,23 @@ class KeyedBackendSnapshot:
     max_parallelism: int
     key_group_range: KeyGroupRange
     states: tuple[StateTableSnapshot, ...]
+    base: Any = None
+    """The token of the backend's base checkpoint when this snapshot was taken (None: none);
+    each state's ``changed`` flags count from it."""
+    on_complete: Callable[[Any], bool] | None = None
     closed: bool = field(default=False, init=False)
 
     def __iter__(self) -> Iterator[StateTableSnapshot]:
         return iter(self.states)
+
+    def completed(self, token: Any) -> bool:
+        """Report this snapshot's checkpoint committed, as ``token`` (the next base).
+
+        Only a committed checkpoint may become a base: a failed one must not
+        make the backend forget what changed. Returns whether the base moved
+        (not when a later snapshot's checkpoint completed first).
+        """
+        return self.on_complete is not None and self.on_complete(token)
 
     def close(self) -> None:
         """Release every map version this snapshot holds; safe to call twice."""

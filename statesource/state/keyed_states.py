@@ -11,6 +11,11 @@ Reads and writes go through the copy-on-write map, whose ``get`` and
 ``transform`` hand out a private copy of any object still shared with a
 running snapshot: mutating what they return in place is therefore safe.
 
+Every write also flags the key group as changed in the table's change flags
+(:mod:`statesource.state.changes`), one byte store, so that an incremental
+checkpoint knows which key groups to rewrite. Anything that may change a
+stored object goes through :meth:`KeyedState._locate_for_write`.
+
 TTL: whether a stored object (or which parts of it) expired is decided only by
 the expirer of :mod:`statesource.model`, which the checkpoint writer uses too.
 """
@@ -36,6 +41,7 @@ class KeyedState:
     def __init__(self, context: KeyContext, table: StateTable, clock: Clock) -> None:
         self._context = context
         self._maps = table.maps
+        self._changed = table.changes.live
         self.descriptor = table.descriptor
         self._namespace_type = self.descriptor.namespace_type
         self._namespaced = self._namespace_type is not VOID
@@ -70,6 +76,12 @@ class KeyedState:
             self._check_namespace(context.namespace)
             self._checked_namespace_version = context.namespace_version
         return self._maps[index], context.key, context.namespace
+
+    def _locate_for_write(self) -> tuple[Any, Any, Any]:
+        """:meth:`_locate`, flagging the key group as changed since the last checkpoint."""
+        located = self._locate()
+        self._changed[self._context.key_group_index] = 1  # type: ignore[index]
+        return located
 
     def _check_namespace(self, namespace: Any) -> None:
         if namespace is None:
@@ -108,6 +120,8 @@ class KeyedState:
             return None
         live = self._expire(stored, now)
         kept = live if live is None or not ttl.update_on_read else self._refreshed(live, now)
+        if kept is not stored:
+            self._changed[self._context.key_group_index] = 1  # type: ignore[index]
         if kept is None:
             state_map.remove(key, namespace)
         elif kept is not stored:
@@ -127,7 +141,7 @@ class KeyedState:
         return None if stored is None else stored[0]
 
     def clear(self) -> None:
-        state_map, key, namespace = self._locate()
+        state_map, key, namespace = self._locate_for_write()
         state_map.remove(key, namespace)
 
 
@@ -140,7 +154,7 @@ class ValueState(KeyedState):
             self.clear()
             return
         self._check("value", value)
-        state_map, key, namespace = self._locate()
+        state_map, key, namespace = self._locate_for_write()
         state_map.put(key, namespace, value if self._ttl is None else (value, self._now()))
 
 
@@ -170,13 +184,13 @@ class ListState(KeyedState):
     def add_all(self, elements: Iterable[Any]) -> None:
         fresh = self._checked_elements(elements)
         if fresh:
-            state_map, key, namespace = self._locate()
+            state_map, key, namespace = self._locate_for_write()
             state_map.transform(key, namespace, fresh, _append)
 
     def update(self, elements: Iterable[Any]) -> None:
         """Replace the elements; an empty list clears the state."""
         fresh = self._checked_elements(elements)
-        state_map, key, namespace = self._locate()
+        state_map, key, namespace = self._locate_for_write()
         if fresh:
             state_map.put(key, namespace, fresh)
         else:
@@ -247,12 +261,12 @@ class MapState(KeyedState):
             now = self._now()
             fresh = {k: (v, now) for k, v in fresh.items()}
         if fresh:
-            state_map, key, namespace = self._locate()
+            state_map, key, namespace = self._locate_for_write()
             state_map.transform(key, namespace, fresh, _put_entries)
 
     def remove(self, user_key: Any) -> None:
         """Remove one entry; the state itself disappears with its last entry, as in Flink."""
-        state_map, key, namespace = self._locate()
+        state_map, key, namespace = self._locate_for_write()
         stored = state_map.get(key, namespace)
         if stored is None or user_key not in stored:
             return
@@ -270,7 +284,7 @@ class _FoldingState(KeyedState):
     def add(self, value: Any) -> None:
         if value is None:
             raise InvalidArgumentError(f"state {self.name!r}: cannot add None")
-        state_map, key, namespace = self._locate()
+        state_map, key, namespace = self._locate_for_write()
         if self._ttl is None:
             state_map.transform(key, namespace, value, self._fold)
             return
@@ -334,6 +348,7 @@ class _IncrementalCleanup:
 
     def __init__(self, table: StateTable, expire: Expirer, size: int, clock: Clock) -> None:
         self._maps = table.maps
+        self._changed = table.changes.live
         self._expire = expire
         self._size = size
         self._clock = clock
@@ -353,6 +368,8 @@ class _IncrementalCleanup:
             for entry in self._visitor.next_entries():
                 budget -= 1
                 kept = self._expire(entry.state, now)
+                if kept is not entry.state:
+                    self._changed[self._map_index] = 1
                 if kept is None:
                     self._visitor.remove(entry)
                 elif kept is not entry.state:
