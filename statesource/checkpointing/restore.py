@@ -2,7 +2,8 @@
 
 Keyed state: a subtask of the new parallelism reads exactly the key groups
 Flink assigns it, by byte range. Operator state: every old share is read and
-redistributed by Flink's rules for the state's mode.
+redistributed by Flink's rules, all states of the operator together (split states
+continue one another's round robin; broadcast state comes from the subtasks that held it).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from statesource.checks import check_int
 from statesource.format.columns import KEY_GROUP, decode_entries
 from statesource.format.reader import Checkpoint
 from statesource.keygroups import check_parallelism, key_group_range_for_operator
-from statesource.redistribution import redistribute
+from statesource.redistribution import OldOperatorState, redistribute_operator
 from statesource.state.clock import Clock
 from statesource.state.descriptors import StateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend
@@ -45,8 +46,13 @@ def restore_operator_backend(checkpoint: Checkpoint, subtask_index: int, paralle
     check_int(parallelism, "parallelism", 1)
     check_int(subtask_index, "subtask index", 0, parallelism - 1)
     backend = OperatorStateBackend()
+    old_states = [
+        OldOperatorState(meta.name, meta.mode,
+                         checkpoint.read_operator_state(meta.name, operator=op.uid),
+                         holders=sorted(p.subtask for p in meta.partitions))
+        for meta in op.operator_states
+    ]
+    shares = redistribute_operator(old_states, parallelism)
     for meta in op.operator_states:
-        shares = checkpoint.read_operator_state(meta.name, operator=op.uid)
-        share = redistribute(meta.mode, shares, parallelism)[subtask_index]
-        backend.restore_state(meta.name, meta.mode, meta.schemas, share)
+        backend.restore_state(meta.name, meta.mode, meta.schemas, shares[meta.name][subtask_index])
     return backend
