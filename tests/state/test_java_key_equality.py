@@ -37,7 +37,9 @@ NEGATIVE_NAN = struct.unpack("<d", struct.pack("<Q", 0xFFF8000000000000))[0]
 
 def java_double_bits(value: float) -> int:
     """``Double.doubleToLongBits``."""
-    return 0x7FF8000000000000 if value != value else struct.unpack("<q", struct.pack("<d", value))[0]
+    if value != value:
+        return 0x7FF8000000000000
+    return struct.unpack("<q", struct.pack("<d", value))[0]
 
 
 def java_float_bits(value: float) -> int:

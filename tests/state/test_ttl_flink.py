@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 
 from statesource.checkpointing import CheckpointWriter, SubtaskBackends
-from statesource.format.reader import Checkpoint
 from statesource.errors import InvalidArgumentError
+from statesource.format.reader import Checkpoint
 from statesource.keygroups import KeyGroupRange, assign_to_key_group
 from statesource.model import StateKind, TtlConfig, expirer_for, snapshot_expirer_for
 from statesource.state import ManualClock, StateVisibility, UpdateType
