@@ -10,7 +10,8 @@ that would silently merge or split a user's state:
   compares and hashes the Java way.
 * a ``float`` key is a Java ``float``: a Python float is rounded to float32 before
   it is hashed *and* matched, so two doubles that round alike are one key.
-* a plain tuple given for a ``row<...>`` key is the Row of kind INSERT.
+* a plain tuple given for a ``row<...>`` key is the Row of kind INSERT (both are
+  kept as the plain tuple, the cheaper form; a Row of another kind stays a ``Row``).
 
 :func:`key_canonicalizer` builds, once per type, the function that validates a value
 and returns that canonical form. Every path that compares keys (the state map, the
@@ -38,6 +39,7 @@ from statesource.types import (
     STRING,
     DataType,
     Row,
+    RowKind,
     RowType,
     TupleType,
 )
@@ -51,8 +53,10 @@ _float_ne = float.__ne__
 class JavaFloat(float):
     """A float with Java's ``Double.equals``: bit-pattern equality, one NaN.
 
-    Hashes like the plain float (a constant for NaN), so mixing it with plain
-    floats in a dict stays consistent except for the pairs Java tells apart.
+    Make them with :func:`java_double` or :func:`java_float`, never directly: every NaN
+    key must be the one :data:`NAN` object, because Python hashes a NaN by identity.
+    That lets the hash stay ``float.__hash__`` (a C slot, on the state map's hot path),
+    consistent with plain floats except for the pairs Java tells apart.
     """
 
     __slots__ = ()
@@ -68,8 +72,10 @@ class JavaFloat(float):
         equal = self.__eq__(other)
         return equal if equal is NotImplemented else not equal
 
-    def __hash__(self) -> int:
-        return 0x7FF80000 if _isnan(self) else float.__hash__(self)
+    __hash__ = float.__hash__
+
+    def __reduce__(self) -> tuple[Any, tuple[float]]:
+        return java_double, (float(self),)  # unpickled NaN keys are the one NAN again
 
     def __repr__(self) -> str:
         return float.__repr__(self)
@@ -135,35 +141,49 @@ def key_canonicalizer(data_type: DataType, *, validate: bool = True) -> Canonica
 def decoded_key_canonicalizer(data_type: DataType) -> Canonicalizer | None:
     """What values read back from a column of ``data_type`` still need, or None.
 
-    Decoded strings are valid UTF-8 and decoded rows are ``Row`` objects already;
-    only floating-point values (alone or in a Tuple or Row) must become :class:`JavaFloat`.
+    Decoded strings are valid UTF-8; floating-point values (alone or in a Tuple or
+    Row) must become :class:`JavaFloat`, and decoded INSERT rows plain tuples.
     """
-    return key_canonicalizer(data_type, validate=False) if _holds_float(data_type) else None
+    return key_canonicalizer(data_type, validate=False) if _needs_decoding(data_type) else None
 
 
-def _holds_float(data_type: DataType) -> bool:
-    if isinstance(data_type, (TupleType, RowType)):
-        return any(_holds_float(field) for field in data_type.fields)
+def _needs_decoding(data_type: DataType) -> bool:
+    if isinstance(data_type, RowType):
+        return True
+    if isinstance(data_type, TupleType):
+        return any(_needs_decoding(field) for field in data_type.fields)
     return data_type is DOUBLE or data_type is FLOAT
 
 
 def _composite(data_type: TupleType | RowType) -> Canonicalizer:
-    """Rebuild an already validated Tuple or Row from canonical fields."""
+    """Rebuild an already validated Tuple or Row from canonical fields.
+
+    A Row of kind INSERT becomes the plain tuple of its fields, which is what a plain
+    tuple given for a ``row<...>`` means: one cheap form (hashed and compared in C)
+    for the common kind. A Row of another kind stays a ``Row``, which never equals a
+    tuple, as Java's ``Row.equals`` compares kinds.
+    """
     fields = tuple(_field_canonicalizer(t) for t in data_type.fields)
-    is_row = isinstance(data_type, RowType)
-    if not is_row and all(f is _identity for f in fields):
-        return _identity
+    checked = [(index, f) for index, f in enumerate(fields) if f is not _identity]
+    if all(f is check_storable_string for _, f in checked):
+        def canonical_fields(values: tuple[Any, ...]) -> tuple[Any, ...]:
+            for index, check in checked:  # fields that canonicalise to themselves
+                if values[index] is not None:
+                    check(values[index])
+            return values if type(values) is tuple else tuple(values)
+    else:
+        def canonical_fields(values: tuple[Any, ...]) -> tuple[Any, ...]:
+            return tuple(None if v is None else f(v) for f, v in zip(fields, values))
 
-    def canonical_fields(values: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(None if v is None else f(v) for f, v in zip(fields, values))
-
-    if not is_row:
-        return canonical_fields
+    if not isinstance(data_type, RowType):
+        return canonical_fields if checked else _identity
 
     def row(value: Any) -> Any:
-        if isinstance(value, Row):
-            return Row(*canonical_fields(value.fields), kind=value.kind)
-        return Row(*canonical_fields(value))
+        if not isinstance(value, Row):
+            return canonical_fields(value)
+        if value.kind is RowKind.INSERT:
+            return canonical_fields(value.fields)
+        return Row(*canonical_fields(value.fields), kind=value.kind)
     return row
 
 
