@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from statesource.checkpointing import CheckpointWriter, SubtaskBackends
 from statesource.errors import InvalidArgumentError
@@ -253,3 +255,92 @@ def test_a_key_one_past_the_key_group_range_is_refused():
     assert backend.current_key_group == 63
     with pytest.raises(InvalidArgumentError, match="key group 64"):
         backend.set_current_key(outside)
+
+
+# --- against a model of Flink's TtlListState / TtlMapState -------------------------------------
+
+OPTIONS = st.fixed_dictionaries({
+    "update_type": st.sampled_from(list(UpdateType)),
+    "visibility": st.sampled_from(list(StateVisibility)),
+})
+STEPS = st.lists(st.tuples(st.sampled_from(["put", "get", "contains", "items", "is_empty",
+                                            "add", "list_get", "advance"]),
+                           st.sampled_from(["a", "b", "c"]), st.integers(0, 12_000)),
+                 max_size=40)
+
+
+class FlinkTtlModel:
+    """Flink's rules, written out as the Java reads: one stored map and one stored list."""
+
+    def __init__(self, update_on_read: bool, return_expired: bool) -> None:
+        self.update_on_read, self.return_expired = update_on_read, return_expired
+        self.map: dict[str, tuple[int, int]] = {}
+        self.list: list[tuple[int, int]] = []
+
+    @staticmethod
+    def expired(last_access: int, now: int) -> bool:
+        return last_access + TTL_MS <= now
+
+    def get(self, user_key: str, now: int):  # getWrappedWithTtlCheckAndUpdate
+        if user_key not in self.map:
+            return None
+        value, last_access = self.map[user_key]
+        if self.expired(last_access, now):
+            del self.map[user_key]
+            return value if self.return_expired else None
+        if self.update_on_read:
+            self.map[user_key] = (value, now)
+        return value
+
+    def items(self, now: int) -> list:  # EntriesIterator over every entry
+        seen = []
+        for user_key in list(self.map):
+            value = self.get(user_key, now)
+            if value is not None:
+                seen.append((user_key, value))
+        return seen
+
+    def list_get(self, now: int) -> list:  # get() with updateTs and IteratorWithCleanup
+        if self.update_on_read:
+            fresh = [(e, now) for e, t in self.list if not self.expired(t, now)]
+            original, self.list = self.list, (fresh or self.list)
+        else:
+            original = self.list
+        shown = [e for e, t in original if self.return_expired or not self.expired(t, now)]
+        if all(self.expired(t, now) for _, t in original):
+            self.list = []
+        return shown
+
+
+@settings(max_examples=80, deadline=None)
+@given(options=OPTIONS, steps=STEPS)
+def test_list_and_map_reads_against_a_model_of_flink(options, steps):
+    clock = ManualClock(0)
+    backend = KeyedStateBackend("string", 128, clock=clock)
+    config = ttl(**options)
+    pages = backend.get_state(MapStateDescriptor("m", "string", "long", ttl=config))
+    events = backend.get_state(ListStateDescriptor("e", "long", ttl=config))
+    backend.set_current_key("k")
+    model = FlinkTtlModel(config.update_on_read, config.return_expired)
+    for step, user_key, number in steps:
+        now = clock.now_ms()
+        if step == "advance":
+            clock.advance(number)
+        elif step == "put":
+            pages.put(user_key, number)
+            model.map[user_key] = (number, now)
+        elif step == "get":
+            assert pages.get(user_key) == model.get(user_key, now)
+        elif step == "contains":
+            assert pages.contains(user_key) == (model.get(user_key, now) is not None)
+        elif step == "items":
+            assert sorted(pages.items()) == sorted(model.items(now))
+        elif step == "is_empty":
+            assert pages.is_empty() == (not model.map)
+        elif step == "add":
+            events.add(number)
+            model.list.append((number, now))
+        else:
+            assert events.get() == model.list_get(now)
+        assert (stored(backend, "m") or {}) == model.map
+        assert (stored(backend, "e") or []) == model.list
