@@ -87,12 +87,12 @@ NAN = JavaFloat("nan")
 
 def java_double(value: float) -> JavaFloat:
     """``value`` as a key compared by Java's ``Double.equals``."""
-    return NAN if value != value else JavaFloat(value)
+    return NAN if _isnan(value) else JavaFloat(value)  # not ``!=``: a JavaFloat NaN equals itself
 
 
 def java_float(value: float) -> JavaFloat:
     """``value`` cast to Java ``float`` (round to nearest, overflow to infinity)."""
-    if value != value:
+    if _isnan(value):
         return NAN
     try:
         return JavaFloat(struct.unpack("<f", struct.pack("<f", value))[0])

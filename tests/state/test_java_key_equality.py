@@ -10,6 +10,7 @@ below keys a dict by those bit patterns, never by Python floats.
 from __future__ import annotations
 
 import math
+import pickle
 import struct
 from collections import Counter
 
@@ -21,6 +22,8 @@ from statesource.checkpointing import CheckpointWriter, SubtaskBackends
 from statesource.checkpointing.restore import restore_keyed_backend
 from statesource.errors import TypeMismatchError
 from statesource.format.reader import Checkpoint
+from statesource.keyequality import NAN as CANONICAL_NAN
+from statesource.keyequality import java_double, java_float, key_canonicalizer
 from statesource.state import ManualClock
 from statesource.state.descriptors import (
     ListStateDescriptor,
@@ -28,7 +31,7 @@ from statesource.state.descriptors import (
     ValueStateDescriptor,
 )
 from statesource.state.keyed_backend import KeyedStateBackend
-from statesource.types import Row, RowKind
+from statesource.types import Row, RowKind, parse_type
 
 NAN = float("nan")
 OTHER_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000001))[0]  # another payload
@@ -254,3 +257,15 @@ def test_row_keys_against_a_model_keyed_by_java_equality(operations):
         value.update(written)
         model[java_key] = written
     assert len(backend._tables["v"]) == len(model)
+
+
+def test_canonical_forms_are_stable_under_canonicalising_and_pickling():
+    """A NaN key hashes by identity, so every path must yield the one NaN object."""
+    for make in (java_double, java_float):
+        assert make(NAN) is CANONICAL_NAN and make(make(OTHER_NAN)) is CANONICAL_NAN
+    assert pickle.loads(pickle.dumps(java_double(NAN))) is CANONICAL_NAN
+    negative_zero = pickle.loads(pickle.dumps(java_double(-0.0)))
+    assert negative_zero == java_double(-0.0) and negative_zero != java_double(0.0)
+    row = key_canonicalizer(parse_type("row<double,string>"), validate=False)
+    once = row(Row(NAN, "a"))
+    assert once == (CANONICAL_NAN, "a") and row(once) == once and hash(row(once)) == hash(once)
