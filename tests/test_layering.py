@@ -20,11 +20,12 @@ PACKAGE = "statesource"
 # Bottom to top. A unit (a module or a package with all its submodules) may import units of its
 # own tier and of lower tiers, except the pairs in FORBIDDEN; the no-cycle test keeps imports
 # within a tier one-way. The three foundation tiers are docs/ARCHITECTURE.md's
-# "errors < checks, types < keygroups, keyjson, schema".
+# "errors < checks, types < keygroups, keyequality, keyjson, schema".
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation (errors)", ("statesource.errors",)),
     ("foundation (checks, types)", ("statesource.checks", "statesource.types")),
-    ("foundation", ("statesource.keygroups", "statesource.keyjson", "statesource.schema")),
+    ("foundation", ("statesource.keygroups", "statesource.keyequality", "statesource.keyjson",
+                    "statesource.schema")),
     ("vocabulary", ("statesource.model", "statesource.redistribution")),
     ("sides", ("statesource.state", "statesource.format")),
     ("bridges", ("statesource.checkpointing", "statesource.skew", "statesource.plot",

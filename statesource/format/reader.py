@@ -39,6 +39,7 @@ from statesource.format.storage import (
     resolve,
 )
 from statesource.keygroups import KeyGroupRange
+from statesource.redistribution import OldOperatorState
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,15 @@ class Checkpoint:
         return ranges
 
     # -- operator state --------------------------------------------------------------------
+
+    def operator_states_as_left(self, operator: str | None = None) -> list[OldOperatorState]:
+        """Every operator state of ``operator`` as its subtasks left it: what Flink's rules
+        redistribute (:func:`statesource.redistribution.redistribute_operator`)."""
+        op = self.operator(operator)
+        return [OldOperatorState(meta.name, meta.mode,
+                                 self.read_operator_state(meta.name, operator=op.uid),
+                                 holders=sorted(p.subtask for p in meta.partitions))
+                for meta in op.operator_states]
 
     def read_operator_state(self, name: str, *, operator: str | None = None,
                             verify: bool = True) -> list[list | dict]:

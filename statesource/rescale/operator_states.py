@@ -1,7 +1,7 @@
 """Operator states at a new parallelism, stored so that a restore sees Flink's result once.
 
 Split and broadcast state are stored as Flink's redistribution
-(:func:`statesource.redistribution.redistribute`) hands them to the new
+(:func:`statesource.redistribution.redistribute_operator`) hands them to the new
 subtasks: restoring at the new parallelism then keeps each subtask's share,
 exactly as Flink keeps split state when the parallelism does not change.
 
@@ -25,13 +25,24 @@ from statesource.format.metadata import OperatorMeta, OperatorStateMeta
 from statesource.format.reader import Checkpoint
 from statesource.format.storage import Location, new_data_file
 from statesource.model import DistributionMode
-from statesource.redistribution import redistribute
+from statesource.redistribution import OldOperatorState, redistribute_operator
 
 
-def stored_shares(mode: DistributionMode, shares: Sequence[Any], parallelism: int) -> list[Any]:
-    """What each of ``parallelism`` subtasks stores after the rescale (see the module)."""
-    if mode is not DistributionMode.UNION:
-        return redistribute(mode, shares, parallelism)
+def stored_shares(old: Sequence[OldOperatorState], parallelism: int) -> dict[str, list[Any]]:
+    """What each of ``parallelism`` subtasks stores after the rescale, per state name.
+
+    Split and broadcast states are redistributed together by Flink's rules (split
+    states continue one another's round robin); union states keep their
+    contributions (see the module).
+    """
+    redistributed = redistribute_operator(old, parallelism)
+    for state in old:
+        if state.mode is DistributionMode.UNION:
+            redistributed[state.name] = _union_contributions(state.shares, parallelism)
+    return redistributed
+
+
+def _union_contributions(shares: Sequence[Any], parallelism: int) -> list[Any]:
     if parallelism >= len(shares):
         return [list(share) for share in shares] + [[] for _ in range(parallelism - len(shares))]
     last = [element for share in shares[parallelism - 1:] for element in share]
@@ -48,15 +59,15 @@ def rescale_operator_states(source: Checkpoint, op: OperatorMeta, parallelism: i
     is written to a new file of the new checkpoint, appended to ``written`` first so
     that a failed rescale can remove it.
     """
+    old = source.operator_states_as_left(op.uid)
+    stored = stored_shares(old, parallelism)
     metas = []
-    for meta in op.operator_states:
-        shares = source.read_operator_state(meta.name, operator=op.uid)
-        stored = stored_shares(meta.mode, shares, parallelism)
-        if parallelism == op.parallelism and stored == shares:
+    for meta, left in zip(op.operator_states, old):
+        if parallelism == op.parallelism and stored[meta.name] == list(left.shares):
             metas.append(meta)
             continue
         target, relative = new_data_file(source.root, checkpoint_id, f"{op.uid}.op.{meta.name}")
         written.append(target)
         metas.append(write_operator_state(target, relative, meta.name, meta.mode, meta.schemas,
-                                          enumerate(stored)))
+                                          enumerate(stored[meta.name])))
     return tuple(metas)

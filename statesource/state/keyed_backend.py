@@ -20,6 +20,7 @@ from typing import Any
 
 from statesource.checks import check_checkpoint_id
 from statesource.errors import InvalidArgumentError, TypeMismatchError
+from statesource.keyequality import key_canonicalizer
 from statesource.keygroups import (
     KeyGroupRange,
     check_max_parallelism,
@@ -40,7 +41,9 @@ _CACHEABLE: dict[DataType, type] = {
 """Key types whose Python equality, for values of exactly this Python type, is Java's.
 
 Floats are missing because ``0.0 == -0.0`` in Python while Java hashes them
-apart, and composites because ``("a", True) == ("a", 1)``.
+apart, and composites because ``("a", True) == ("a", 1)``. For these types a valid
+key is its own Java-equality form (``statesource.keyequality``), so a cached key
+needs no canonicalising either.
 """
 
 
@@ -73,6 +76,7 @@ class KeyedStateBackend:
         self._key_group_of: Callable[[Any], int] = functools.partial(
             _key_group, self.key_type.java_hash, max_parallelism
         )
+        self._canonical = key_canonicalizer(self.key_type, validate=False)
         self._cacheable = _CACHEABLE.get(self.key_type)
         self._key_group_cache: dict[Any, int] = {}
         self._changes = ChangeTracker()
@@ -82,18 +86,22 @@ class KeyedStateBackend:
     def set_current_key(self, key: Any) -> None:
         """Make ``key`` current for every state handle; its key group is computed here, once.
 
-        Streams revisit keys, so key groups are remembered (up to a bound) for key
+        The key is kept in its Java-equality form (``statesource.keyequality``): keys
+        Java calls equal find the same state, keys it tells apart (``0.0``/``-0.0``) do
+        not. Streams revisit keys, so key groups are remembered (up to a bound) for key
         types where that is exact; a key of any other Python type is validated afresh.
         """
         if type(key) is self._cacheable:
             key_group = self._key_group_cache.get(key)
             if key_group is None:
                 key_group = self._key_group_of(key)
+                self._canonical(key)  # refuses a string the format cannot store
                 if len(self._key_group_cache) >= _KEY_GROUP_CACHE_LIMIT:
                     self._key_group_cache.clear()
                 self._key_group_cache[key] = key_group
         else:
             key_group = self._key_group_of(key)
+            key = self._canonical(key)
         index = key_group - self.key_group_range.start
         if not 0 <= index < len(self.key_group_range):
             raise InvalidArgumentError(
@@ -155,8 +163,11 @@ class KeyedStateBackend:
 
         Used by the checkpoint reader before the program asks for its states;
         the stored shapes are those of ``statesource.model``. The
-        program's later ``get_state`` must declare the same types.
+        program's later ``get_state`` must declare the same types. Keys and
+        namespaces are taken in their Java-equality form, whatever form they come in.
         """
+        canonical_key = self._canonical
+        canonical_namespace = key_canonicalizer(declaration.namespace_type, validate=False)
         table = self._tables.get(declaration.name)
         if table is None:
             table = self._tables[declaration.name] = StateTable(declaration, self.key_group_range)
@@ -173,7 +184,7 @@ class KeyedStateBackend:
                 )
             state_map = table.map_for(key_group)
             for key, namespace, stored in entries:
-                state_map.put(key, namespace, stored)
+                state_map.put(canonical_key(key), canonical_namespace(namespace), stored)
         table.changes.mark_all()
 
     # -- snapshots -------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def v1_model(clock: ManualClock) -> dict:
         subtask = KeyedStateBackend("string", 128, key_group_range_for_operator(128, 2, index),
                                     clock=clock)
         populate(subtask, [k for k in KEYS[:40] if assign_to_key_group(k, STRING, 128)
-                           in subtask.key_group_range])
+                           in subtask.key_group_range], partly_expired=False)
         subtasks.append(dump(subtask))
     return merged(subtasks)
 

@@ -12,6 +12,7 @@ from sample_state import KEYS
 from statesource.checkpointing import CheckpointWriter, restore_operator_backend
 from statesource.format import Checkpoint
 from statesource.model import DistributionMode
+from statesource.redistribution import OldOperatorState
 from statesource.rescale import rescale_parallelism, stored_shares
 from statesource.state.clock import ManualClock
 from statesource.state.operator_backend import OperatorStateBackend
@@ -70,7 +71,8 @@ def test_operator_state_is_redistributed_by_flinks_rules(tmp_path, old, new):
 @given(shares=st.lists(st.lists(st.integers(), max_size=4), min_size=1, max_size=6),
        parallelism=st.integers(1, 8))
 def test_stored_union_state_keeps_every_contribution_once_in_order(shares, parallelism):
-    stored = stored_shares(DistributionMode.UNION, shares, parallelism)
+    stored = stored_shares([OldOperatorState("u", DistributionMode.UNION, shares)],
+                           parallelism)["u"]
     assert len(stored) == parallelism
     assert [e for share in stored for e in share] == [e for share in shares for e in share]
     for subtask in range(min(parallelism, len(shares)) - 1):
