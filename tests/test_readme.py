@@ -31,7 +31,7 @@ def test_readme_snippets_run(tmp_path, spark, capsys):
     from statesource.cli import main
 
     readme = (ROOT / "README.md").read_text()
-    command, printed = re.search(r"^\$ (statesource diff .*)\n((?:.+\n)+?)```", readme,
+    command, printed = re.search(r"^\$ (statesource diff .*)\n((?:.*\n)+?)```", readme,
                                  flags=re.M).groups()
     orders = str(tmp_path / "orders")
     assert main(shlex.split(command.replace("/tmp/orders", orders))[1:]) == 0

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -87,7 +88,8 @@ def retain(path: str, keep: int, *, dry_run: bool = False,
     doomed = {i: complete[i] for i in sorted(complete) if i not in kept_ids}
     retired = _load(checkpoint_dirs(root, RETIRED_FILE), RETIRED_FILE)
     live = _references(complete[i][1] for i in kept_ids)
-    to_delete = _references(meta for _, meta in [*doomed.values(), *retired.values()])
+    to_delete = {path for _, meta in [*doomed.values(), *retired.values()]
+                 for path in _data_files(meta)}
     listed = live | to_delete
     plan = RetentionPlan(
         kept=tuple(kept_ids),
@@ -162,11 +164,24 @@ def _retire(directory: Location) -> None:
 
 def _delete_files(root: Location, meta: CheckpointMeta, live: set[str]) -> int:
     removed = 0
-    for path in meta.referenced_files():
+    for path in _data_files(meta):
         if path not in live:
             _remove(confined(root, path))
             removed += 1
     return removed
+
+
+_DATA_FILE = re.compile(r"[^/]+/data/[^/]+\.arrow")
+
+
+def _data_files(meta: CheckpointMeta) -> list[str]:
+    """The files a retired checkpoint lists that have a data file's shape.
+
+    Metadata is untrusted: a path naming another checkpoint's ``_metadata.json``
+    (or anything outside a ``data/`` directory) is confined to the root but still
+    no data file, and retention must never delete it.
+    """
+    return [path for path in meta.referenced_files() if _DATA_FILE.fullmatch(path)]
 
 
 def _remove(location: Location) -> None:

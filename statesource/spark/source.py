@@ -118,8 +118,11 @@ class FlinkStateDataSource(DataSource):
         return source.spark if isinstance(source, ChangeFeedTarget) else source.output.spark
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
-        """A new checkpoint with one state replaced; ``overwrite`` changes nothing, since a
-        checkpoint is never overwritten (docs/SPARK.md)."""
+        """A new checkpoint with one state replaced (docs/SPARK.md)."""
+        if overwrite:
+            raise InvalidArgumentError(
+                "mode('overwrite') is not supported: a write appends a new checkpoint and never"
+                " overwrites one; use mode('append')")
         return FlinkStateWriter(*plan_write(dict(self.options), schema))
 
     def reader(self, schema: StructType) -> DataSourceReader:

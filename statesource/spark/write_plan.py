@@ -71,9 +71,10 @@ class NewCheckpoint:
     timestamp_ms: int
 
 
-def parse_write_options(options: Mapping[str, str]) -> dict[str, str]:
-    """Options by their camelCase name; unknown ones are an error naming them."""
-    lowered = {key.lower(): value for key, value in options.items()}
+def parse_write_options(options: Mapping[str, object]) -> dict[str, str]:
+    """Options by their camelCase name, as text (Python callers may pass ints); unknown
+    ones are an error naming them."""
+    lowered = {key.lower(): str(value) for key, value in options.items()}
     unknown = sorted(set(lowered) - set(_KNOWN))
     if unknown:
         raise InvalidArgumentError(
@@ -141,13 +142,17 @@ def plan_state(checkpoint: NewCheckpoint, edit: CheckpointEdit, given: Mapping[s
         keys, max_parallelism, parallelism = op.keyed_key_type, op.max_parallelism, op.parallelism
         _check_same(given, "keyType", keys, key_type)
         _check_same(given, "maxParallelism", max_parallelism, int)
+    elif op is not None:  # an operator with operator state only keeps its (max) parallelism
+        keys = _key_type(given, schema)
+        max_parallelism, parallelism = op.max_parallelism, op.parallelism
+        _check_same(given, "maxParallelism", max_parallelism, int)
     else:
-        keys = key_type(given["keyType"]) if "keyType" in given else key_type(
-            key_type_for(_field(schema, KEY).dataType))
-        parallelism = (op.parallelism if op is not None
-                       else _optional_int(given, "parallelism") or 1)
-        max_parallelism = _optional_int(given, "maxParallelism") or default_max_parallelism(
-            parallelism)
+        keys = _key_type(given, schema)
+        given_parallelism = _optional_int(given, "parallelism")
+        parallelism = 1 if given_parallelism is None else given_parallelism
+        given_max = _optional_int(given, "maxParallelism")
+        max_parallelism = (default_max_parallelism(max(parallelism, 1)) if given_max is None
+                           else given_max)
     check_max_parallelism(max_parallelism)
     check_parallelism(parallelism, max_parallelism)
     _check_same(given, "parallelism", parallelism, int)
@@ -155,6 +160,12 @@ def plan_state(checkpoint: NewCheckpoint, edit: CheckpointEdit, given: Mapping[s
     _check_columns(schema, declaration, order_column)
     return WriteTarget(checkpoint.root, checkpoint.checkpoint_id, uid, declaration, keys,
                        max_parallelism, parallelism, checkpoint.timestamp_ms, order_column)
+
+
+def _key_type(given: dict[str, str], schema: StructType) -> DataType:
+    if "keyType" in given:
+        return key_type(given["keyType"])
+    return key_type(key_type_for(_field(schema, KEY).dataType))
 
 
 def _open_base(root: Location, complete: dict[int, Location],
@@ -243,7 +254,7 @@ def _check_columns(schema: StructType, declaration: StateDeclaration,
         required.append(TTL_TIMESTAMP)
     if order_column:
         required.append(order_column)
-    allowed = {*required, NAMESPACE, KEY_GROUP, OPERATOR_INDEX, TTL_TIMESTAMP}
+    allowed = {*required, NAMESPACE, KEY_GROUP, OPERATOR_INDEX}
     names = schema.fieldNames()
     missing = [c for c in required if c not in names]
     extra = [c for c in names if c not in allowed]

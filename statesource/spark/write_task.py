@@ -87,7 +87,13 @@ def _typed_rows(target: WriteTarget, table: pa.Table) -> tuple[pa.Table, np.ndar
         columns[TTL_TIMESTAMP] = _ttl_column(table, target.timestamp_ms)
     rows = pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
     order = _sort_keys(rows, declaration.kind, target.order_column, table)
-    indices = pc.sort_indices(order, sort_keys=[(name, "ascending") for name in order.column_names])
+    try:
+        indices = pc.sort_indices(order,
+                                  sort_keys=[(name, "ascending") for name in order.column_names])
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+        raise TypeMismatchError(
+            f"state {declaration.name!r} cannot be written from Spark: its keys, namespaces or"
+            f" user keys hold lists or maps, which cannot be ordered ({error})") from None
     rows = rows.take(indices)
     groups = groups[indices.to_numpy()]
     _check_unique_entries(rows, order.take(indices), declaration.kind, declaration.name)
@@ -135,6 +141,10 @@ def _namespace_column(namespace_type: DataType, table: pa.Table) -> pa.Array | p
                 "column namespace has values, but the state has no namespaces (void)")
         return pa.nulls(table.num_rows)
     given = table.column(NAMESPACE)
+    if not _same_shape(given.type, namespace_type.arrow_type, exact=True):
+        raise TypeMismatchError(
+            f"column namespace has type {given.type}; namespaces of type {namespace_type} are"
+            f" {namespace_type.arrow_type}")
     if given.null_count:
         raise InvalidArgumentError(
             f"column namespace is null at row {pc.index(pc.is_null(given), True).as_py()}:"
@@ -155,6 +165,11 @@ def _value_column(column: str, schema: ValueSchema, given: pa.ChunkedArray,
             f" (Avro {schema.json})")
     try:
         typed = given.cast(schema.arrow_type)
+        if pa.types.is_floating(given.type) and not typed.type.equals(given.type):
+            back = typed.cast(given.type)
+            same = pc.or_kleene(pc.equal(back, given), pc.and_(pc.is_nan(back), pc.is_nan(given)))
+            if not pc.all(pc.fill_null(same, True)).as_py():
+                raise TypeMismatchError("narrowing changed a value")
         if typed.null_count and not schema.nullable:
             raise TypeMismatchError("null")
         if pa.types.is_nested(schema.arrow_type):
@@ -204,6 +219,10 @@ def _same_shape(given: pa.DataType, declared: pa.DataType, *, exact: bool) -> bo
 def _ttl_column(table: pa.Table, timestamp_ms: int) -> pa.ChunkedArray:
     """Last-access times; a row without one was accessed now, when it is written."""
     given = table.column(TTL_TIMESTAMP)
+    if not pa.types.is_timestamp(given.type) or given.type.tz is None:
+        raise TypeMismatchError(
+            f"column {TTL_TIMESTAMP} has type {given.type}; last-access times are timestamps"
+            " (Spark's TIMESTAMP, with a time zone)")
     try:
         typed = given.cast(TTL_ARROW_TYPE)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:

@@ -28,7 +28,6 @@ from statesource.format.edit import CheckpointEdit
 from statesource.format.metadata import DataFile, KeyedStateMeta
 from statesource.keygroups import key_groups
 from statesource.model import StateDeclaration, StateKind
-from statesource.spark.schema import OPERATOR_INDEX
 from statesource.spark.write_plan import (
     NewCheckpoint,
     WriteTarget,
@@ -39,6 +38,8 @@ from statesource.spark.write_plan import (
 from statesource.spark.write_task import delete_files, key_column, write_partition
 
 _ORDER = "__statesource_order"
+_SUBTASK = "__statesource_subtask"
+"""The shuffle's column: a user's own ``key_group`` / ``operator_index`` stay, to be checked."""
 
 
 @dataclass
@@ -102,6 +103,7 @@ class Rewrite:
         self.checkpoint = checkpoint
         self._edit = CheckpointEdit(checkpoint.base)
         self._written: list[DataFile] = []
+        self._staged: dict[tuple[str, str], list[DataFile]] = {}
         self.info: CheckpointInfo | None = None
 
     def replace(self, df: Any, operator: str, state: str, *,
@@ -129,8 +131,12 @@ class Rewrite:
         self.stage(target, write_state_files(df, target))
 
     def stage(self, target: WriteTarget, files: list[DataFile]) -> None:
-        """Add files the tasks of one write produced as ``target``'s new content."""
-        self._written.extend(files)
+        """Add files the tasks of one write produced as ``target``'s new content; files
+        staged earlier for the same state are superseded and removed."""
+        superseded = self._staged.pop((target.operator, target.declaration.name), [])
+        delete_files(self.checkpoint.root, superseded)
+        self._written = [f for f in self._written if f not in superseded] + files
+        self._staged[(target.operator, target.declaration.name)] = files
         self._edit.put_keyed_state(target.operator, state_meta(target, files),
                                    key_type=target.key_type,
                                    max_parallelism=target.max_parallelism,
@@ -147,6 +153,11 @@ class Rewrite:
             self._edit.drop_operator(operator)
         else:
             self._edit.drop_state(operator, state)
+        for (uid, name) in list(self._staged):
+            if uid == operator and state in (None, name):
+                superseded = self._staged.pop((uid, name))
+                delete_files(self.checkpoint.root, superseded)
+                self._written = [f for f in self._written if f not in superseded]
 
     def commit(self) -> CheckpointInfo:
         """Publish the new checkpoint; on failure remove every staged file."""
@@ -240,10 +251,9 @@ def _by_subtask(df: Any, target: WriteTarget) -> tuple[Any, WriteTarget]:
     if target.order_column is None and target.declaration.kind is StateKind.LIST:
         df = df.withColumn(_ORDER, F.monotonically_increasing_id())
         target = dataclasses.replace(target, order_column=_ORDER)
-    df = df.drop("key_group", OPERATOR_INDEX)
-    schema = StructType([*df.schema.fields]).add(OPERATOR_INDEX, IntegerType())
+    schema = StructType([*df.schema.fields]).add(_SUBTASK, IntegerType())
     with_subtask = df.mapInArrow(_subtask_column(target), schema)
-    return with_subtask.repartition(target.parallelism, OPERATOR_INDEX), target
+    return with_subtask.repartition(target.parallelism, _SUBTASK), target
 
 
 def _subtask_column(target: WriteTarget) -> Callable[[Iterator[pa.RecordBatch]],
@@ -253,7 +263,7 @@ def _subtask_column(target: WriteTarget) -> Callable[[Iterator[pa.RecordBatch]],
             keys = key_column(target.key_type, pa.chunked_array([batch.column("key")]))
             groups = key_groups(keys, target.key_type, target.max_parallelism)
             subtasks = groups.astype("int64") * target.parallelism // target.max_parallelism
-            yield batch.append_column(OPERATOR_INDEX, pa.array(subtasks.astype("int32")))
+            yield batch.append_column(_SUBTASK, pa.array(subtasks.astype("int32")))
     return add
 
 

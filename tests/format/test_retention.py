@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -236,3 +237,22 @@ def test_orphans_of_a_retired_checkpoint_left_by_an_interrupted_run_are_removed(
     os.rename(metadata, tmp_path / "chk-1" / "_retired.json")  # a run killed after retiring
     assert retain(str(tmp_path), 1).orphans == ("chk-1/data/crashed.arrow",)
     assert not leftover.exists() and not (tmp_path / "chk-1").exists()
+
+
+def test_retain_never_deletes_what_is_not_a_data_file(tmp_path):
+    """Metadata is untrusted: a retired checkpoint naming another checkpoint's metadata
+    as a data file must not make ``retain`` delete it."""
+    store = Store()
+    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    store.commit(1, [])
+    store.commit(1, [])
+    metadata = tmp_path / "chk-1" / "_metadata.json"
+    document = json.loads(metadata.read_text())
+    victim = tmp_path / "chk-2" / "_metadata.json"
+    document["operators"][0]["operatorStates"][0].update(
+        path="chk-2/_metadata.json", sizeBytes=victim.stat().st_size)
+    metadata.write_text(json.dumps(document))
+    plan = retain(str(tmp_path), 1)
+    assert "chk-2/_metadata.json" not in plan.deleted_files
+    assert victim.exists()
+    assert Checkpoint.open(str(tmp_path)).checkpoint_id == 2

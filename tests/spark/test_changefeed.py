@@ -114,4 +114,4 @@ def test_only_changed_key_groups_are_planned(chain):
 ])
 def test_change_feed_option_errors(chain, options, message):
     with pytest.raises(Exception, match=message):
-        FlinkStateDataSource({"path": chain, "state": "value", **options})
+        FlinkStateDataSource({"path": chain, "state": "value", **options}).schema()

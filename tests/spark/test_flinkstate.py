@@ -259,7 +259,8 @@ def test_partitions_start_at_subtask_boundaries(monkeypatch, parallelism,
     total = 10 * MAX_PARALLELISM
     monkeypatch.setattr(planning, "TARGET_ROWS",
                         -(-total * subtasks_per_partition // parallelism))
-    slices = planning.plan_slices(state, MAX_PARALLELISM, parallelism, None, cores=1)
+    rows = {loc.key_group: loc.rows for _, loc in state.key_group_locations()}
+    slices = planning.plan_slices(rows, MAX_PARALLELISM, parallelism, None, cores=1)
     expected = [(group[0].start, group[-1].end)
                 for group in (ranges[i:i + subtasks_per_partition]
                               for i in range(0, parallelism, subtasks_per_partition))]

@@ -21,8 +21,9 @@ def scan(path: str, state: str, keys=None, **options) -> list[dict]:
     target = open_target({"path": path, "state": state, **options})
     op = Checkpoint.open(path).operator()
     rows = []
-    for part in plan_slices(op.keyed_state(state), target.max_parallelism, target.parallelism,
-                            None):
+    rows_per_group = {loc.key_group: loc.rows
+                      for _, loc in op.keyed_state(state).key_group_locations()}
+    for part in plan_slices(rows_per_group, target.max_parallelism, target.parallelism, None):
         for batch in read_slice(target, part, keys):
             rows.extend(batch.to_pylist())
     return rows

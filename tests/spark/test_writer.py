@@ -259,3 +259,48 @@ def test_a_driver_killed_before_commit_leaves_no_checkpoint(spark, root):
     assert written  # the tasks did write; nothing references those files
     assert Checkpoint.open(str(root)).metadata.referenced_files().keys().isdisjoint(
         str(p.relative_to(root)) for p in written)
+
+
+def test_more_bad_columns_are_refused(spark, root):
+    cases = [
+        (spark.createDataFrame([("a", 1.5)], "key string, value double"),
+         "value", "column value has type double"),
+        (spark.createDataFrame([("a", 1, 999)], "key string, value bigint, key_group int"),
+         "value", "column key_group says 999"),
+        (spark.createDataFrame([("a", "0x10", "v")],
+                               "key string, namespace string, value string"),
+         "windowed", "column namespace has type string"),
+        (spark.createDataFrame([("a", 1, 5)], "key string, value bigint, ttl_timestamp bigint"),
+         "value", r"unexpected \['ttl_timestamp'\]"),
+    ]
+    for df, state, message in cases:
+        with pytest.raises(Exception, match=message):
+            write_state(df, str(root), "op", state)
+    with pytest.raises(Exception, match="mode\\('overwrite'\\) is not supported"):
+        load(spark, root, state="value").write.format("flinkstate").mode("overwrite") \
+            .options(operator="op", state="value").save(str(root))
+    assert Checkpoint.open(str(root)).checkpoint_id == 1
+
+
+def test_a_new_state_of_an_operator_state_only_operator_keeps_its_max_parallelism(spark,
+                                                                                   tmp_path):
+    from statesource.state import OperatorStateBackend
+
+    source = OperatorStateBackend()
+    source.get_list_state("offsets", "long").update([1, 2])
+    CheckpointWriter(str(tmp_path)).write(1, {"src": [source]})
+    max_parallelism = Checkpoint.open(str(tmp_path)).operator("src").max_parallelism
+    df = spark.createDataFrame([("a", 1)], "key string, value bigint")
+    with pytest.raises(Exception, match="option maxParallelism is '7'"):
+        write_state(df, str(tmp_path), "src", "counts", kind="value", maxParallelism=7)
+    info = write_state(df, str(tmp_path), "src", "counts", kind="value")
+    assert info.metadata.operator("src").max_parallelism == max_parallelism
+
+
+def test_replacing_a_state_twice_in_one_rewrite_keeps_only_the_last_files(spark, root):
+    with rewrite(spark, str(root)) as staged:
+        staged.replace(load(spark, root, state="value"), "op", "value")
+        staged.replace(load(spark, root, state="value").filter(F.col("key") != KEYS[1]),
+                       "op", "value")
+    referenced = set(Checkpoint.open(str(root)).metadata.referenced_files())
+    assert {str(p.relative_to(root)) for p in (root / "chk-2").rglob("*.arrow")} <= referenced
