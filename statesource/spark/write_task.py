@@ -248,16 +248,32 @@ def _sort_keys(rows: pa.Table, kind: StateKind, order_column: str | None,
     return pa.table(columns)
 
 
-def _flattened(name: str, column: pa.ChunkedArray) -> dict[str, pa.ChunkedArray]:
+def _flattened(name: str, column: pa.ChunkedArray | pa.Array) -> dict[str, pa.Array]:
+    """The leaf columns that decide which entry a row belongs to, compared as Java's
+    ``equals`` compares them: floating-point values by their bits (every NaN one value,
+    ``0.0`` and ``-0.0`` two), so sorting and grouping agree with the state map."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
     if pa.types.is_null(column.type):
         return {}
     if pa.types.is_struct(column.type):
-        flattened: dict[str, pa.ChunkedArray] = {}
+        flattened: dict[str, pa.Array] = {}
         for index, field in enumerate(column.type):
-            child = pc.struct_field(column, [index])
-            flattened.update(_flattened(f"{name}.{field.name}", child))
+            flattened.update(_flattened(f"{name}.{field.name}", pc.struct_field(column,
+                                                                              [index])))
         return flattened
+    if pa.types.is_floating(column.type):
+        return {name: _java_bits(column)}
     return {name: column}
+
+
+def _java_bits(column: pa.Array) -> pa.Array:
+    """``doubleToLongBits`` / ``floatToIntBits`` of every value (nulls stay null)."""
+    values = column.to_numpy(zero_copy_only=False)
+    integer = np.int64 if values.dtype == np.float64 else np.int32
+    canonical_nan = np.array([np.nan], dtype=values.dtype).view(integer)[0]
+    bits = np.where(np.isnan(values), canonical_nan, values.view(integer))
+    return pa.array(bits, mask=column.is_null().to_numpy(zero_copy_only=False))
 
 
 def _check_unique_entries(rows: pa.Table, order: pa.Table, kind: StateKind, state: str) -> None:
@@ -277,11 +293,11 @@ def _check_unique_entries(rows: pa.Table, order: pa.Table, kind: StateKind, stat
             + (f", user key {detail['user_key']!r}" if kind is StateKind.MAP else ""))
 
 
-def _changes(columns: list[pa.ChunkedArray]) -> np.ndarray:
+def _changes(columns: list[pa.ChunkedArray | pa.Array]) -> np.ndarray:
     """For rows 1..n-1: whether any of ``columns`` differs from the row before (nulls equal)."""
     changed = np.zeros(max(len(columns[0]) - 1, 0) if columns else 0, dtype=bool)
-    for chunked in columns:
-        column = chunked.combine_chunks()
+    for given in columns:
+        column = given.combine_chunks() if isinstance(given, pa.ChunkedArray) else given
         before, after = column.slice(0, len(column) - 1), column.slice(1)
         equal = pc.fill_null(pc.equal(before, after), False)
         both_null = pc.and_(pc.is_null(before), pc.is_null(after))

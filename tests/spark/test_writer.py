@@ -304,3 +304,15 @@ def test_replacing_a_state_twice_in_one_rewrite_keeps_only_the_last_files(spark,
                        "op", "value")
     referenced = set(Checkpoint.open(str(root)).metadata.referenced_files())
     assert {str(p.relative_to(root)) for p in (root / "chk-2").rglob("*.arrow")} <= referenced
+
+
+def test_double_keys_are_told_apart_as_java_does(spark, tmp_path):
+    """0.0 and -0.0 are two keys, every NaN one (``Double.equals``), in the writer too."""
+    nan = float("nan")
+    df = spark.createDataFrame([(0.0, 1), (-0.0, 2), (nan, 3)], "key double, value bigint")
+    write_state(df, str(tmp_path), "op", "by_double", kind="value", keyType="double")
+    content = dump(restore_keyed_backend(Checkpoint.open(str(tmp_path)), 0, 1))["by_double"]
+    assert sorted(content.values()) == [1, 2, 3]
+    twice = spark.createDataFrame([(nan, 1), (nan, 2)], "key double, value bigint")
+    with pytest.raises(Exception, match=r"\(key, namespace\) appears more than once"):
+        write_state(twice, str(tmp_path), "op", "by_double")
