@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import statesource.checkpointing.writer as writer_module
+from checkpointing.model import PARALLELISM, Job
+from sample_state import dump, merged
 from statesource.checkpointing import CheckpointWriter, restore_keyed_backend
 from statesource.format import Checkpoint
-from tests.checkpointing.model import PARALLELISM, Job
-from tests.sample_state import dump, merged
 
 NON_TTL_STATES = ("value", "windowed", "list", "map")
 

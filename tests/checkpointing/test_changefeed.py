@@ -12,12 +12,12 @@ import itertools
 import pyarrow as pa
 import pytest
 
+from checkpointing.model import DESCRIPTORS, Job
+from checkpointing.rounds import run_rounds
 from statesource.checkpointing import CheckpointWriter
 from statesource.errors import CorruptCheckpointError, InvalidArgumentError
 from statesource.format import Checkpoint, changefeed
 from statesource.format.changefeed import ChangeFeed
-from tests.checkpointing.model import DESCRIPTORS, Job
-from tests.checkpointing.rounds import run_rounds
 
 
 def model_changes(name: str, before: dict, after: dict) -> set:

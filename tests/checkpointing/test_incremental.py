@@ -11,13 +11,13 @@ import json
 
 import pytest
 
+from checkpointing.model import DESCRIPTORS, MAX_PARALLELISM, PARALLELISM, Job
+from checkpointing.rounds import check_restores, run_rounds
 from statesource.checkpointing import CheckpointWriter, restore_keyed_backend
 from statesource.errors import CorruptCheckpointError
 from statesource.format import Checkpoint, retain
 from statesource.format.metadata import DataFile, KeyedStateMeta, KeyGroupLocation
 from statesource.keygroups import KeyGroupRange
-from tests.checkpointing.model import DESCRIPTORS, MAX_PARALLELISM, PARALLELISM, Job
-from tests.checkpointing.rounds import check_restores, run_rounds
 
 
 @pytest.mark.parametrize("seed", range(4))
