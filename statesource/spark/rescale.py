@@ -17,6 +17,7 @@ import dataclasses
 from typing import Any
 
 from statesource.checks import check_int
+from statesource.format.columns import KEY_GROUP
 from statesource.format.commit import CheckpointInfo
 from statesource.format.metadata import OperatorMeta
 from statesource.format.storage import Location, confined
@@ -29,6 +30,7 @@ from statesource.rescale import (
 )
 from statesource.rescale.report import Progress
 from statesource.skew import Distribution, describe_per_subtask
+from statesource.spark.schema import OPERATOR_INDEX
 from statesource.spark.write_plan import WriteTarget
 from statesource.spark.writer import state_meta, write_state_files
 
@@ -74,7 +76,8 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
             report(f"  [{number}/{len(op.keyed_states)}] re-keying state {state.name}"
                    f" ({state.rows:,} rows)")
             rows = (spark.read.format("flinkstate")
-                    .options(operator=op.uid, state=state.name).load(source.location.path))
+                    .options(operator=op.uid, state=state.name).load(source.location.path)
+                    .drop(KEY_GROUP, OPERATOR_INDEX))  # the old layout's: recomputed for M
             write_target = WriteTarget(source.root, target.new_checkpoint_id, op.uid,
                                        state.declaration, op.keyed_key_type, max_parallelism,
                                        new_parallelism, source.metadata.timestamp_ms, None)
