@@ -21,7 +21,7 @@ readers of version 2 keep reading every checkpoint that is not incremental.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -40,8 +40,9 @@ from statesource.format.json_fields import (
     json_name,
     json_object,
 )
+from statesource.format.locations import CRC_LIMIT, DataFile, KeyGroupLocation, PathReader
 from statesource.format.storage import check_relative_path
-from statesource.keygroups import KeyGroupRange, check_max_parallelism, check_parallelism
+from statesource.keygroups import check_max_parallelism, check_parallelism
 from statesource.model import (
     DistributionMode,
     StateDeclaration,
@@ -63,119 +64,6 @@ MAX_METADATA_BYTES = 256 << 20
 """Metadata larger than this is refused before it is read (docs/FORMAT.md, section 3)."""
 MAX_TIMESTAMP_MS = 253402300799999
 """The last millisecond of the year 9999: later timestamps cannot be shown as dates."""
-_CRC_LIMIT = 1 << 32
-
-
-@dataclass(frozen=True)
-class KeyGroupLocation:
-    """Where one key group's rows lie in a data file, and how to check them."""
-
-    key_group: int
-    batch_start: int
-    batch_count: int
-    offset: int
-    length: int
-    rows: int
-    entries: int
-    crc32: int
-
-
-_INDEX_FIELDS = {
-    "keyGroup": "key_group",
-    "batchStart": "batch_start",
-    "batchCount": "batch_count",
-    "offset": "offset",
-    "length": "length",
-    "rows": "rows",
-    "entries": "entries",
-    "crc32": "crc32",
-}
-
-
-@dataclass(frozen=True)
-class DataFile:
-    """One Arrow IPC file of one keyed state, covering ``key_group_range``.
-
-    ``locations`` lists only the key groups that have rows, in ascending order.
-    """
-
-    path: str
-    key_group_range: KeyGroupRange
-    size_bytes: int
-    locations: tuple[KeyGroupLocation, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "keyGroupStart": self.key_group_range.start,
-            "keyGroupEnd": self.key_group_range.end,
-            "sizeBytes": self.size_bytes,
-            "keyGroups": {
-                json_name: [getattr(loc, attr) for loc in self.locations]
-                for json_name, attr in _INDEX_FIELDS.items()
-            },
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> DataFile:
-        columns = json_object(data["keyGroups"])
-        lengths = {len(json_list(columns[name])) for name in _INDEX_FIELDS}
-        if len(lengths) != 1:
-            raise ValueError(f"key-group index columns of {data['path']} differ in length")
-        locations = tuple(
-            KeyGroupLocation(**{attr: json_int(columns[name][i])
-                                for name, attr in _INDEX_FIELDS.items()})
-            for i in range(lengths.pop())
-        )
-        data_file = cls(paths(data["path"]),
-                        KeyGroupRange(json_int(data["keyGroupStart"]),
-                                      json_int(data["keyGroupEnd"])),
-                        json_int(data["sizeBytes"]), locations)
-        if data_file.size_bytes < 0:
-            raise ValueError(f"data file {data_file.path} has sizeBytes {data_file.size_bytes}")
-        data_file.check()
-        return data_file
-
-    def to_json_text(self) -> str:
-        return json.dumps(self.to_json(), separators=(",", ":"))
-
-    @classmethod
-    def from_json_text(cls, text: str) -> DataFile:
-        """A data file's entry as a producer's task reported it (checked like metadata)."""
-        try:
-            return cls.from_json(json.loads(text),
-                                 lambda path: check_relative_path(path, "a task's result"))
-        except (KeyError, TypeError, ValueError) as error:
-            raise CorruptCheckpointError(f"a task reported an invalid data file: {error}") \
-                from None
-
-    def check(self) -> None:
-        """Locations ascend inside the file's range and its size, and never overlap."""
-        previous_group, previous_end = self.key_group_range.start - 1, 0
-        for loc in self.locations:
-            if not previous_group < loc.key_group <= self.key_group_range.end:
-                raise ValueError(
-                    f"{self.path}: key group {loc.key_group} is out of order or outside"
-                    f" {self.key_group_range}"
-                )
-            if min(loc.batch_start, loc.offset) < 0 or loc.length < 1 \
-                    or loc.offset < previous_end or loc.offset + loc.length > self.size_bytes:
-                raise ValueError(
-                    f"{self.path}: key group {loc.key_group} has an invalid byte range"
-                    f" {loc.offset}+{loc.length} (file of {self.size_bytes} bytes)"
-                )
-            if not 1 <= loc.batch_count <= loc.rows or not 1 <= loc.entries <= loc.rows \
-                    or not 0 <= loc.crc32 < _CRC_LIMIT:
-                raise ValueError(
-                    f"{self.path}: key group {loc.key_group} has impossible counts: batchCount"
-                    f" {loc.batch_count}, rows {loc.rows}, entries {loc.entries}, crc32"
-                    f" {loc.crc32} (need 1 <= batchCount <= rows, 1 <= entries <= rows)"
-                )
-            previous_group, previous_end = loc.key_group, loc.offset + loc.length
-
-
-_PathReader = Callable[[Any], str]
-"""Turns a recorded path into a checked root-relative one (rebasing version 1 paths)."""
 
 
 def _ttl_to_json(ttl: TtlConfig) -> dict[str, Any]:
@@ -298,7 +186,7 @@ class KeyedStateMeta:
                 )
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: _PathReader,
+    def from_json(cls, data: dict[str, Any], paths: PathReader,
                   version: int = FORMAT_VERSION) -> KeyedStateMeta:
         meta = cls(
             name=json_name(data["name"]),
@@ -336,7 +224,7 @@ class SubtaskPartition:
                                                  "length", "rows", "crc32")]
         partition = cls(*fields)
         empty = (partition.batch_count, partition.length, partition.rows) == (0, 0, 0)
-        if min(fields) < 0 or partition.crc32 >= _CRC_LIMIT or not empty and (
+        if min(fields) < 0 or partition.crc32 >= CRC_LIMIT or not empty and (
                 partition.length < 1 or not 1 <= partition.batch_count <= partition.rows):
             raise ValueError(f"subtask partition {data!r:.200} has a negative or impossible field")
         return partition
@@ -364,7 +252,7 @@ class OperatorStateMeta:
                 "partitions": [p.to_json() for p in self.partitions]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> OperatorStateMeta:
+    def from_json(cls, data: dict[str, Any], paths: PathReader) -> OperatorStateMeta:
         meta = cls(json_name(data["name"]), DistributionMode(data["mode"]),
                    _schemas_from_json(data["valueSchemas"]), paths(data["path"]),
                    json_int(data["sizeBytes"]),
@@ -422,7 +310,7 @@ class OperatorMeta:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: _PathReader,
+    def from_json(cls, data: dict[str, Any], paths: PathReader,
                   version: int = FORMAT_VERSION) -> OperatorMeta:
         meta = cls(
             uid=json_name(data["uid"]),
