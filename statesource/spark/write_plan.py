@@ -109,8 +109,8 @@ def plan_write(options: Mapping[str, str], schema: StructType) -> tuple[NewCheck
                                                                        WriteTarget]:
     """The ``df.write`` path: one state replaced in a new checkpoint."""
     given = parse_write_options(options)
-    checkpoint = new_checkpoint(given.get("path"), _optional_int(given, "baseCheckpointId"),
-                                _optional_int(given, "checkpointId"))
+    checkpoint = new_checkpoint(given.get("path"), optional_int(given, "baseCheckpointId"),
+                                optional_int(given, "checkpointId"))
     return checkpoint, plan_state(checkpoint, CheckpointEdit(checkpoint.base), given, schema)
 
 
@@ -148,9 +148,9 @@ def plan_state(checkpoint: NewCheckpoint, edit: CheckpointEdit, given: Mapping[s
         _check_same(given, "maxParallelism", max_parallelism, int)
     else:
         keys = _key_type(given, schema)
-        given_parallelism = _optional_int(given, "parallelism")
+        given_parallelism = optional_int(given, "parallelism")
         parallelism = 1 if given_parallelism is None else given_parallelism
-        given_max = _optional_int(given, "maxParallelism")
+        given_max = optional_int(given, "maxParallelism")
         max_parallelism = (default_max_parallelism(max(parallelism, 1)) if given_max is None
                            else given_max)
     check_max_parallelism(max_parallelism)
@@ -273,7 +273,8 @@ def _field(schema: StructType, name: str) -> StructField:
     return schema[name]
 
 
-def _optional_int(given: dict[str, str], option: str) -> int | None:
+def optional_int(given: dict[str, str], option: str) -> int | None:
+    """An integer option as plain ASCII digits, or None when absent."""
     text = given.get(option)
     if text is None or text == "":
         return None

@@ -12,7 +12,6 @@ check, in the commit.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -32,7 +31,7 @@ from statesource.format.columns import (
 from statesource.format.datafile import write_keyed_file
 from statesource.format.ipc import split_batches
 from statesource.format.metadata import DataFile
-from statesource.format.storage import Location, new_data_file
+from statesource.format.storage import Location, new_data_file, remove_attempt
 from statesource.keygroups import KeyGroupRange, key_groups
 from statesource.model import VALUE_ROLES, StateKind
 from statesource.schema import ValueSchema
@@ -355,7 +354,4 @@ def _entry_counts(rows: pa.Table, kind: StateKind, starts: list[int],
 
 def delete_files(root: Location, files: Iterable[DataFile]) -> None:
     """Remove data files a write produced but did not commit."""
-    for data_file in files:
-        location = root.child(*data_file.path.split("/"))
-        with contextlib.suppress(OSError):
-            location.filesystem.delete_file(location.path)
+    remove_attempt(root.child(*data_file.path.split("/")) for data_file in files)

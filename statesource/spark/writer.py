@@ -32,6 +32,7 @@ from statesource.spark.write_plan import (
     NewCheckpoint,
     WriteTarget,
     new_checkpoint,
+    optional_int,
     parse_write_options,
     plan_state,
 )
@@ -233,10 +234,7 @@ def _id_option(given: dict[str, str], option: str, value: int | None) -> int | N
         return value
     if value is not None:
         raise InvalidArgumentError(f"{option} is given twice: {value} and {given[option]!r}")
-    text = given[option]
-    if not text.isascii() or not text.isdigit():
-        raise InvalidArgumentError(f"option {option} must be a non-negative integer, got {text!r}")
-    return int(text)
+    return optional_int(given, option)
 
 
 def _by_subtask(df: Any, target: WriteTarget) -> tuple[Any, WriteTarget]:
