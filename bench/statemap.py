@@ -264,16 +264,27 @@ def end_to_end_figure(
     )
 
 
-def backend_figure(records: int, repeats: int) -> None:
-    """Records/s for ``set_current_key`` + ``ValueState.update`` on a stream of string keys."""
+BACKEND_KEYS: dict[str, Callable[[int], object]] = {
+    "string": lambda n: f"user-{n}",
+    "long": lambda n: n,
+    "double": lambda n: n / 7,
+    "row<string,long>": lambda n: (f"user-{n}", n),
+}
+"""Key types of the end-to-end figure: cached ones (string, long) and ones canonicalised
+to their Java-equality form on every ``set_current_key`` (double, row)."""
+
+
+def backend_figure(records: int, repeats: int, key_type: str) -> None:
+    """Records/s for ``set_current_key`` + ``ValueState.update`` over 100k keys of a type."""
     from statesource.state.descriptors import ValueStateDescriptor
     from statesource.state.keyed_backend import KeyedStateBackend
 
     rng = random.Random(7)
-    stream = [f"user-{rng.randrange(100_000)}" for _ in range(records)]
+    make_key = BACKEND_KEYS[key_type]
+    stream = [make_key(rng.randrange(100_000)) for _ in range(records)]
 
     def workload() -> None:
-        backend = KeyedStateBackend("string", 128)
+        backend = KeyedStateBackend(key_type, 128)
         state = backend.get_state(ValueStateDescriptor("counts", "long"))
         set_key, update = backend.set_current_key, state.update
         for i, key in enumerate(stream):
@@ -281,13 +292,13 @@ def backend_figure(records: int, repeats: int) -> None:
             update(i)
 
     def baseline() -> None:
-        table: dict[tuple[str, None], int] = {}
+        table: dict[tuple[object, None], int] = {}
         for i, key in enumerate(stream):
             table[(key, None)] = i
 
     work_time = best_of(repeats, workload)
     end_to_end_figure(
-        f"set_current_key + ValueState.update, {records:,} records over 100k string keys"
+        f"set_current_key + ValueState.update, {records:,} records over 100k {key_type} keys"
         f" ({records / work_time / 1e6:.2f} M records/s)", workload, baseline, repeats)
 
 
@@ -301,6 +312,8 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="100k entries, grow to 500k")
+    parser.add_argument("--backend-only", action="store_true",
+                        help="only the end-to-end backend figures")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -313,11 +326,13 @@ def main() -> None:
     keys = list(range(args.entries))
     order = keys[:]
     random.Random(42).shuffle(order)
-    throughput(keys, order, args.repeats)
-    growth(args.grow, warm_up=args.entries)
-    memory(args.entries)
+    if not args.backend_only:
+        throughput(keys, order, args.repeats)
+        growth(args.grow, warm_up=args.entries)
+        memory(args.entries)
     print("end to end (baseline: the same writes into a dict keyed by (key, namespace))")
-    backend_figure(args.entries, args.repeats)
+    for key_type in BACKEND_KEYS:
+        backend_figure(args.entries, args.repeats, key_type)
 
 
 if __name__ == "__main__":

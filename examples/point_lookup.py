@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 from produce_and_checkpoint import produce
+from pyspark.sql.functions import col
 
 from statesource.format import Checkpoint
 from statesource.keygroups import KeyGroupRange, assign_to_key_group
@@ -25,8 +26,8 @@ for table in checkpoint.read_keyed_state("totals", key_groups=KeyGroupRange(key_
     print([row for row in table.to_pylist() if row["key"] == key])
 
 # With Spark: filterPushdown turns `key = ...` into that key group. Use a fresh DataFrame per
-# lookup (see docs/SPARK.md, "Filter pushdown").
+# lookup (see docs/SPARK.md, "Filter pushdown"). The key is a value, never pasted into SQL text.
 spark = session()
 lookup = (spark.read.format("flinkstate").option("state", "totals")
-          .option("filterPushdown", "true").load(path).where(f"key = '{key}'"))
+          .option("filterPushdown", "true").load(path).where(col("key") == key))
 lookup.show()

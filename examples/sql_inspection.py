@@ -15,13 +15,13 @@ from statesource.spark import session
 path = sys.argv[1] if len(sys.argv) > 1 else produce(tempfile.mkdtemp(prefix="statesource-"))
 spark = session()
 
-spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW checkpoint_states USING `flinkstate-metadata`"
-          f" OPTIONS (path '{path}')")
+# Views are registered from DataFrames, so the path is never pasted into SQL text.
+spark.read.format("flinkstate-metadata").load(path).createOrReplaceTempView("checkpoint_states")
 spark.sql("SELECT operator_uid, state_name, kind, entries, rows, bytes"
           " FROM checkpoint_states").show()
 
-spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW orders USING flinkstate"
-          f" OPTIONS (path '{path}', state 'orders', parallelism '4')")
+(spark.read.format("flinkstate").options(state="orders", parallelism="4").load(path)
+ .createOrReplaceTempView("orders"))
 spark.sql("""
     SELECT operator_index AS subtask_if_parallelism_4, count(DISTINCT key) AS customers,
            count(*) AS orders

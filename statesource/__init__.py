@@ -1,7 +1,7 @@
 """statesource: Flink-style keyed state in Python, checkpointed as Arrow, read with Spark.
 
 The names here are the public API a program needs: keep state in backends,
-checkpoint it, open checkpoints, restore and retain them, and the errors all
+checkpoint it, open checkpoints, restore, rescale and retain them, and the errors all
 of it raises. Spark lives in :mod:`statesource.spark`, which this package
 does not import (it would start nothing, but pulls in PySpark).
 """
@@ -27,9 +27,10 @@ from statesource.errors import (
     TypeMismatchError,
     UnsupportedFormatVersionError,
 )
-from statesource.format import Checkpoint, CheckpointInfo, retain
+from statesource.format import ChangeFeed, Checkpoint, CheckpointInfo, retain
 from statesource.keygroups import KeyGroupRange
 from statesource.model import DistributionMode, StateKind, StateVisibility, TtlConfig, UpdateType
+from statesource.rescale import rescale_parallelism
 from statesource.state import (
     AggregatingStateDescriptor,
     KeyedStateBackend,
@@ -51,6 +52,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 __all__ = [
     "AggregatingStateDescriptor",
+    "ChangeFeed",
     "Checkpoint",
     "CheckpointExistsError",
     "CheckpointInfo",
@@ -86,6 +88,7 @@ __all__ = [
     "__version__",
     "key_type",
     "parse_type",
+    "rescale_parallelism",
     "restore_keyed_backend",
     "restore_operator_backend",
     "retain",

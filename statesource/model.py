@@ -122,11 +122,13 @@ Expirer = Callable[[Any, int], Any]
 
 
 def expirer_for(kind: StateKind, ttl: TtlConfig) -> Expirer:
-    """How a stored object of ``kind`` loses its expired parts.
+    """How a stored object of ``kind`` loses its expired parts on access.
 
-    Never mutates its input: the checkpoint writer applies it to objects shared
-    with the live map, which copy-on-write only protects from writes made
-    through the map. Returns the input itself when nothing expired.
+    This is Flink's incremental cleanup (``getUnexpiredOrNull``): a list keeps every
+    unexpired element, a map every unexpired entry. Never mutates its input: the
+    checkpoint writer applies it to objects shared with the live map, which
+    copy-on-write only protects from writes made through the map. Returns the input
+    itself when nothing expired.
     """
 
     def scalar(stored: tuple[Any, int], now_ms: int) -> Any:
@@ -151,6 +153,26 @@ def expirer_for(kind: StateKind, ttl: TtlConfig) -> Expirer:
     if kind is StateKind.MAP:
         return entries
     return scalar
+
+
+def snapshot_expirer_for(kind: StateKind, ttl: TtlConfig) -> Expirer:
+    """What full-snapshot cleanup keeps of a stored object of ``kind``.
+
+    As :func:`expirer_for`, except for lists: Flink's list transformer stops at the
+    first unexpired element and keeps it and everything after it, expired or not
+    (``STOP_ON_FIRST_INCLUDED``), since elements are usually appended in time order.
+    """
+    if kind is not StateKind.LIST:
+        return expirer_for(kind, ttl)
+
+    def leading_expired_dropped(stored: list[tuple[Any, int]], now_ms: int) -> Any:
+        cutoff = ttl.expiry_cutoff(now_ms)
+        for index, item in enumerate(stored):
+            if item[1] > cutoff:
+                return stored[index:] if index else stored
+        return None
+
+    return leading_expired_dropped
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,23 @@ from statesource.format.metadata import OperatorMeta
 from statesource.skew import Distribution, imbalance
 
 
-def plot_distribution(op: OperatorMeta, proposed: int | None, path: str) -> None:
-    """Write a PNG: bytes per key group on top, bytes per subtask below."""
+def require_matplotlib() -> None:
+    """Import matplotlib for drawing into files, or say how to install it."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot  # noqa: F401 - fails here, not halfway through a plot
     except ImportError:
         raise StateSourceError(
             "--plot needs matplotlib, which is an optional extra: pip install 'statesource[plot]'"
         ) from None
+
+
+def plot_distribution(op: OperatorMeta, proposed: int | None, path: str) -> None:
+    """Write a PNG: bytes per key group on top, bytes per subtask below."""
+    require_matplotlib()
+    import matplotlib.pyplot as plt
     distribution = Distribution.of(op)
     per_group = [size / 1024 for size in distribution.bytes]
     parallelisms = list(dict.fromkeys(p for p in (op.parallelism, proposed) if p))

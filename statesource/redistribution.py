@@ -6,23 +6,31 @@ spread over the new subtasks (``OperatorStateHandle.Mode``) and applies the
 rules of its ``RoundRobinOperatorStateRepartitioner``:
 
 * split-distribute list state: all elements, in old-subtask order, are cut into
-  contiguous slices whose sizes differ by at most one (the larger ones first);
-  when the parallelism does not change, every subtask keeps exactly what it had;
+  contiguous slices whose sizes differ by at most one. The states of one operator
+  are cut one after the other, in the iteration order of the Java ``HashMap`` that
+  Flink groups them by name in, and each continues the round robin where the
+  previous one's larger slices ran out, so that the extra elements of many small
+  states do not all land on subtask 0. When the parallelism does not change, every
+  subtask keeps exactly what it had;
 * union list state: every new subtask receives every element;
 * broadcast state: every old copy is meant to be identical, so new subtask ``i``
-  simply takes the copy of old subtask ``i % old_parallelism``.
+  takes the copy of the ``i % n``-th of the ``n`` old subtasks that hold the state.
 
-The functions return new containers; the elements themselves are shared.
+:func:`redistribute_operator` applies these rules to all states of an operator at
+once, as Flink does (the split states depend on each other); the per-mode functions
+handle one state alone. They return new containers; the elements themselves are shared.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from statesource.checks import check_int
 from statesource.errors import InvalidArgumentError
 from statesource.model import DistributionMode
+from statesource.types import STRING
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -55,25 +63,42 @@ def _check_list_subtasks(old: Sequence[Sequence[Any]]) -> None:
 def redistribute_split(old: Sequence[Sequence[T]], new_parallelism: int) -> list[list[T]]:
     """Cut the elements of all old subtasks into ``new_parallelism`` contiguous slices.
 
-    With ``N`` elements, every new subtask gets ``N // new_parallelism`` of them and
-    the first ``N % new_parallelism`` subtasks one more, so the elements keep their
-    old-subtask order when the slices are read one after the other. When the
-    parallelism is unchanged Flink returns the previous assignment as it was, even
-    if it is uneven: there is nothing to repartition.
+    This is the first (or only) split-distribute state of an operator; see
+    :func:`redistribute_operator` for the others. With ``N`` elements, every new
+    subtask gets ``N // new_parallelism`` of them and the first ``N % new_parallelism``
+    subtasks one more, so the elements keep their old-subtask order when the slices
+    are read one after the other. When the parallelism is unchanged Flink returns
+    the previous assignment as it was, even if it is uneven: there is nothing to
+    repartition.
     """
     _check_parallelism(new_parallelism)
     _check_list_subtasks(old)
     if len(old) == new_parallelism:
         return [list(elements) for elements in old]
+    return _split_round_robin(old, new_parallelism, 0)[0]
+
+
+def _split_round_robin(old: Sequence[Sequence[T]], new_parallelism: int,
+                       start: int) -> tuple[list[list[T]], int]:
+    """Slices for new subtasks ``start, start + 1, ...`` (wrapping), and the next start.
+
+    The first ``N % new_parallelism`` subtasks visited get the larger slices; the
+    next state starts at the first subtask that got a smaller one (or at ``start``
+    again when the elements divide evenly), as Flink's repartitioner does.
+    """
     everything = [element for elements in old for element in elements]
     base, extra = divmod(len(everything), new_parallelism)
-    result = []
-    start = 0
-    for subtask in range(new_parallelism):
-        end = start + base + (1 if subtask < extra else 0)
-        result.append(everything[start:end])
-        start = end
-    return result
+    result: list[list[T]] = [[] for _ in range(new_parallelism)]
+    next_start = start
+    taken = 0
+    for step in range(new_parallelism):
+        subtask = (start + step) % new_parallelism
+        if step == extra:
+            next_start = subtask
+        size = base + (1 if step < extra else 0)
+        result[subtask] = everything[taken:taken + size]
+        taken += size
+    return result, next_start
 
 
 def redistribute_union(old: Sequence[Sequence[T]], new_parallelism: int) -> list[list[T]]:
@@ -89,10 +114,12 @@ def redistribute_union(old: Sequence[Sequence[T]], new_parallelism: int) -> list
 
 
 def redistribute_broadcast(
-    old: Sequence[Mapping[K, V]], new_parallelism: int
+    old: Sequence[Mapping[K, V]], new_parallelism: int, holders: Sequence[int] | None = None
 ) -> list[dict[K, V]]:
-    """Give new subtask ``i`` a copy of old subtask ``i % len(old)``'s map.
+    """Give new subtask ``i`` the map of the ``i % n``-th of the ``n`` holders.
 
+    ``holders`` are the old subtasks that hold the state, in ascending order (all of
+    them when None); a subtask that never registered it holds none, even empty.
     Broadcast state is written identically on every subtask, so any copy will do;
     Flink picks them round-robin rather than merging them, and so does this.
     """
@@ -108,7 +135,21 @@ def redistribute_broadcast(
             raise InvalidArgumentError(
                 f"old subtask {index} of broadcast state must hold a mapping, got {entries!r}"
             )
-    return [dict(old[subtask % len(old)]) for subtask in range(new_parallelism)]
+    holding = _check_holders(holders, len(old))
+    return [dict(old[holding[subtask % len(holding)]]) for subtask in range(new_parallelism)]
+
+
+def _check_holders(holders: Sequence[int] | None, old_parallelism: int) -> list[int]:
+    if holders is None:
+        return list(range(old_parallelism))
+    holding = list(holders)
+    if (not holding or holding != sorted(set(holding))
+            or not all(type(h) is int and 0 <= h < old_parallelism for h in holding)):
+        raise InvalidArgumentError(
+            f"holders {holders!r} must be distinct ascending old subtask indexes in"
+            f" [0, {old_parallelism}), at least one"
+        )
+    return holding
 
 
 def redistribute(mode: DistributionMode, old: Sequence[Any], new_parallelism: int) -> list[Any]:
@@ -122,3 +163,99 @@ def redistribute(mode: DistributionMode, old: Sequence[Any], new_parallelism: in
     raise InvalidArgumentError(
         f"distribution mode must be one of {[m.name for m in DistributionMode]}, got {mode!r}"
     )
+
+
+@dataclass(frozen=True)
+class OldOperatorState:
+    """One operator state as the old subtasks left it: what a rescale redistributes.
+
+    ``shares`` has one entry per old subtask (a list, or a mapping for broadcast
+    state); ``holders`` are the old subtasks that registered the state (None: all),
+    which matters for broadcast state and for the order of split-distribute states.
+    """
+
+    name: str
+    mode: DistributionMode
+    shares: Sequence[Any]
+    holders: Sequence[int] | None = None
+
+
+def redistribute_operator(states: Sequence[OldOperatorState],
+                          new_parallelism: int) -> dict[str, list[Any]]:
+    """Every state of one operator, redistributed together: name -> per new subtask.
+
+    Split-distribute states are cut in :func:`split_state_order` and each continues
+    the round robin where the previous one left off. At unchanged parallelism split
+    states stay in place, union states are still unioned, and a broadcast state that
+    some subtasks lack is handed round-robin from its holders to those subtasks.
+    """
+    _check_parallelism(new_parallelism)
+    if not states:
+        return {}
+    old_parallelism = len(states[0].shares)
+    for state in states:
+        if len(state.shares) != old_parallelism:
+            raise InvalidArgumentError(
+                f"operator state {state.name!r} has {len(state.shares)} old shares, state"
+                f" {states[0].name!r} {old_parallelism}: every state needs one per old subtask"
+            )
+    result: dict[str, list[Any]] = {}
+    split = [s for s in states if s.mode is DistributionMode.SPLIT_DISTRIBUTE]
+    start = 0
+    for state in split_state_order(split):
+        if old_parallelism == new_parallelism:
+            result[state.name] = redistribute_split(state.shares, new_parallelism)
+            continue
+        _check_list_subtasks(state.shares)
+        result[state.name], start = _split_round_robin(state.shares, new_parallelism, start)
+    for state in states:
+        if state.mode is DistributionMode.UNION:
+            result[state.name] = redistribute_union(state.shares, new_parallelism)
+        elif state.mode is DistributionMode.BROADCAST:
+            result[state.name] = _broadcast(state, old_parallelism, new_parallelism)
+        elif state.mode is not DistributionMode.SPLIT_DISTRIBUTE:
+            raise InvalidArgumentError(
+                f"operator state {state.name!r}: distribution mode must be one of"
+                f" {[m.name for m in DistributionMode]}, got {state.mode!r}"
+            )
+    return result
+
+
+def _broadcast(state: OldOperatorState, old_parallelism: int,
+               new_parallelism: int) -> list[dict[Any, Any]]:
+    """At unchanged parallelism a holder keeps its own copy; otherwise round robin."""
+    spread = redistribute_broadcast(state.shares, new_parallelism, state.holders)
+    if old_parallelism == new_parallelism:
+        holders = _check_holders(state.holders, old_parallelism)
+        for subtask in holders:
+            spread[subtask] = dict(state.shares[subtask])
+    return spread
+
+
+def split_state_order(states: Sequence[OldOperatorState]) -> list[OldOperatorState]:
+    """Split-distribute states in the order Flink's repartitioner cuts them.
+
+    Flink groups them by name in a ``java.util.HashMap`` and iterates that: by bucket
+    (the name's ``String.hashCode`` spread as ``h ^ (h >>> 16)``, masked to the table
+    size, which starts at 16 and doubles while more than 3/4 full), and within a
+    bucket newest first: Flink adds names with ``computeIfAbsent``, which puts a new
+    entry at the head of its bucket. Names are added as they are first met walking
+    the old subtasks in order; within one subtask statesource takes them by name
+    (Flink follows the subtask's own snapshot map there, which a checkpoint does not
+    record, so two split-distribute names sharing a bucket may be cut in either order).
+    """
+    capacity = 16
+    while len(states) > capacity * 3 // 4:
+        capacity *= 2
+
+    def first_met(state: OldOperatorState) -> tuple[int, str]:
+        holders = _check_holders(state.holders, len(state.shares))
+        return holders[0], state.name
+
+    newest_first = sorted(states, key=first_met, reverse=True)
+    return sorted(newest_first, key=lambda state: _java_hash_map_bucket(state.name, capacity))
+
+
+def _java_hash_map_bucket(name: str, capacity: int) -> int:
+    h = STRING.java_hash(name) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & (capacity - 1)

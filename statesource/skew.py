@@ -2,7 +2,9 @@
 
 This is the picture an operator looks at before rescaling: a subtask owns a
 contiguous run of key groups, so a few heavy key groups can make one subtask
-much busier than the rest, whatever the parallelism.
+much busier than the rest, whatever the parallelism. Independently of the
+data, the key groups themselves split evenly only when the parallelism
+divides the max parallelism (:class:`KeyGroupBalance`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from statesource.format.metadata import OperatorMeta
-from statesource.keygroups import check_parallelism, operator_index_for_key_group
+from statesource.keygroups import check_parallelism, key_group_range_for_operator
+
+_SHOWN_SUBTASKS = 8
 
 
 @dataclass(frozen=True)
@@ -21,28 +25,93 @@ class Distribution:
 
     rows: list[int]
     bytes: list[int]
+    entries: list[int]
+    """Distinct (key, namespace) pairs, summed over the operator's keyed states."""
 
     @classmethod
     def of(cls, op: OperatorMeta) -> Distribution:
         rows = [0] * op.max_parallelism
         size = [0] * op.max_parallelism
+        entries = [0] * op.max_parallelism
         for state in op.keyed_states:
             for _, location in state.key_group_locations():
                 rows[location.key_group] += location.rows
                 size[location.key_group] += location.length
-        return cls(rows, size)
+                entries[location.key_group] += location.entries
+        return cls(rows, size, entries)
 
     def per_subtask(self, amounts: list[int], parallelism: int) -> list[int]:
         """``amounts`` per key group summed over the key groups each subtask would own."""
         max_parallelism = len(amounts)
         check_parallelism(parallelism, max_parallelism)
-        totals = [0] * parallelism
-        for key_group, amount in enumerate(amounts):
-            totals[operator_index_for_key_group(max_parallelism, parallelism, key_group)] += amount
-        return totals
+        ranges = (key_group_range_for_operator(max_parallelism, parallelism, subtask)
+                  for subtask in range(parallelism))
+        return [sum(amounts[owned.start:owned.end + 1]) for owned in ranges]
 
 
 def imbalance(amounts: Sequence[float]) -> float:
     """Largest over mean: 1.0 is perfectly even, 2.0 means one part carries twice its share."""
     mean = statistics.fmean(amounts) if amounts else 0.0
     return max(amounts) / mean if mean else 1.0
+
+
+def describe_per_subtask(totals: Sequence[int]) -> str:
+    """``0: 1,204, 1: 1,187, ... (max/mean 1.01)``, the first few subtasks of many."""
+    shown = ", ".join(f"{i}: {t:,}" for i, t in enumerate(totals[:_SHOWN_SUBTASKS]))
+    more = f", ... ({len(totals)} subtasks)" if len(totals) > _SHOWN_SUBTASKS else ""
+    return f"{shown}{more} (max/mean {imbalance(totals):.2f})"
+
+
+@dataclass(frozen=True)
+class KeyGroupBalance:
+    """How ``max_parallelism`` key groups split over ``parallelism`` subtasks.
+
+    Flink gives every subtask ``M // P`` or ``M // P + 1`` contiguous key
+    groups, so unless ``P`` divides ``M`` some subtasks carry one key group
+    more: with evenly spread keys their load is ``ratio`` times the others'.
+    Flink's advice is hence a max parallelism that is a multiple of the
+    parallelisms a job will run at.
+    """
+
+    max_parallelism: int
+    parallelism: int
+
+    def __post_init__(self) -> None:
+        check_parallelism(self.parallelism, self.max_parallelism)
+
+    @property
+    def fewest(self) -> int:
+        """Key groups of the lightest subtask."""
+        return self.max_parallelism // self.parallelism
+
+    @property
+    def most(self) -> int:
+        """Key groups of the heaviest subtask."""
+        return -(-self.max_parallelism // self.parallelism)
+
+    @property
+    def ratio(self) -> float:
+        """Most over fewest key groups per subtask: the load ratio of evenly spread keys."""
+        return self.most / self.fewest
+
+    @property
+    def even(self) -> bool:
+        return self.max_parallelism % self.parallelism == 0
+
+    def even_parallelisms_near(self, count: int = 2) -> list[int]:
+        """Up to ``count`` parallelisms below and above this one that divide the max
+        parallelism, nearest first: the choices that keep subtask loads equal."""
+        divisors = [d for d in range(1, self.max_parallelism + 1) if self.max_parallelism % d == 0]
+        below = [d for d in divisors if d < self.parallelism][-count:]
+        above = [d for d in divisors if d > self.parallelism][:count]
+        return below + above
+
+    def describe(self) -> str:
+        """One line of advice, as ``inspect`` and ``rescale`` print it."""
+        if self.even:
+            return (f"{self.fewest:,} each ({self.max_parallelism:,} is a multiple of"
+                    f" {self.parallelism}: equal loads)")
+        near = ", ".join(map(str, self.even_parallelisms_near()))
+        return (f"{self.fewest:,} to {self.most:,} (load ratio {self.ratio:.2f}:"
+                f" {self.max_parallelism:,} is not a multiple of {self.parallelism};"
+                f" parallelisms that divide it nearby: {near})")

@@ -5,17 +5,65 @@ Markers are applied here, not by hand (both are registered in pyproject.toml):
 - ``spark``: the test needs a SparkSession / JVM: it uses the ``spark`` fixture, directly or
   through another fixture, or lives under tests/spark/ (the connector's tests, most of which
   start Spark, some in a subprocess). ``pytest -m "not spark"`` runs the rest without a JVM.
-- ``golden``: the test reads Flink's vectors from ../shared/flink-golden (GOLDEN_FILES).
+- ``golden``: the test reads Flink's output from ../shared: the vectors in flink-golden
+  (tests/test_golden.py) or the savepoints in flink-savepoints (tests/flink/, and
+  tests/spark/test_flink_snapshots.py).
+
+Every test has a time limit (``STATESOURCE_TEST_TIMEOUT`` seconds, default 300), so a
+bug that makes code wait forever fails its test instead of hanging the suite: the
+test body is interrupted by SIGALRM, and should the process be stuck where Python
+cannot run (inside a C call), faulthandler dumps every thread's stack and exits.
 """
 
 from __future__ import annotations
 
+import faulthandler
+import os
+import signal
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-GOLDEN_FILES = {"test_golden.py", "test_keygroup_columns.py", "test_functions.py"}
+GOLDEN_FILES = {"test_golden.py", "test_shared_snapshots.py", "test_errors.py", "test_import.py",
+                "test_flink_snapshots.py", "test_keygroup_columns.py", "test_functions.py"}
+TEST_TIMEOUT_SECONDS = float(os.environ.get("STATESOURCE_TEST_TIMEOUT", "300"))
+STUCK_GRACE_SECONDS = 60
+
+
+class TimeLimitExceeded(BaseException):  # not an Exception: code under test must not swallow it
+    """Raised in a test that ran longer than ``TEST_TIMEOUT_SECONDS``."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    faulthandler.dump_traceback_later(TEST_TIMEOUT_SECONDS + STUCK_GRACE_SECONDS, exit=True,
+                                      file=sys.stderr)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimeLimitExceeded(f"{item.nodeid} ran longer than {TEST_TIMEOUT_SECONDS:g} s"
+                          " (STATESOURCE_TEST_TIMEOUT)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, TEST_TIMEOUT_SECONDS)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture(scope="session")

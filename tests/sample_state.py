@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from statesource.model import TtlConfig
+from statesource.state.clock import ManualClock
 from statesource.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -51,7 +52,11 @@ def descriptors():
     ]
 
 
-def populate(backend: KeyedStateBackend, keys) -> None:
+def populate(backend: KeyedStateBackend, keys, *, partly_expired: bool = True) -> None:
+    """Every state kind for ``keys``; then, on a manual clock, TTL state that has partly
+    expired: the clock moves past the TTL and a third of the keys get fresh list
+    elements and map entries beside their expired ones (written as they are, since
+    the sample states do not clean up on snapshots)."""
     states = {d.name: backend.get_state(d) for d in descriptors()}
     for i, key in enumerate(keys):
         backend.set_current_key(key)
@@ -67,6 +72,13 @@ def populate(backend: KeyedStateBackend, keys) -> None:
         states["ttl_value"].update(i)
         states["ttl_list"].add_all(range(i % 3 + 1))
         states["ttl_map"].put("a", i)
+    if partly_expired and isinstance(backend.clock, ManualClock):
+        backend.clock.advance(TTL.ttl_ms + 1)
+        for i, key in enumerate(keys):
+            if i % 3 == 0:
+                backend.set_current_key(key)
+                states["ttl_list"].add(100 + i)
+                states["ttl_map"].put("fresh", i)
 
 
 def dump(backend: KeyedStateBackend) -> dict:

@@ -17,7 +17,7 @@ from statesource.keygroups import (
     key_groups,
     operator_index_for_key_group,
 )
-from statesource.types import Row, RowKind, parse_type
+from statesource.types import Row, RowKind, key_type, parse_type
 
 MAX_PARALLELISMS = st.integers(min_value=1, max_value=32768)
 
@@ -226,3 +226,24 @@ def test_nested_composites_are_valid_avro_value_types(type_name):
     declared = parse_type(type_name)
     schema = ValueSchema.parse(declared.to_avro())
     assert schema.arrow_type.num_fields == declared.arrow_type.num_fields
+
+
+def test_primitive_types_unpickle_as_themselves():
+    """Spark ships key types to its tasks by pickling; code compares primitives by identity."""
+    import pickle
+
+    from statesource.types import BYTE, CHAR, DOUBLE, LONG, STRING, VOID
+
+    for data_type in (STRING, LONG, BYTE, CHAR, DOUBLE, VOID):
+        assert pickle.loads(pickle.dumps(data_type)) is data_type
+    composite = key_type("row<string,tuple<int,boolean>>")
+    assert pickle.loads(pickle.dumps(composite)) == composite
+
+
+@pytest.mark.parametrize("type_name", ["tuple<string,int>", "row<long,string>"])
+def test_bulk_key_groups_of_arrow_struct_keys_equal_the_scalar_ones(type_name):
+    composite = key_type(type_name)
+    values = ([("a", 1), ("b", None), ("", -5)] if type_name.startswith("tuple")
+              else [Row(1, "x"), Row(2, None, kind=RowKind.DELETE)])
+    expected = [assign_to_key_group(v, composite, 128) for v in values]
+    assert key_groups(composite.to_arrow(values), composite, 128).tolist() == expected

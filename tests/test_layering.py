@@ -20,15 +20,16 @@ PACKAGE = "statesource"
 # Bottom to top. A unit (a module or a package with all its submodules) may import units of its
 # own tier and of lower tiers, except the pairs in FORBIDDEN; the no-cycle test keeps imports
 # within a tier one-way. The three foundation tiers are docs/ARCHITECTURE.md's
-# "errors < checks, types < keygroups, keyjson, schema".
+# "errors < checks, types < keygroups, keyequality, keyjson, schema".
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation (errors)", ("statesource.errors",)),
     ("foundation (checks, types)", ("statesource.checks", "statesource.types")),
-    ("foundation", ("statesource.keygroups", "statesource.keyjson", "statesource.schema")),
+    ("foundation", ("statesource.keygroups", "statesource.keyequality", "statesource.keyjson",
+                    "statesource.schema")),
     ("vocabulary", ("statesource.model", "statesource.redistribution")),
     ("sides", ("statesource.state", "statesource.format")),
     ("bridges", ("statesource.checkpointing", "statesource.skew", "statesource.plot",
-                 "statesource.jvm")),
+                 "statesource.rescale", "statesource.flink", "statesource.jvm")),
     ("top", ("statesource.spark", "statesource.demo", "statesource.cli")),
     # The curated public API imports every layer, so nothing inside the package may import it.
     ("public API", (PACKAGE,)),
@@ -40,6 +41,8 @@ FORBIDDEN: frozenset[tuple[str, str]] = frozenset({
     ("statesource.spark", "statesource.demo"),
     ("statesource.spark", "statesource.cli"),
     ("statesource.demo", "statesource.cli"),
+    ("statesource.flink", "statesource.state"),
+    ("statesource.flink", "statesource.checkpointing"),
 })
 
 # Importers the layer rules do not apply to (imports *of* them are still checked).
@@ -307,7 +310,7 @@ def test_layer_checker_catches_synthetic_violations():
     ]
     good = [
         fake("statesource.types", "statesource.errors"),
-        fake("statesource.schema.avro", "statesource.schema.convert"),
+        fake("statesource.schema.value_schema", "statesource.schema.avro_parsing"),
         fake("statesource.redistribution", "statesource.model"),
         fake("statesource.state.keyed_backend", "statesource.model"),
         fake("statesource.format.metadata", "statesource.schema"),
@@ -363,7 +366,7 @@ def later():
     known = {"statesource", "statesource.types", "statesource.errors", "statesource.state",
              "statesource.state.statemap", "statesource.state.statetable",
              "statesource.state.keyed_backend", "statesource.keygroups", "statesource.format",
-             "statesource.format.writer", "statesource.schema", "statesource.schema.avro",
+             "statesource.format.writer", "statesource.schema", "statesource.schema.value_schema",
              "statesource.spark"}
     found = imports_of("statesource.state.keyed_states", False, source, "x.py", known)
     assert sorted(imp.imported for imp in found) == sorted([

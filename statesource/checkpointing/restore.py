@@ -1,17 +1,21 @@
 """Restoring backends from a checkpoint, at the checkpoint's parallelism or another.
 
 Keyed state: a subtask of the new parallelism reads exactly the key groups
-Flink assigns it, by byte range. Operator state: every old share is read and
-redistributed by Flink's rules for the state's mode.
+Flink assigns it, by byte range. The restored backend takes the checkpoint as
+its base, so an incremental checkpoint into the same root references what the
+program has not changed since. Operator state: every old share is read and
+redistributed by Flink's rules, all states of the operator together (split states
+continue one another's round robin; broadcast state comes from the subtasks that held it).
 """
 
 from __future__ import annotations
 
+from statesource.checkpointing.incremental import BaseCheckpoint
 from statesource.checks import check_int
 from statesource.format.columns import KEY_GROUP, decode_entries
 from statesource.format.reader import Checkpoint
 from statesource.keygroups import check_parallelism, key_group_range_for_operator
-from statesource.redistribution import redistribute
+from statesource.redistribution import redistribute_operator
 from statesource.state.clock import Clock
 from statesource.state.descriptors import StateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend
@@ -35,6 +39,7 @@ def restore_keyed_backend(checkpoint: Checkpoint, subtask_index: int, parallelis
             for table in checkpoint.read_keyed_state(meta.name, operator=op.uid,
                                                      key_groups=owned)
         ))
+    backend.restored_from(BaseCheckpoint(checkpoint.root, checkpoint.checkpoint_id, op.uid))
     return backend
 
 
@@ -45,8 +50,7 @@ def restore_operator_backend(checkpoint: Checkpoint, subtask_index: int, paralle
     check_int(parallelism, "parallelism", 1)
     check_int(subtask_index, "subtask index", 0, parallelism - 1)
     backend = OperatorStateBackend()
+    shares = redistribute_operator(checkpoint.operator_states_as_left(op.uid), parallelism)
     for meta in op.operator_states:
-        shares = checkpoint.read_operator_state(meta.name, operator=op.uid)
-        share = redistribute(meta.mode, shares, parallelism)[subtask_index]
-        backend.restore_state(meta.name, meta.mode, meta.schemas, share)
+        backend.restore_state(meta.name, meta.mode, meta.schemas, shares[meta.name][subtask_index])
     return backend

@@ -9,13 +9,15 @@ visible. Files of a failed attempt are deleted; any that survive a crash have
 names no later attempt reuses, and readers never look at unlisted files.
 
 Everything written goes through the format's one data-file writer and commit,
-like every other producer's checkpoints.
+like every other producer's checkpoints. Once committed, every backend is told
+(its snapshot's ``completed``), so that an incremental checkpoint
+(:mod:`statesource.checkpointing.incremental`) can build on it; a failed
+checkpoint tells nothing, so no change is ever forgotten.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,11 +25,20 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from statesource.checkpointing.incremental import (
+    FULL,
+    BaseCheckpoint,
+    BaseIndex,
+    EncodedKeyGroups,
+    StatePlan,
+    merge_references,
+    observe_oldest_access,
+)
 from statesource.checks import check_checkpoint_id
 from statesource.errors import CheckpointExistsError, InvalidArgumentError
 from statesource.format.columns import RowEncoder
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
-from statesource.format.datafile import write_keyed_file, write_operator_state_file
+from statesource.format.datafile import write_keyed_file, write_operator_state
 from statesource.format.metadata import (
     CheckpointMeta,
     DataFile,
@@ -35,15 +46,15 @@ from statesource.format.metadata import (
     OperatorMeta,
     OperatorStateMeta,
 )
-from statesource.format.operator_columns import operator_state_schema, operator_state_table
 from statesource.format.storage import (
     METADATA_FILE,
     Location,
     checkpoint_dir_name,
     new_data_file,
+    remove_attempt,
     resolve,
 )
-from statesource.keygroups import key_group_range_for_operator
+from statesource.keygroups import default_max_parallelism, key_group_range_for_operator
 from statesource.state.keyed_backend import KeyedBackendSnapshot, KeyedStateBackend
 from statesource.state.operator_backend import (
     OperatorStateBackend,
@@ -94,26 +105,35 @@ class _OperatorSnapshot:
 
 
 class CheckpointWriter:
-    """Writes checkpoints under one root directory, one at a time, in the background."""
+    """Writes checkpoints under one root directory, one at a time, in the background.
 
-    def __init__(self, root: str, filesystem: pafs.FileSystem | None = None) -> None:
+    With ``incremental`` (here as the default, or per checkpoint) a checkpoint
+    rewrites only the key groups changed since the previous committed one of
+    the same backends, and references the others.
+    """
+
+    def __init__(self, root: str, filesystem: pafs.FileSystem | None = None, *,
+                 incremental: bool = False) -> None:
         self.root = resolve(root, filesystem)
+        self.incremental = incremental
+        self._bases = BaseIndex(self.root)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="statesource-checkpoint"
         )
         self._in_flight: set[int] = set()
 
-    def write(self, checkpoint_id: int, operators: Mapping[str, Sequence[Any]]) -> CheckpointInfo:
+    def write(self, checkpoint_id: int, operators: Mapping[str, Sequence[Any]], *,
+              incremental: bool | None = None) -> CheckpointInfo:
         """Snapshot and write synchronously; returns once the checkpoint is committed."""
-        return self.write_async(checkpoint_id, operators).result()
+        return self.write_async(checkpoint_id, operators, incremental=incremental).result()
 
-    def write_async(self, checkpoint_id: int,
-                    operators: Mapping[str, Sequence[Any]]) -> PendingCheckpoint:
+    def write_async(self, checkpoint_id: int, operators: Mapping[str, Sequence[Any]], *,
+                    incremental: bool | None = None) -> PendingCheckpoint:
         """Snapshot every backend now; write and commit in the background.
 
         ``operators`` maps an operator uid to its subtasks in index order; a
         subtask is a :class:`SubtaskBackends`, a ``KeyedStateBackend`` or an
-        ``OperatorStateBackend``.
+        ``OperatorStateBackend``. ``incremental`` overrides the writer's setting.
         """
         check_checkpoint_id(checkpoint_id)
         if not operators:
@@ -138,8 +158,9 @@ class CheckpointWriter:
         timestamp_ms = next((s.keyed[0].timestamp_ms for s in snapshots if s.keyed),
                             time.time_ns() // 1_000_000)
         self._in_flight.add(checkpoint_id)
-        future = self._executor.submit(_write_checkpoint, self.root, checkpoint_id,
-                                       timestamp_ms, snapshots)
+        future = self._executor.submit(
+            _write_checkpoint, self.root, checkpoint_id, timestamp_ms, snapshots, self._bases,
+            self.incremental if incremental is None else incremental)
         future.add_done_callback(lambda _: self._in_flight.discard(checkpoint_id))
         return PendingCheckpoint(checkpoint_id, future)
 
@@ -196,7 +217,11 @@ def _check_operator(uid: str, subtasks: list[SubtaskBackends]) -> None:
 
 def _snapshot_operator(uid: str, subtasks: list[SubtaskBackends],
                        checkpoint_id: int) -> _OperatorSnapshot:
-    snapshot = _OperatorSnapshot(uid, len(subtasks), len(subtasks), [], [])
+    # An operator without keyed state has no key groups, but Flink still records its
+    # vertex's max parallelism, by default this one; recording the parallelism itself
+    # would forbid ever scaling the operator up.
+    snapshot = _OperatorSnapshot(uid, len(subtasks), default_max_parallelism(len(subtasks)),
+                                 [], [])
     try:
         for subtask in subtasks:
             if subtask.keyed is not None:
@@ -212,24 +237,43 @@ def _snapshot_operator(uid: str, subtasks: list[SubtaskBackends],
 
 
 def _write_checkpoint(root: Location, checkpoint_id: int, timestamp_ms: int,
-                      snapshots: list[_OperatorSnapshot]) -> CheckpointInfo:
+                      snapshots: list[_OperatorSnapshot], index: BaseIndex,
+                      incremental: bool) -> CheckpointInfo:
+    """Write, commit, then make this checkpoint the base of every backend in it."""
     written: list[Location] = []
+    oldest_access: dict[tuple[str, int], int] = {}
+    output = _Output(written, index if incremental else None, oldest_access)
     try:
-        operators = tuple(_write_operator(root, checkpoint_id, snapshot, written)
+        operators = tuple(_write_operator(root, checkpoint_id, snapshot, output)
                           for snapshot in snapshots)
-        return commit_checkpoint(root, CheckpointMeta(checkpoint_id, timestamp_ms, operators))
+        info = commit_checkpoint(root, CheckpointMeta(checkpoint_id, timestamp_ms, operators))
     except BaseException:
-        for location in written:
-            with contextlib.suppress(OSError):  # a leftover is harmless: never listed, never read
-                location.filesystem.delete_file(location.path)
+        remove_attempt(written)
         raise
     finally:
         for snapshot in snapshots:
             snapshot.close()
+    index.committed(info.metadata, oldest_access)
+    for snapshot in snapshots:
+        for backend in snapshot.keyed:
+            backend.completed(BaseCheckpoint(root, checkpoint_id, snapshot.uid))
+    return info
+
+
+@dataclass
+class _Output:
+    """Where one checkpoint's writing records what it did."""
+
+    written: list[Location]
+    """Files created, deleted again if the checkpoint fails."""
+    bases: BaseIndex | None
+    """Plans incremental states; None writes every state in full."""
+    oldest_access: dict[tuple[str, int], int]
+    """(file, key group) -> oldest TTL timestamp, for states with full-snapshot cleanup."""
 
 
 def _write_operator(root: Location, checkpoint_id: int, snapshot: _OperatorSnapshot,
-                    written: list[Location]) -> OperatorMeta:
+                    output: _Output) -> OperatorMeta:
     """One file per keyed state per subtask that has it: subtasks register states lazily."""
     by_name: dict[str, list[tuple[KeyedBackendSnapshot, StateTableSnapshot]]] = {}
     for backend in snapshot.keyed:
@@ -244,27 +288,38 @@ def _write_operator(root: Location, checkpoint_id: int, snapshot: _OperatorSnaps
                     f"operator {snapshot.uid!r}: subtasks declare state {name!r} differently:"
                     f" {declaration.describe()} and {state.descriptor.describe()}"
                 )
-        files = tuple(_write_keyed_file(root, checkpoint_id, snapshot.uid, backend, state,
-                                        written)
-                      for backend, state in holders)
+        files = merge_references(
+            data_file for backend, state in holders
+            for data_file in _write_keyed_state(root, checkpoint_id, snapshot.uid, backend, state,
+                                                output))
         keyed_states.append(KeyedStateMeta.of(declaration.declaration, files))
-    operator_states = _write_operator_states(root, checkpoint_id, snapshot, written)
+    operator_states = _write_operator_states(root, checkpoint_id, snapshot, output.written)
     key_type = snapshot.keyed[0].key_type if snapshot.keyed else None
     return OperatorMeta(snapshot.uid, snapshot.parallelism, snapshot.max_parallelism, key_type,
                         tuple(keyed_states), operator_states)
 
 
-def _write_keyed_file(root: Location, checkpoint_id: int, uid: str,
-                      backend: KeyedBackendSnapshot, state: StateTableSnapshot,
-                      written: list[Location]) -> DataFile:
+def _write_keyed_state(root: Location, checkpoint_id: int, uid: str,
+                       backend: KeyedBackendSnapshot, state: StateTableSnapshot,
+                       output: _Output) -> tuple[DataFile, ...]:
+    """One subtask's files of one state: a new one, plus those an incremental one carries."""
+    plan: StatePlan = FULL if output.bases is None else output.bases.plan(backend, uid, state)
+    if plan.rewrite is not None and not plan.rewrite:
+        return plan.carried
     declaration = state.descriptor.declaration
     encoder = RowEncoder(backend.key_type, declaration, expire_at_ms=backend.timestamp_ms)
     key_range = backend.key_group_range
     target, relative = new_data_file(
         root, checkpoint_id, f"{uid}.{declaration.name}.kg{key_range.start}-{key_range.end}")
-    written.append(target)
-    columns = ((key_group, *map_snapshot.columns()) for key_group, map_snapshot in state)
-    return write_keyed_file(target, relative, encoder.schema, key_range, encoder.encode(columns))
+    output.written.append(target)
+    rewrite = plan.rewrite
+    columns = ((key_group, *map_snapshot.columns()) for key_group, map_snapshot in state
+               if rewrite is None or key_group in rewrite)
+    encoded: EncodedKeyGroups = encoder.encode(columns)
+    if declaration.ttl is not None and declaration.ttl.cleanup_full_snapshot:
+        encoded = observe_oldest_access(encoded, relative, output.oldest_access)
+    return (write_keyed_file(target, relative, encoder.schema, key_range, encoded),
+            *plan.carried)
 
 
 def _write_operator_states(root: Location, checkpoint_id: int, snapshot: _OperatorSnapshot,
@@ -285,11 +340,6 @@ def _write_operator_states(root: Location, checkpoint_id: int, snapshot: _Operat
                 )
         target, relative = new_data_file(root, checkpoint_id, f"{snapshot.uid}.op.{name}")
         written.append(target)
-        schema = operator_state_schema(first.mode, first.schemas)
-        shares = ((subtask, operator_state_table(entry.mode, entry.schemas,
-                                                 entry.values).to_batches())
-                  for subtask, entry in entries)
-        size, partitions = write_operator_state_file(target, schema, shares)
-        metas.append(OperatorStateMeta(name, first.mode, first.schemas, relative, size,
-                                       partitions))
+        metas.append(write_operator_state(target, relative, name, first.mode, first.schemas,
+                                          ((subtask, entry.values) for subtask, entry in entries)))
     return tuple(metas)

@@ -9,11 +9,21 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
-from statesource.cli import demo, inspect, jvm, keygroup, retain
+from statesource.cli import demo, diff, import_flink, inspect, jvm, keygroup, rescale, retain
 from statesource.errors import StateSourceError
+from statesource.format.metadata import FORMAT_VERSION
+from statesource.format.metadata import SUPPORTED_FORMAT_VERSIONS as SUPPORTED
 
-_COMMANDS = (demo, inspect, jvm, keygroup, retain)
+_COMMANDS = (demo, import_flink, inspect, jvm, keygroup, rescale, retain, diff)
+
+
+def _installed_version() -> str:
+    try:
+        return version("statesource")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="statesource",
         description="Flink-style keyed state in Python, checkpointed as Arrow, read with Spark.",
     )
+    parser.add_argument("--version", action="version",
+                        version=f"statesource {_installed_version()} (checkpoint format"
+                        f" v{FORMAT_VERSION}, reads {', '.join(map(str, SUPPORTED))})")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in _COMMANDS:
         command.register(commands)

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
+from statesource.checks import check_int
+from statesource.errors import InvalidArgumentError
+from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.snapshot import find_flink_snapshot
 from statesource.format import Checkpoint
 from statesource.format.metadata import OperatorMeta
+from statesource.format.storage import resolve
+from statesource.plot import require_matplotlib
+from statesource.rescale import check_parallelism_for
 from statesource.schema import ValueSchema
-from statesource.skew import Distribution, imbalance
+from statesource.skew import Distribution, KeyGroupBalance, describe_per_subtask, imbalance
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -19,24 +27,65 @@ def register(commands: argparse._SubParsersAction) -> None:
         "inspect", help="summarise a checkpoint: states, sizes, key-group skew",
         description="Summarise a checkpoint from its metadata: operators, states, entries,"
         " bytes, and how state spreads over key groups and subtasks.")
-    parser.add_argument("path", help="a checkpoint, or a directory of checkpoints (newest used)")
+    parser.add_argument("path", help="a checkpoint, or a directory of checkpoints (newest used);"
+                        " also a Flink savepoint or checkpoint")
     parser.add_argument("--checkpoint-id", type=int, help="a checkpoint under PATH")
     parser.add_argument("--parallelism", type=int,
-                        help="also show how a job with this parallelism would split the state")
+                        help="also show how a job with this parallelism would split the state,"
+                        " and whether the max parallelism suits it")
     parser.add_argument("--plot", metavar="FILE.png",
-                        help="draw state per key group and per subtask (needs matplotlib)")
+                        help="draw state per key group and per subtask (needs matplotlib;"
+                        f" formats: {', '.join(PLOT_FORMATS)})")
+    parser.add_argument("--verify", action="store_true",
+                        help="read every byte range of every data file and check it against"
+                        " its checksum and the metadata (by default only the files' presence"
+                        " and sizes are checked)")
     parser.set_defaults(run=run)
 
 
+PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse bad arguments before reading a checkpoint, let alone drawing it."""
+    if args.parallelism is not None:
+        check_int(args.parallelism, "--parallelism", 1)
+    if args.plot:
+        extension = os.path.splitext(args.plot)[1].lstrip(".").lower()
+        if extension not in PLOT_FORMATS:
+            raise InvalidArgumentError(
+                f"--plot {args.plot}: the file name must end in one of"
+                f" {', '.join('.' + f for f in PLOT_FORMATS)}")
+        directory = os.path.dirname(os.path.abspath(args.plot))
+        if not os.path.isdir(directory):
+            raise InvalidArgumentError(f"--plot {args.plot}: directory {directory} does not"
+                                       " exist")
+        require_matplotlib()
+
+
 def run(args: argparse.Namespace) -> int:
+    check_arguments(args)
+    if find_flink_snapshot(resolve(args.path), args.checkpoint_id) is not None:
+        return inspect_flink(FlinkCheckpoint.open(args.path, checkpoint_id=args.checkpoint_id))
     checkpoint = Checkpoint.open(args.path, checkpoint_id=args.checkpoint_id)
     meta = checkpoint.metadata
+    for op in meta.operators:
+        if op.keyed_states and args.parallelism is not None:
+            check_parallelism_for(op, args.parallelism)
+    files = checkpoint.check_files()
+    ranges = checkpoint.verify() if args.verify else None
     taken = datetime.fromtimestamp(meta.timestamp_ms / 1000, timezone.utc)
     print(f"checkpoint {meta.checkpoint_id} at {checkpoint.location.path}"
           f" (format v{meta.format_version}, taken {taken:%Y-%m-%d %H:%M:%S} UTC)")
     keyed = [op for op in meta.operators if op.keyed_states]
     for op in meta.operators:
         print_operator(op, args.parallelism)
+    if ranges is None:
+        print(f"\n{files} data files present with their recorded sizes; their contents were"
+              " not read (--verify checks every byte range)")
+    else:
+        print(f"\nverified: {files} data files, {ranges:,} byte ranges match their checksums"
+              " and the metadata")
     if args.plot:
         if not keyed:
             print("nothing to plot: no operator has keyed state")
@@ -47,6 +96,23 @@ def run(args: argparse.Namespace) -> int:
             path = args.plot if len(keyed) == 1 else _suffixed(args.plot, op.uid)
             plot_distribution(op, args.parallelism, path)
             print(f"wrote {path}")
+    return 0
+
+
+def inspect_flink(snapshot: FlinkCheckpoint) -> int:
+    """A Flink snapshot from its headers: operators, states and types (sizes need a full read)."""
+    print(f"Flink snapshot {snapshot.checkpoint_id} at {snapshot.location.path}")
+    by_operator: dict[str, list] = {}
+    for summary in snapshot.summaries():
+        by_operator.setdefault(summary.operator_uid, []).append(summary)
+    for op in snapshot.snapshot.operators:
+        label = op.label + (f" ({op.name})" if op.name and op.name != op.uid else "")
+        rows = by_operator.get(op.label, [])
+        key_type = next((r.key_type for r in rows if r.key_type), "none")
+        print(f"\noperator {label}: parallelism {op.parallelism}, max parallelism"
+              f" {op.max_parallelism}, key type {key_type}")
+        for row in rows:
+            print(f"  {row.state_name:<36} {row.kind:<18} {json.dumps(row.value_types)}")
     return 0
 
 
@@ -73,10 +139,10 @@ def print_operator(op: OperatorMeta, proposed: int | None) -> None:
     for parallelism in dict.fromkeys(p for p in (op.parallelism, proposed) if p):
         totals = distribution.per_subtask(per_group, parallelism)
         label = "now" if parallelism == op.parallelism else "proposed"
-        shown = ", ".join(f"{i}: {t:,}" for i, t in enumerate(totals[:8]))
-        more = f", ... ({parallelism} subtasks)" if parallelism > 8 else ""
-        print(f"  rows per subtask at parallelism {parallelism} ({label}): {shown}{more}"
-              f" (max/mean {imbalance(totals):.2f})")
+        print(f"  rows per subtask at parallelism {parallelism} ({label}):"
+              f" {describe_per_subtask(totals)}")
+        print(f"  key groups per subtask at parallelism {parallelism}:"
+              f" {KeyGroupBalance(op.max_parallelism, parallelism).describe()}")
 
 
 def _types(schemas: Mapping[str, ValueSchema]) -> str:

@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{verb} checkpoints: {', '.join(map(str, plan.retired)) or 'none'}")
     print(f"{verb} {len(plan.deleted_files)} data files; {len(plan.shared_files)} files of"
           " deleted checkpoints stay, referenced by kept ones")
+    print(f"{verb} {len(plan.orphans)} files of failed write attempts that no checkpoint lists")
     if args.dry_run:
-        for path in plan.deleted_files:
+        for path in [*plan.deleted_files, *plan.orphans]:
             print(f"  {path}")
     return 0

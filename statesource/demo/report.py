@@ -32,15 +32,21 @@ QUERIES = [
 
 def run_report(spark: Any, checkpoint: str, lookup_user: str,
                say: Callable[[str], None]) -> None:
-    """Register one view per state and print the demo's queries and a point lookup."""
-    for view, state in VIEWS.items():
-        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view} USING flinkstate"
-                  f" OPTIONS (path '{checkpoint}', state '{state}')")
-    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW state_metadata USING `flinkstate-metadata`"
-              f" OPTIONS (path '{checkpoint}')")
-    rescaled = spark.read.format("flinkstate").options(state="page_counts",
-                                                       parallelism="3").load(checkpoint)
-    rescaled.createOrReplaceTempView("page_counts_at_3")
+    """Register one view per state and print the demo's queries and a point lookup.
+
+    Views are registered with the DataFrame API and the lookup filters with a
+    Column, so no path or key is ever pasted into SQL text.
+    """
+    from pyspark.sql.functions import col
+
+    def state(name: str, **options: str) -> Any:
+        return spark.read.format("flinkstate").options(state=name, **options).load(checkpoint)
+
+    for view, name in VIEWS.items():
+        state(name).createOrReplaceTempView(view)
+    spark.read.format("flinkstate-metadata").load(checkpoint) \
+        .createOrReplaceTempView("state_metadata")
+    state("page_counts", parallelism="3").createOrReplaceTempView("page_counts_at_3")
     queries = [*QUERIES, ("Entries per subtask if the job ran with parallelism 3",
                           "SELECT operator_index AS subtask, count(*) AS entries"
                           " FROM page_counts_at_3 GROUP BY operator_index ORDER BY subtask")]
@@ -48,7 +54,6 @@ def run_report(spark: Any, checkpoint: str, lookup_user: str,
         say(f"\n-- {title}\n{sql}")
         spark.sql(sql).show(truncate=False)
     say(f"\n-- Point lookup of {lookup_user}: one key group read per state (filterPushdown)")
-    for state in ("clicks", "recent_pages", "last_seen"):
-        lookup = (spark.read.format("flinkstate").options(state=state, filterPushdown="true")
-                  .load(checkpoint).where(f"key = '{lookup_user}'"))
+    for name in ("clicks", "recent_pages", "last_seen"):
+        lookup = state(name, filterPushdown="true").where(col("key") == lookup_user)
         lookup.drop("namespace").show(truncate=False)

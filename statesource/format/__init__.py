@@ -6,7 +6,12 @@ reader reads through :class:`Checkpoint`. It knows nothing of live backends.
 See docs/FORMAT.md for the normative specification.
 """
 
-from statesource.format.commit import CheckpointInfo, commit_checkpoint
+from statesource.format.changefeed import ChangeFeed
+from statesource.format.commit import (
+    CheckpointInfo,
+    NonExclusiveCommitWarning,
+    commit_checkpoint,
+)
 from statesource.format.datafile import write_keyed_file, write_operator_state_file
 from statesource.format.metadata import FORMAT_VERSION, CheckpointMeta
 from statesource.format.reader import Checkpoint, StateSummary
@@ -14,9 +19,11 @@ from statesource.format.retention import RetentionPlan, retain
 
 __all__ = [
     "FORMAT_VERSION",
+    "ChangeFeed",
     "Checkpoint",
     "CheckpointInfo",
     "CheckpointMeta",
+    "NonExclusiveCommitWarning",
     "RetentionPlan",
     "StateSummary",
     "commit_checkpoint",

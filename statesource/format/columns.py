@@ -19,7 +19,8 @@ import pyarrow as pa
 
 from statesource.errors import StateSourceError
 from statesource.format.ipc import split_batches
-from statesource.model import VALUE_ROLES, StateDeclaration, StateKind, expirer_for
+from statesource.keyequality import decoded_key_canonicalizer
+from statesource.model import VALUE_ROLES, StateDeclaration, StateKind, snapshot_expirer_for
 from statesource.types import DataType
 
 KEY_GROUP = "key_group"
@@ -81,6 +82,7 @@ class RowEncoder:
     other producer hands them out. Expired values are dropped when the state
     asks for full-snapshot cleanup. A key group converts straight from the
     given lists; only small ones are copied together first.
+    Full-snapshot cleanup follows Flink's transformers (``snapshot_expirer_for``).
     """
 
     def __init__(self, key_type: DataType, declaration: StateDeclaration,
@@ -93,7 +95,7 @@ class RowEncoder:
         self._expire: Callable[[Any], Any] | None = None
         ttl = declaration.ttl
         if ttl is not None and expire_at_ms is not None and ttl.cleanup_full_snapshot:
-            expire, now = expirer_for(declaration.kind, ttl), expire_at_ms
+            expire, now = snapshot_expirer_for(declaration.kind, ttl), expire_at_ms
             self._expire = lambda stored: expire(stored, now)
 
     def encode(self, key_groups: Iterable[tuple[int, list, list, list]]
@@ -189,8 +191,22 @@ def _values_at(index: int, rows: Rows) -> list:
     return rows.values[index]
 
 
+def canonical_column(data_type: DataType, values: list[Any]) -> list[Any]:
+    """Decoded keys or namespaces in their Java-equality form (``statesource.keyequality``).
+
+    Rows belong to one entry exactly when Java calls their keys equal: a NaN key's
+    rows stay together and a ``-0.0`` key's rows stay apart from a ``0.0`` key's.
+    """
+    canonical = decoded_key_canonicalizer(data_type)
+    return values if canonical is None else [None if v is None else canonical(v)
+                                             for v in values]
+
+
 def entry_starts(keys: list[Any], namespaces: list[Any]) -> list[int]:
-    """Row index where each (key, namespace) entry starts, plus the row count at the end."""
+    """Row index where each (key, namespace) entry starts, plus the row count at the end.
+
+    Keys and namespaces must be in their Java-equality form (:func:`canonical_column`).
+    """
     starts = [0] if keys else []
     for row in range(1, len(keys)):
         if keys[row] != keys[row - 1] or namespaces[row] != namespaces[row - 1]:
@@ -202,8 +218,9 @@ def entry_starts(keys: list[Any], namespaces: list[Any]) -> list[int]:
 def decode_entries(key_type: DataType, declaration: StateDeclaration,
                    rows: pa.Table | pa.RecordBatch) -> Iterator[tuple[Any, Any, Any]]:
     """Regroup one key group's rows into ``(key, namespace, stored_state)`` entries."""
-    keys = key_type.from_arrow(rows.column(KEY))
-    namespaces = declaration.namespace_type.from_arrow(rows.column(NAMESPACE))
+    keys = canonical_column(key_type, key_type.from_arrow(rows.column(KEY)))
+    namespace_type = declaration.namespace_type
+    namespaces = canonical_column(namespace_type, namespace_type.from_arrow(rows.column(NAMESPACE)))
     values = [declaration.schemas[role].to_python(rows.column(column))
               for column, role in VALUE_COLUMNS[declaration.kind]]
     timestamps = (rows.column(TTL_TIMESTAMP).cast(pa.int64()).to_pylist()

@@ -13,13 +13,22 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from dataclasses import dataclass
-
-import pyarrow.fs as pafs
+import warnings
+from dataclasses import dataclass, replace
 
 from statesource.errors import CheckpointExistsError, CorruptCheckpointError
 from statesource.format.metadata import CheckpointMeta
-from statesource.format.storage import METADATA_FILE, Location, checkpoint_dir_name, confined
+from statesource.format.storage import (
+    METADATA_FILE,
+    Location,
+    check_files,
+    check_writable_root,
+    checkpoint_dir_name,
+)
+
+
+class NonExclusiveCommitWarning(UserWarning):
+    """A commit on a file system where two writers of one id cannot be told apart."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInf
     including when another writer commits it first; the caller then owns the
     cleanup of its data files.
     """
+    check_writable_root(root)
     directory = root.child(checkpoint_dir_name(metadata.checkpoint_id))
     target = directory.child(METADATA_FILE)
     if target.exists():
@@ -58,21 +68,23 @@ def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInf
         # Object stores publish a single upload atomically but offer no
         # conditional create through pyarrow.fs: the existence check above is
         # the guard, and two racing writers of one id are not detected here.
+        warnings.warn(
+            f"committing checkpoint {metadata.checkpoint_id} on"
+            f" {target.filesystem.type_name!r}: pyarrow.fs offers no create-if-absent there,"
+            " so a second writer racing for the same id could replace it (docs/FORMAT.md,"
+            " section 9); give each writer its own ids", NonExclusiveCommitWarning, stacklevel=2)
         with target.filesystem.open_output_stream(target.path) as out:
             out.write(payload)
-    return CheckpointInfo(directory, metadata)
+    return CheckpointInfo(directory, replace(metadata, format_version=metadata.lowest_version))
 
 
 def _check_referenced_files(root: Location, metadata: CheckpointMeta) -> None:
-    paths = metadata.referenced_files()
-    infos = root.filesystem.get_file_info([confined(root, path).path for path in paths])
-    for (path, size), info in zip(paths.items(), infos):
-        if info.type != pafs.FileType.File or info.size != size:
-            found = "missing" if info.type == pafs.FileType.NotFound else f"{info.size} bytes"
-            raise CorruptCheckpointError(
-                f"checkpoint {metadata.checkpoint_id} references data file {path} of"
-                f" {size} bytes, but it is {found}: not committing"
-            )
+    try:
+        check_files(root, metadata.referenced_files())
+    except CorruptCheckpointError as error:
+        raise CorruptCheckpointError(
+            f"checkpoint {metadata.checkpoint_id} references a file it cannot rely on: {error}:"
+            " not committing") from None
 
 
 def _publish_local(target: Location, payload: bytes, checkpoint_id: int) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,9 +23,17 @@ from statesource.errors import InvalidArgumentError, StateSourceError
 from statesource.format.columns import KEY_GROUP
 from statesource.format.commit import sync_directory
 from statesource.format.ipc import ByteRange
-from statesource.format.metadata import DataFile, KeyGroupLocation, SubtaskPartition
+from statesource.format.metadata import (
+    DataFile,
+    KeyGroupLocation,
+    OperatorStateMeta,
+    SubtaskPartition,
+)
+from statesource.format.operator_columns import operator_state_schema, operator_state_table
 from statesource.format.storage import Location
 from statesource.keygroups import KeyGroupRange
+from statesource.model import DistributionMode
+from statesource.schema import ValueSchema
 
 _MAGIC_PADDED = 8  # "ARROW1" and two bytes of padding precede the schema message
 _HEADER_BYTES = _MAGIC_PADDED + 8  # then a continuation marker and the schema's length
@@ -216,3 +224,15 @@ def write_operator_state_file(target: Location, schema: pa.Schema,
                          r.crc32)
         for (subtask, count), r in zip(rows, ranges)
     )
+
+
+def write_operator_state(target: Location, relative_path: str, name: str, mode: DistributionMode,
+                         schemas: Mapping[str, ValueSchema],
+                         shares: Iterable[tuple[int, list | dict]]) -> OperatorStateMeta:
+    """Write operator state ``name`` from each subtask's share (a list, or a dict for
+    broadcast state), in the order given; return its metadata."""
+    size, partitions = write_operator_state_file(
+        target, operator_state_schema(mode, schemas),
+        ((subtask, operator_state_table(mode, schemas, share).to_batches())
+         for subtask, share in shares))
+    return OperatorStateMeta(name, mode, schemas, relative_path, size, partitions)

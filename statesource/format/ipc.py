@@ -17,7 +17,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from statesource.errors import CorruptCheckpointError
-from statesource.format.storage import Location
+from statesource.format.storage import Location, open_regular_file
 
 MAX_ROWS_PER_BATCH = 1 << 16
 
@@ -39,6 +39,9 @@ class LocatedBatches(Protocol):
 
     @property
     def crc32(self) -> int: ...
+
+    @property
+    def rows(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -69,18 +72,13 @@ def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[LocatedBatch
     """Each range's batches, reading adjacent ranges with one request and checking CRCs."""
     if not ranges:
         return
-    try:
-        handle = file.filesystem.open_input_file(file.path)
-    except FileNotFoundError:
-        raise CorruptCheckpointError(f"data file {file} is missing") from None
-    except OSError as error:
-        raise CorruptCheckpointError(f"cannot open data file {file}: {error}") from None
-    with handle:
+    with open_regular_file(file, "data file") as handle:
         if handle.size() != expected_size:
             raise CorruptCheckpointError(
                 f"data file {file} is {handle.size()} bytes, the metadata says {expected_size}:"
                 " it was truncated or replaced"
             )
+        _check_file_schema(file, handle, schema, ranges[0].offset)
         for span in _adjacent_spans(ranges):
             start = span[0].offset
             length = span[-1].offset + span[-1].length - start
@@ -95,6 +93,41 @@ def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[LocatedBatch
             for byte_range in span:
                 piece = data.slice(byte_range.offset - start, byte_range.length)
                 yield _decode(file, schema, byte_range, piece, verify)
+
+
+_MAGIC = b"ARROW1\0\0"
+_HEADER = len(_MAGIC) + 8  # the magic, then the schema message's marker and length
+
+
+def _check_file_schema(file: Location, handle: pa.NativeFile, schema: pa.Schema,
+                       first_range: int) -> None:
+    """The file's own schema message must be the one the metadata's types derive.
+
+    Record batches carry no types: bytes decoded with another schema of the
+    same layout (``string`` as ``bytes``, ``long`` as a timestamp) would come
+    back as different values without any error, so a metadata whose declared
+    types no longer match the file is refused here. The schema message lies
+    between the magic and the first batch, so it costs one small read.
+    """
+    head = handle.read_at(_HEADER, 0)
+    length = int.from_bytes(head[len(_MAGIC) + 4:], "little", signed=True) \
+        if len(head) == _HEADER else -1
+    if head[:len(_MAGIC)] != _MAGIC or not 0 < length <= first_range - _HEADER:
+        raise CorruptCheckpointError(f"data file {file} does not begin with an Arrow IPC schema")
+    try:
+        message = pa.ipc.read_message(pa.py_buffer(handle.read_at(length + 8, len(_MAGIC))))
+        written = pa.ipc.read_schema(message)
+    except (pa.ArrowException, OSError, EOFError) as error:
+        raise CorruptCheckpointError(f"data file {file}: unreadable schema: {error}") from None
+    if not written.equals(schema, check_metadata=False):
+        raise CorruptCheckpointError(
+            f"data file {file} holds other columns than the metadata's types make"
+            f" ({_columns(schema)})"
+        )
+
+
+def _columns(schema: pa.Schema) -> str:
+    return ", ".join(f"{field.name}: {field.type}" for field in schema)
 
 
 def _adjacent_spans(ranges: Sequence[LocatedBatches]) -> Iterator[list[LocatedBatches]]:
@@ -119,10 +152,22 @@ def _decode(file: Location, schema: pa.Schema, byte_range: LocatedBatches, piece
     batches = []
     try:
         for _ in range(byte_range.batch_count):
-            batches.append(pa.ipc.read_record_batch(pa.ipc.read_message(stream), schema))
-    except (pa.ArrowInvalid, OSError, EOFError) as error:
+            batch = pa.ipc.read_record_batch(pa.ipc.read_message(stream), schema)
+            batch.validate()
+            batches.append(batch)
+        consumed = stream.tell()
+    except (pa.ArrowException, OSError, EOFError) as error:
         raise CorruptCheckpointError(
             f"data file {file}: cannot decode record batches at offset {byte_range.offset}:"
             f" {error}"
         ) from None
+    rows = sum(batch.num_rows for batch in batches)
+    if consumed != byte_range.length or rows != byte_range.rows:
+        # The checksum held, so the metadata describes these bytes wrongly: reading
+        # fewer batches or rows than are there would be a silently different answer.
+        raise CorruptCheckpointError(
+            f"data file {file}: bytes {byte_range.offset}..{byte_range.offset + byte_range.length}"
+            f" hold {rows} rows in {consumed} bytes of {byte_range.batch_count} batches, the"
+            f" metadata says {byte_range.rows} rows in {byte_range.length} bytes"
+        )
     return batches

@@ -1,4 +1,4 @@
-"""The checkpoint metadata model and its JSON form (format versions 1 and 2).
+"""The checkpoint metadata model and its JSON form (format versions 1, 2 and 3).
 
 The metadata is the only file a reader must trust: it names every data file,
 the key-group range each covers, and where each key group's bytes lie with
@@ -10,12 +10,18 @@ directory holding ``chk-<id>`` directories), as version 2 records it, so a
 checkpoint can reference files an earlier checkpoint wrote. Version 1
 recorded paths relative to the checkpoint directory; they are rebased when
 read, which is why parsing takes the checkpoint directory's name.
+
+Version 3 lets the data files of one state cover overlapping key-group ranges,
+as an incremental checkpoint's new file and the older files it references do;
+what stays strict is that each key group's rows lie in at most one of them. A
+writer records the lowest version that expresses its checkpoint, so that
+readers of version 2 keep reading every checkpoint that is not incremental.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -27,8 +33,16 @@ from statesource.errors import (
     StateSourceError,
     UnsupportedFormatVersionError,
 )
+from statesource.format.json_fields import (
+    check_unique,
+    json_int,
+    json_list,
+    json_name,
+    json_object,
+)
+from statesource.format.locations import CRC_LIMIT, DataFile, KeyGroupLocation, PathReader
 from statesource.format.storage import check_relative_path
-from statesource.keygroups import KeyGroupRange, check_max_parallelism, check_parallelism
+from statesource.keygroups import check_max_parallelism, check_parallelism
 from statesource.model import (
     DistributionMode,
     StateDeclaration,
@@ -41,105 +55,15 @@ from statesource.model import (
 from statesource.schema import ValueSchema
 from statesource.types import DataType, key_type, parse_type
 
-FORMAT_VERSION = 2
-SUPPORTED_FORMAT_VERSIONS = (1, 2)
-
-
-@dataclass(frozen=True)
-class KeyGroupLocation:
-    """Where one key group's rows lie in a data file, and how to check them."""
-
-    key_group: int
-    batch_start: int
-    batch_count: int
-    offset: int
-    length: int
-    rows: int
-    entries: int
-    crc32: int
-
-
-_INDEX_FIELDS = {
-    "keyGroup": "key_group",
-    "batchStart": "batch_start",
-    "batchCount": "batch_count",
-    "offset": "offset",
-    "length": "length",
-    "rows": "rows",
-    "entries": "entries",
-    "crc32": "crc32",
-}
-
-
-@dataclass(frozen=True)
-class DataFile:
-    """One Arrow IPC file of one keyed state, covering ``key_group_range``.
-
-    ``locations`` lists only the key groups that have rows, in ascending order.
-    """
-
-    path: str
-    key_group_range: KeyGroupRange
-    size_bytes: int
-    locations: tuple[KeyGroupLocation, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "keyGroupStart": self.key_group_range.start,
-            "keyGroupEnd": self.key_group_range.end,
-            "sizeBytes": self.size_bytes,
-            "keyGroups": {
-                json_name: [getattr(loc, attr) for loc in self.locations]
-                for json_name, attr in _INDEX_FIELDS.items()
-            },
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> DataFile:
-        columns = data["keyGroups"]
-        lengths = {len(columns[name]) for name in _INDEX_FIELDS}
-        if len(lengths) != 1:
-            raise ValueError(f"key-group index columns of {data['path']} differ in length")
-        locations = tuple(
-            KeyGroupLocation(**{attr: _int(columns[name][i])
-                                for name, attr in _INDEX_FIELDS.items()})
-            for i in range(lengths.pop())
-        )
-        data_file = cls(paths(data["path"]),
-                        KeyGroupRange(_int(data["keyGroupStart"]), _int(data["keyGroupEnd"])),
-                        _int(data["sizeBytes"]), locations)
-        data_file.check()
-        return data_file
-
-    def check(self) -> None:
-        """Locations ascend inside the file's range and its size, and never overlap."""
-        previous_group, previous_end = self.key_group_range.start - 1, 0
-        for loc in self.locations:
-            if not previous_group < loc.key_group <= self.key_group_range.end:
-                raise ValueError(
-                    f"{self.path}: key group {loc.key_group} is out of order or outside"
-                    f" {self.key_group_range}"
-                )
-            if min(loc.batch_start, loc.batch_count, loc.offset, loc.length, loc.rows,
-                   loc.entries, loc.crc32) < 0 or loc.offset < previous_end \
-                    or loc.offset + loc.length > self.size_bytes:
-                raise ValueError(
-                    f"{self.path}: key group {loc.key_group} has an invalid byte range"
-                    f" {loc.offset}+{loc.length} (file of {self.size_bytes} bytes)"
-                )
-            previous_group, previous_end = loc.key_group, loc.offset + loc.length
-
-
-_PathReader = Callable[[Any], str]
-"""Turns a recorded path into a checked root-relative one (rebasing version 1 paths)."""
-
-
-def _int(value: Any) -> int:
-    """JSON integers only: a float, string or bool in an integer field is corruption."""
-    if type(value) is not int:
-        raise ValueError(f"expected an integer, got {value!r}")
-    return value
+FORMAT_VERSION = 3
+"""The newest version this implementation writes (only when a checkpoint needs it)."""
+SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
+OVERLAPPING_FILES_VERSION = 3
+"""The first version whose states' data files may cover overlapping key-group ranges."""
+MAX_METADATA_BYTES = 256 << 20
+"""Metadata larger than this is refused before it is read (docs/FORMAT.md, section 3)."""
+MAX_TIMESTAMP_MS = 253402300799999
+"""The last millisecond of the year 9999: later timestamps cannot be shown as dates."""
 
 
 def _ttl_to_json(ttl: TtlConfig) -> dict[str, Any]:
@@ -157,11 +81,11 @@ def _ttl_from_json(data: dict[str, Any]) -> TtlConfig:
     if type(cleanup) is not bool:
         raise ValueError(f"cleanupFullSnapshot must be a boolean, got {cleanup!r}")
     return TtlConfig(
-        ttl=timedelta(milliseconds=_int(data["ttlMillis"])),
+        ttl=timedelta(milliseconds=json_int(data["ttlMillis"])),
         update_type=UpdateType(data["updateType"]),
         visibility=StateVisibility(data["visibility"]),
         cleanup_full_snapshot=cleanup,
-        incremental_cleanup_size=_int(data["incrementalCleanupSize"]),
+        incremental_cleanup_size=json_int(data["incrementalCleanupSize"]),
     )
 
 
@@ -170,7 +94,7 @@ def _schemas_to_json(schemas: Mapping[str, ValueSchema]) -> dict[str, Any]:
 
 
 def _schemas_from_json(data: dict[str, Any]) -> dict[str, ValueSchema]:
-    return {role: ValueSchema.parse(avro) for role, avro in data.items()}
+    return {role: ValueSchema.parse(avro) for role, avro in json_object(data).items()}
 
 
 @dataclass(frozen=True)
@@ -223,23 +147,57 @@ class KeyedStateMeta:
             "files": [f.to_json() for f in self.files],
         }
 
+    @property
+    def files_overlap(self) -> bool:
+        """Whether some of this state's files cover overlapping key-group ranges."""
+        files = sorted(self.files, key=lambda f: f.key_group_range.start)
+        return any(after.key_group_range.start <= before.key_group_range.end
+                   for before, after in zip(files, files[1:]))
+
+    def location_of(self) -> dict[int, tuple[DataFile, KeyGroupLocation]]:
+        """Each key group that has rows: the file and byte range holding them."""
+        return {loc.key_group: (f, loc) for f, loc in self.key_group_locations()}
+
+    def check_files(self, version: int) -> None:
+        """Up to version 2 file ranges never overlap; from version 3 only rows may not.
+
+        In either case a key group's rows lie in exactly one file, which is
+        what every reader relies on.
+        """
+        if version < OVERLAPPING_FILES_VERSION:
+            files = sorted(self.files, key=lambda f: f.key_group_range.start)
+            for before, after in zip(files, files[1:]):
+                if after.key_group_range.start <= before.key_group_range.end:
+                    raise ValueError(
+                        f"state {self.name!r}: data files {before.path} and {after.path} overlap"
+                        f" (allowed from format version {OVERLAPPING_FILES_VERSION})"
+                    )
+            return
+        paths = [f.path for f in self.files]
+        if len(set(paths)) != len(paths):
+            raise ValueError(f"state {self.name!r} lists a data file more than once")
+        holder: dict[int, str] = {}
+        for data_file, location in self.key_group_locations():
+            other = holder.setdefault(location.key_group, data_file.path)
+            if other != data_file.path:
+                raise ValueError(
+                    f"state {self.name!r}: key group {location.key_group} has rows in both"
+                    f" {other} and {data_file.path}"
+                )
+
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> KeyedStateMeta:
+    def from_json(cls, data: dict[str, Any], paths: PathReader,
+                  version: int = FORMAT_VERSION) -> KeyedStateMeta:
         meta = cls(
-            name=_name(data["name"]),
+            name=json_name(data["name"]),
             kind=StateKind(data["kind"]),
             namespace_type=parse_type(data["namespaceType"]),
             schemas=_schemas_from_json(data["valueSchemas"]),
             ttl=None if data["ttl"] is None else _ttl_from_json(data["ttl"]),
-            files=tuple(DataFile.from_json(f, paths) for f in data["files"]),
+            files=tuple(DataFile.from_json(f, paths) for f in json_list(data["files"])),
         )
         meta.declaration  # noqa: B018 - checks the roles against the kind
-        files = sorted(meta.files, key=lambda f: f.key_group_range.start)
-        for before, after in zip(files, files[1:]):
-            if after.key_group_range.start <= before.key_group_range.end:
-                raise ValueError(
-                    f"state {meta.name!r}: data files {before.path} and {after.path} overlap"
-                )
+        meta.check_files(version)
         return meta
 
 
@@ -262,11 +220,14 @@ class SubtaskPartition:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SubtaskPartition:
-        fields = [_int(data[name]) for name in ("subtask", "batchStart", "batchCount", "offset",
+        fields = [json_int(data[name]) for name in ("subtask", "batchStart", "batchCount", "offset",
                                                  "length", "rows", "crc32")]
-        if min(fields) < 0:
-            raise ValueError(f"subtask partition {data!r} has a negative field")
-        return cls(*fields)
+        partition = cls(*fields)
+        empty = (partition.batch_count, partition.length, partition.rows) == (0, 0, 0)
+        if min(fields) < 0 or partition.crc32 >= CRC_LIMIT or not empty and (
+                partition.length < 1 or not 1 <= partition.batch_count <= partition.rows):
+            raise ValueError(f"subtask partition {data!r:.200} has a negative or impossible field")
+        return partition
 
 
 @dataclass(frozen=True)
@@ -291,18 +252,26 @@ class OperatorStateMeta:
                 "partitions": [p.to_json() for p in self.partitions]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> OperatorStateMeta:
-        meta = cls(_name(data["name"]), DistributionMode(data["mode"]),
+    def from_json(cls, data: dict[str, Any], paths: PathReader) -> OperatorStateMeta:
+        meta = cls(json_name(data["name"]), DistributionMode(data["mode"]),
                    _schemas_from_json(data["valueSchemas"]), paths(data["path"]),
-                   _int(data["sizeBytes"]),
-                   tuple(SubtaskPartition.from_json(p) for p in data["partitions"]))
+                   json_int(data["sizeBytes"]),
+                   tuple(SubtaskPartition.from_json(p) for p in json_list(data["partitions"])))
         if set(meta.schemas) != set(operator_state_roles(meta.mode)):
             raise ValueError(f"operator state {meta.name!r} has value types for roles"
                              f" {sorted(meta.schemas)}")
-        for partition in meta.partitions:
+        if meta.size_bytes < 0:
+            raise ValueError(f"operator state {meta.name!r} has sizeBytes {meta.size_bytes}")
+        previous_end = 0
+        for partition in sorted(meta.partitions, key=lambda p: (p.offset, p.length)):
             if partition.offset + partition.length > meta.size_bytes:
                 raise ValueError(f"operator state {meta.name!r}: subtask {partition.subtask}'s"
                                  f" bytes lie beyond the file's {meta.size_bytes} bytes")
+            if partition.length and partition.offset < previous_end:
+                raise ValueError(f"operator state {meta.name!r}: subtask {partition.subtask}'s"
+                                 " bytes overlap another subtask's")
+            previous_end = max(previous_end, partition.offset + partition.length)
+        check_unique(meta.partitions, f"subtask of operator state {meta.name!r}", "subtask")
         return meta
 
 
@@ -341,15 +310,17 @@ class OperatorMeta:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: _PathReader) -> OperatorMeta:
+    def from_json(cls, data: dict[str, Any], paths: PathReader,
+                  version: int = FORMAT_VERSION) -> OperatorMeta:
         meta = cls(
-            uid=_name(data["uid"]),
-            parallelism=_int(data["parallelism"]),
-            max_parallelism=check_max_parallelism(_int(data["maxParallelism"])),
+            uid=json_name(data["uid"]),
+            parallelism=json_int(data["parallelism"]),
+            max_parallelism=check_max_parallelism(json_int(data["maxParallelism"])),
             key_type=None if data["keyType"] is None else key_type(data["keyType"]),
-            keyed_states=tuple(KeyedStateMeta.from_json(s, paths) for s in data["keyedStates"]),
+            keyed_states=tuple(KeyedStateMeta.from_json(s, paths, version)
+                               for s in json_list(data["keyedStates"])),
             operator_states=tuple(OperatorStateMeta.from_json(s, paths)
-                                  for s in data["operatorStates"]),
+                                  for s in json_list(data["operatorStates"])),
         )
         check_parallelism(meta.parallelism, meta.max_parallelism)
         if meta.keyed_states and meta.key_type is None:
@@ -366,8 +337,8 @@ class OperatorMeta:
                 if partition.subtask >= meta.parallelism:
                     raise ValueError(f"operator state {op_state.name!r} has a share of subtask"
                                      f" {partition.subtask} of {meta.parallelism}")
-        _check_unique(meta.keyed_states, f"keyed state of operator {meta.uid!r}")
-        _check_unique(meta.operator_states, f"operator state of operator {meta.uid!r}")
+        check_unique(meta.keyed_states, f"keyed state of operator {meta.uid!r}")
+        check_unique(meta.operator_states, f"operator state of operator {meta.uid!r}")
         return meta
 
 
@@ -385,21 +356,41 @@ class CheckpointMeta:
         return _pick(self.operators, uid, "operator", attribute="uid")
 
     def referenced_files(self) -> dict[str, int]:
-        """Every data file this checkpoint reads, root-relative, with its size."""
+        """Every data file this checkpoint reads, root-relative, with its size.
+
+        A data file holds the rows of one state (its schema is that state's),
+        so a path listed by two states, or with two sizes, is corruption.
+        """
         files: dict[str, int] = {}
+        owners: dict[str, tuple[str, str]] = {}
         for op in self.operators:
-            recorded = [(f.path, f.size_bytes) for state in op.keyed_states for f in state.files]
-            recorded += [(s.path, s.size_bytes) for s in op.operator_states]
-            for path, size in recorded:
+            recorded = [(f.path, f.size_bytes, state.name)
+                        for state in op.keyed_states for f in state.files]
+            recorded += [(s.path, s.size_bytes, s.name) for s in op.operator_states]
+            for path, size, state in recorded:
+                if owners.setdefault(path, (op.uid, state)) != (op.uid, state):
+                    raise ValueError(f"data file {path} is listed by state {owners[path][1]!r}"
+                                     f" of operator {owners[path][0]!r} and by state"
+                                     f" {state!r} of operator {op.uid!r}")
                 if files.setdefault(path, size) != size:
                     raise ValueError(f"data file {path} is recorded with sizes {files[path]}"
                                      f" and {size}")
         return files
 
+    @property
+    def lowest_version(self) -> int:
+        """The lowest format version that can record this checkpoint (what writers write)."""
+        overlapping = any(state.files_overlap for op in self.operators
+                          for state in op.keyed_states)
+        return OVERLAPPING_FILES_VERSION if overlapping else 2
+
     def to_json_bytes(self) -> bytes:
-        """The metadata as the current format version records it."""
+        """The metadata in the lowest format version that records it (2 or 3)."""
+        for op in self.operators:
+            for state in op.keyed_states:
+                state.check_files(FORMAT_VERSION)
         document = {
-            "formatVersion": FORMAT_VERSION,
+            "formatVersion": self.lowest_version,
             "checkpointId": self.checkpoint_id,
             "timestampMillis": self.timestamp_ms,
             "operators": [o.to_json() for o in self.operators],
@@ -407,21 +398,25 @@ class CheckpointMeta:
         return json.dumps(document, indent=1, sort_keys=False).encode("utf-8")
 
     @classmethod
-    def from_json_bytes(cls, payload: bytes, source: str,
-                        directory_name: str) -> CheckpointMeta:
+    def from_json_bytes(cls, payload: bytes, source: str, directory_name: str,
+                        directory_id: int | None = None) -> CheckpointMeta:
         """Parse metadata read from ``source`` (named in every error).
 
         ``directory_name`` is the name of the checkpoint's directory, which
-        version 1 paths are relative to.
+        version 1 paths are relative to; ``directory_id`` is the id that name
+        gives (``chk-<id>``), which the recorded ``checkpointId`` must equal.
         """
         try:
             document = json.loads(payload.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise CorruptCheckpointError(f"metadata {source} is not valid JSON: {error}") from None
+        except RecursionError:
+            raise CorruptCheckpointError(
+                f"metadata {source} nests JSON too deeply to be checkpoint metadata") from None
         if not isinstance(document, dict) or "formatVersion" not in document:
             raise CorruptCheckpointError(f"metadata {source} has no formatVersion")
         version = document["formatVersion"]
-        if version not in SUPPORTED_FORMAT_VERSIONS:
+        if type(version) is not int or version not in SUPPORTED_FORMAT_VERSIONS:
             raise UnsupportedFormatVersionError(
                 f"checkpoint {source} has format version {version!r}; this statesource reads"
                 f" versions {list(SUPPORTED_FORMAT_VERSIONS)}: upgrade statesource to read it"
@@ -433,33 +428,31 @@ class CheckpointMeta:
 
         try:
             metadata = cls(
-                checkpoint_id=check_checkpoint_id(_int(document["checkpointId"])),
-                timestamp_ms=_int(document["timestampMillis"]),
-                operators=tuple(OperatorMeta.from_json(o, paths) for o in document["operators"]),
+                checkpoint_id=check_checkpoint_id(json_int(document["checkpointId"])),
+                timestamp_ms=json_int(document["timestampMillis"]),
+                operators=tuple(OperatorMeta.from_json(o, paths, version)
+                                for o in json_list(document["operators"])),
                 format_version=version,
             )
-            _check_unique(metadata.operators, "operator", attribute="uid")
-            metadata.referenced_files()  # checks that each file has one size
+            if not 0 <= metadata.timestamp_ms <= MAX_TIMESTAMP_MS:
+                raise ValueError(f"timestampMillis {metadata.timestamp_ms} is outside"
+                                 f" 0..{MAX_TIMESTAMP_MS}")
+            if directory_id is not None and metadata.checkpoint_id != directory_id:
+                raise ValueError(f"checkpointId {metadata.checkpoint_id} differs from the"
+                                 f" directory's name {directory_name}")
+            check_unique(metadata.operators, "operator", attribute="uid")
+            metadata.referenced_files()  # checks that each file has one size and one state
             return metadata
         except StateSourceError as error:
             raise CorruptCheckpointError(f"metadata {source} is invalid: {error}") from None
-        except (KeyError, TypeError, ValueError) as error:
+        except RecursionError:
+            raise CorruptCheckpointError(
+                f"metadata {source} is invalid: a value schema nests too deeply") from None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+                ArithmeticError) as error:
             raise CorruptCheckpointError(
                 f"metadata {source} is invalid: {type(error).__name__}: {error}"
             ) from None
-
-
-def _name(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"expected a non-empty name, got {value!r}")
-    return value
-
-
-def _check_unique(items: tuple, what: str, attribute: str = "name") -> None:
-    names = [getattr(item, attribute) for item in items]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"{what} names {duplicates} appear more than once")
 
 
 def _pick(items: tuple, name: str | None, what: str, attribute: str = "name") -> Any:

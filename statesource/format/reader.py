@@ -8,26 +8,38 @@ resolved under the checkpoint root and never outside it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
-from statesource.format.columns import data_schema
+from statesource.format.columns import KEY_GROUP, data_schema
 from statesource.format.ipc import ReadListener, read_ranges
-from statesource.format.metadata import CheckpointMeta, OperatorMeta
+from statesource.format.metadata import (
+    MAX_METADATA_BYTES,
+    CheckpointMeta,
+    KeyGroupLocation,
+    OperatorMeta,
+)
 from statesource.format.operator_columns import decode_operator_state, operator_state_schema
 from statesource.format.storage import (
     METADATA_FILE,
     Location,
+    check_files,
+    checkpoint_id_of,
     confined,
     find_checkpoint,
+    open_regular_file,
     resolve,
 )
 from statesource.keygroups import KeyGroupRange
+from statesource.redistribution import OldOperatorState
 
 
 @dataclass(frozen=True)
@@ -42,20 +54,33 @@ class StateSummary:
     kind: str
     key_type: str | None
     value_types: dict[str, Any]
-    entries: int
-    rows: int
-    size_bytes: int
+    entries: int | None
+    rows: int | None
+    size_bytes: int | None
 
 
 def read_metadata(directory: Location, file_name: str = METADATA_FILE) -> CheckpointMeta:
-    """Parse the metadata file ``file_name`` of checkpoint directory ``directory``."""
+    """Parse the metadata file ``file_name`` of checkpoint directory ``directory``.
+
+    Only a regular file inside the directory is read, and only up to
+    ``MAX_METADATA_BYTES``: its size is checked before anything is allocated.
+    """
     metadata_file = directory.child(file_name)
-    try:
-        with metadata_file.filesystem.open_input_stream(metadata_file.path) as stream:
-            payload = stream.read()
-    except OSError as error:
-        raise CorruptCheckpointError(f"cannot read metadata {metadata_file}: {error}") from None
-    return CheckpointMeta.from_json_bytes(payload, str(metadata_file), directory.name)
+    with open_regular_file(metadata_file, "metadata", confine_to=directory) as handle:
+        size = handle.size()
+        if size > MAX_METADATA_BYTES:
+            raise CorruptCheckpointError(
+                f"metadata {metadata_file} is {size:,} bytes, more than the"
+                f" {MAX_METADATA_BYTES:,} a checkpoint's metadata may hold")
+        try:
+            payload = handle.read(size)
+        except OSError as error:
+            raise CorruptCheckpointError(
+                f"cannot read metadata {metadata_file}: {error}") from None
+    if len(payload) != size:
+        raise CorruptCheckpointError(f"metadata {metadata_file} changed while it was read")
+    return CheckpointMeta.from_json_bytes(payload, str(metadata_file), directory.name,
+                                          checkpoint_id_of(directory))
 
 
 class Checkpoint:
@@ -66,9 +91,13 @@ class Checkpoint:
         self.metadata = metadata
 
     @classmethod
-    def open(cls, path: str, *, checkpoint_id: int | None = None,
+    def open(cls, path: str | os.PathLike[str], *, checkpoint_id: int | None = None,
              filesystem: pafs.FileSystem | None = None) -> Checkpoint:
-        """Open the checkpoint at ``path``, or the newest complete one under it."""
+        """Open the checkpoint at ``path``, or the newest complete one under it.
+
+        ``path`` is a local path, an ``os.PathLike`` or a ``pyarrow.fs`` URI;
+        ``checkpoint_id`` (an ``int``) picks a checkpoint under a root.
+        """
         location = find_checkpoint(resolve(path, filesystem), checkpoint_id)
         metadata = read_metadata(location)
         if checkpoint_id is not None and metadata.checkpoint_id != checkpoint_id:
@@ -121,20 +150,27 @@ class Checkpoint:
         """One table per non-empty key group in ``key_groups`` (default: all), in order.
 
         ``key_groups`` is a range or any collection of key groups; only their
-        byte ranges are read, adjacent ones with one request.
+        byte ranges are read, adjacent ones with one request. The key groups of
+        an incremental checkpoint lie in several files whose ranges interleave;
+        consecutive key groups of one file are still read together.
         """
         op = self.operator(operator)
         meta = op.keyed_state(state)
         schema = data_schema(op.keyed_key_type, meta.declaration)
         wanted = self._checked_range(op, key_groups)
-        for data_file in meta.files:
-            locations = [loc for loc in data_file.locations if loc.key_group in wanted]
-            if not locations:
-                continue
+        pieces = sorted(((loc, data_file) for data_file, loc in meta.key_group_locations()
+                         if loc.key_group in wanted), key=lambda piece: piece[0].key_group)
+        for _, run in groupby(pieces, key=lambda piece: piece[1].path):
+            run_pieces = list(run)
+            data_file = run_pieces[0][1]
+            locations = [loc for loc, _ in run_pieces]
             file = self.data_file(data_file.path)
-            for batches in read_ranges(file, schema, locations, data_file.size_bytes, verify,
-                                       listener):
-                yield pa.Table.from_batches(batches, schema=schema)
+            for location, batches in zip(locations,
+                                         read_ranges(file, schema, locations,
+                                                     data_file.size_bytes, verify, listener)):
+                table = pa.Table.from_batches(batches, schema=schema)
+                _check_key_group(file, location, table)
+                yield table
 
     def _checked_range(self, op: OperatorMeta, key_groups: KeyGroupRange | Collection[int] | None
                        ) -> KeyGroupRange | Collection[int]:
@@ -153,16 +189,39 @@ class Checkpoint:
             )
         return key_groups
 
-    def verify(self) -> None:
-        """Read every listed byte range and check its checksum; raises on the first fault."""
+    def check_files(self) -> int:
+        """Check that every data file exists with its recorded size, reading none of them.
+
+        Returns the number of files; raises :class:`CorruptCheckpointError` naming
+        the first missing, replaced or truncated one.
+        """
+        files = self.metadata.referenced_files()
+        check_files(self.root, files)
+        return len(files)
+
+    def verify(self) -> int:
+        """Read every listed byte range and check its checksum and contents against the
+        metadata; raises on the first fault. Returns the number of ranges checked."""
+        self.check_files()
+        ranges = 0
         for op in self.metadata.operators:
             for state in op.keyed_states:
-                for _ in self.read_keyed_state(state.name, operator=op.uid):
-                    pass
+                ranges += sum(1 for _ in self.read_keyed_state(state.name, operator=op.uid))
             for op_state in op.operator_states:
                 self.read_operator_state(op_state.name, operator=op.uid)
+                ranges += sum(1 for p in op_state.partitions if p.batch_count)
+        return ranges
 
     # -- operator state --------------------------------------------------------------------
+
+    def operator_states_as_left(self, operator: str | None = None) -> list[OldOperatorState]:
+        """Every operator state of ``operator`` as its subtasks left it: what Flink's rules
+        redistribute (:func:`statesource.redistribution.redistribute_operator`)."""
+        op = self.operator(operator)
+        return [OldOperatorState(meta.name, meta.mode,
+                                 self.read_operator_state(meta.name, operator=op.uid),
+                                 holders=sorted(p.subtask for p in meta.partitions))
+                for meta in op.operator_states]
 
     def read_operator_state(self, name: str, *, operator: str | None = None,
                             verify: bool = True) -> list[list | dict]:
@@ -179,3 +238,13 @@ class Checkpoint:
                                                   verify)):
             shares[partition.subtask] = decode_operator_state(meta.mode, meta.schemas, batches)
         return shares
+
+
+def _check_key_group(file: Location, location: KeyGroupLocation, table: pa.Table) -> None:
+    """The rows read for a key group must all carry it: anything else is a misplaced range."""
+    bounds = pc.min_max(table.column(KEY_GROUP))
+    if (bounds["min"].as_py(), bounds["max"].as_py()) != (location.key_group,) * 2:
+        raise CorruptCheckpointError(
+            f"data file {file}: the bytes recorded for key group {location.key_group} hold rows"
+            f" of key groups {bounds['min']}..{bounds['max']}"
+        )

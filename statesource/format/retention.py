@@ -14,17 +14,27 @@ rerun finishes the job:
    checkpoint committed meanwhile is honoured), and each retired checkpoint's
    files outside them are deleted, its ``_retired.json`` last.
 
-Only files that a retired checkpoint's metadata lists are ever deleted, so a
-checkpoint being written concurrently (whose files no metadata lists yet)
-is never touched. A writer that *references* files of a checkpoint while
-``retain`` retires that same checkpoint is the one race this cannot see; the
-commit refuses to publish when a referenced file is already gone.
+Besides those, ``retain`` removes **orphans**: files that crashed or losing
+write attempts left in the ``data/`` directory of a checkpoint id that is
+committed (or retired). Such a file is deleted only when no complete or
+retired checkpoint lists it *and* it was last modified before that id's
+metadata was published. Once an id is published no writer can ever publish
+it again, and every file of the attempt that won was written before its
+metadata, so an unlisted older file can only belong to an attempt that can
+never commit; a newer one may belong to a writer still running (which will
+fail and clean up after itself), so it is left alone. Directories of ids that
+were never committed are left alone too: a writer may be working there.
+
+A writer that *references* files of a checkpoint while ``retain`` retires
+that same checkpoint is the one race this cannot see; the commit refuses to
+publish when a referenced file is already gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -60,6 +70,8 @@ class RetentionPlan:
     """Root-relative paths of the data files removed."""
     shared_files: tuple[str, ...]
     """Files of removed checkpoints that a kept checkpoint still references."""
+    orphans: tuple[str, ...] = ()
+    """Files of failed write attempts that no metadata lists (see the module docstring)."""
 
 
 def retain(path: str, keep: int, *, dry_run: bool = False,
@@ -76,12 +88,18 @@ def retain(path: str, keep: int, *, dry_run: bool = False,
     doomed = {i: complete[i] for i in sorted(complete) if i not in kept_ids}
     retired = _load(checkpoint_dirs(root, RETIRED_FILE), RETIRED_FILE)
     live = _references(complete[i][1] for i in kept_ids)
-    to_delete = _references(meta for _, meta in [*doomed.values(), *retired.values()])
+    to_delete = {path for _, meta in [*doomed.values(), *retired.values()]
+                 for path in _data_files(meta)}
+    listed = live | to_delete
     plan = RetentionPlan(
         kept=tuple(kept_ids),
         retired=tuple(sorted({*doomed, *retired})),
         deleted_files=tuple(sorted(to_delete - live)),
         shared_files=tuple(sorted(to_delete & live)),
+        orphans=tuple(sorted(
+            path for directory, marker in [*((d, METADATA_FILE) for d, _ in complete.values()),
+                                           *((d, RETIRED_FILE) for d, _ in retired.values())]
+            for path in _orphans(directory, marker, listed))),
     )
     if dry_run:
         return plan
@@ -89,14 +107,42 @@ def retain(path: str, keep: int, *, dry_run: bool = False,
         _retire(directory)
         report(f"retired checkpoint {checkpoint_id}")
     retired.update(doomed)
-    live = _references(meta for _, meta in _load(complete_checkpoints(root),
-                                                 METADATA_FILE).values())
+    complete_now = _load(complete_checkpoints(root), METADATA_FILE)
+    live = _references(meta for _, meta in complete_now.values())
+    listed = live | _references(meta for _, meta in retired.values())
     for checkpoint_id, (directory, meta) in sorted(retired.items()):
         removed = _delete_files(root, meta, live)
+        orphans = _delete_orphans(root, directory, RETIRED_FILE, listed)
         _remove(directory.child(RETIRED_FILE))
         _remove_empty_dirs(directory)
-        report(f"deleted checkpoint {checkpoint_id}: {removed} data files removed")
+        report(f"deleted checkpoint {checkpoint_id}: {removed} data files removed"
+               + (f", and {orphans} files of failed attempts" if orphans else ""))
+    for checkpoint_id, (directory, _) in sorted(complete_now.items()):
+        orphans = _delete_orphans(root, directory, METADATA_FILE, listed)
+        if orphans:
+            report(f"checkpoint {checkpoint_id}: removed {orphans} files of failed attempts")
     return plan
+
+
+def _orphans(directory: Location, marker: str, listed: set[str]) -> list[str]:
+    """Root-relative paths of the files in ``directory``'s data directory that no metadata
+    lists and that are older than ``directory``'s metadata file ``marker``."""
+    filesystem = directory.filesystem
+    published = filesystem.get_file_info(directory.child(marker).path)
+    if published.type != pafs.FileType.File or published.mtime is None:
+        return []
+    selector = pafs.FileSelector(directory.child(DATA_DIR).path, allow_not_found=True)
+    return [relative for info in filesystem.get_file_info(selector)
+            if info.type == pafs.FileType.File and info.mtime is not None
+            and info.mtime < published.mtime
+            and (relative := f"{directory.name}/{DATA_DIR}/{info.base_name}") not in listed]
+
+
+def _delete_orphans(root: Location, directory: Location, marker: str, listed: set[str]) -> int:
+    orphans = _orphans(directory, marker, listed)
+    for path in orphans:
+        _remove(confined(root, path))
+    return len(orphans)
 
 
 def _load(directories: dict[int, Location], file_name: str
@@ -118,11 +164,24 @@ def _retire(directory: Location) -> None:
 
 def _delete_files(root: Location, meta: CheckpointMeta, live: set[str]) -> int:
     removed = 0
-    for path in meta.referenced_files():
+    for path in _data_files(meta):
         if path not in live:
             _remove(confined(root, path))
             removed += 1
     return removed
+
+
+_DATA_FILE = re.compile(r"[^/]+/data/[^/]+\.arrow")
+
+
+def _data_files(meta: CheckpointMeta) -> list[str]:
+    """The files a retired checkpoint lists that have a data file's shape.
+
+    Metadata is untrusted: a path naming another checkpoint's ``_metadata.json``
+    (or anything outside a ``data/`` directory) is confined to the root but still
+    no data file, and retention must never delete it.
+    """
+    return [path for path in meta.referenced_files() if _DATA_FILE.fullmatch(path)]
 
 
 def _remove(location: Location) -> None:

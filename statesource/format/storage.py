@@ -13,13 +13,17 @@ another checkpoint wrote. Those paths come from disk, so they are untrusted:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
+from statesource.checks import check_checkpoint_id
 from statesource.errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
@@ -31,7 +35,9 @@ RETIRED_FILE = "_retired.json"
 """A checkpoint's metadata after ``retain`` retired it: no longer a checkpoint, but
 still the list of files the interrupted deletion must finish with."""
 DATA_DIR = "data"
-_CHECKPOINT_DIR = re.compile(r"chk-(\d+)")
+_CHECKPOINT_DIR = re.compile(r"chk-(0|[1-9][0-9]*)", re.ASCII)
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+"""A scheme of two or more characters (one letter followed by ``:`` is a drive letter)."""
 
 
 @dataclass(frozen=True)
@@ -63,18 +69,29 @@ class Location:
         return self.path
 
 
-def resolve(path: str, filesystem: pafs.FileSystem | None = None) -> Location:
-    """Turn a path or URI (and an optional filesystem) into a :class:`Location`."""
+def resolve(path: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None
+            ) -> Location:
+    """Turn a path, ``os.PathLike`` or URI (and an optional filesystem) into a :class:`Location`.
+
+    Something that looks like a URI (``scheme:...``) is only ever a URI: when
+    pyarrow cannot use it the error is about the URI, instead of the text
+    being taken as a local file name and reported as some mangled path.
+    """
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
     if not isinstance(path, str) or not path:
-        raise InvalidArgumentError(f"a checkpoint path must be a non-empty string, got {path!r}")
+        raise InvalidArgumentError(
+            f"a checkpoint path must be a non-empty string or os.PathLike, got {path!r}")
     if filesystem is not None:
         return Location(filesystem, path)
+    if not _URI.match(path):
+        return Location(pafs.LocalFileSystem(), os.path.abspath(path))
     try:
         filesystem, resolved = pafs.FileSystem.from_uri(path)
-    except (ValueError, TypeError):  # a relative local path is not a URI
-        filesystem, resolved = pafs.LocalFileSystem(), os.path.abspath(path)
-    except OSError as error:
-        raise InvalidArgumentError(f"cannot open filesystem for {path!r}: {error}") from None
+    except (ValueError, TypeError, OSError) as error:
+        raise InvalidArgumentError(
+            f"cannot use URI {path!r}: {error} (a file URI is file:///absolute/path; write a"
+            " local path holding ':' as ./name:...)") from None
     return Location(filesystem, resolved)
 
 
@@ -92,20 +109,33 @@ def checkpoint_dirs(root: Location, marker: str) -> dict[int, Location]:
     selector = pafs.FileSelector(root.path, allow_not_found=True)
     found = {}
     for info in root.filesystem.get_file_info(selector):
-        match = _CHECKPOINT_DIR.fullmatch(info.base_name)
-        if match and info.type == pafs.FileType.Directory:
-            directory = Location(root.filesystem, info.path)
-            if directory.child(marker).exists():
-                found[int(match.group(1))] = directory
+        directory = Location(root.filesystem, info.path)
+        checkpoint_id = checkpoint_id_of(directory)
+        if checkpoint_id is not None and info.type == pafs.FileType.Directory \
+                and directory.child(marker).exists():
+            found[checkpoint_id] = directory
     return found
+
+
+def checkpoint_id_of(directory: Location) -> int | None:
+    """The id a ``chk-<id>`` directory's name gives, or None for any other name."""
+    match = _CHECKPOINT_DIR.fullmatch(directory.name)
+    return int(match.group(1)) if match else None
 
 
 def find_checkpoint(location: Location, checkpoint_id: int | None = None) -> Location:
     """The checkpoint directory at ``location``, or the newest complete one under it."""
+    if checkpoint_id is not None:
+        check_checkpoint_id(checkpoint_id)
+    kind = location.filesystem.get_file_info(location.path).type
+    if kind == pafs.FileType.NotFound:
+        raise CheckpointNotFoundError(f"checkpoint path {location} does not exist")
+    if kind != pafs.FileType.Directory:
+        raise CheckpointNotFoundError(
+            f"checkpoint path {location} is not a directory: give a checkpoint directory"
+            f" (chk-<id>) or a directory of checkpoints")
     if location.child(METADATA_FILE).exists():
         return location
-    if not location.exists():
-        raise CheckpointNotFoundError(f"checkpoint path {location} does not exist")
     found = complete_checkpoints(location)
     if checkpoint_id is not None:
         if checkpoint_id not in found:
@@ -134,8 +164,27 @@ def new_data_file(root: Location, checkpoint_id: int, stem: str) -> tuple[Locati
     relative = "/".join([checkpoint_dir_name(checkpoint_id), DATA_DIR,
                          unique_data_file_name(stem)])
     target = root.child(*relative.split("/"))
+    check_writable_root(root)
     target.filesystem.create_dir(target.parent.path, recursive=True)
     return target, relative
+
+
+def remove_attempt(files: Iterable[Location]) -> None:
+    """Delete the data files of a failed write attempt, as far as possible.
+
+    A file that cannot be deleted is harmless: no metadata lists it, so no
+    reader ever opens it, and no later attempt reuses its name.
+    """
+    for location in files:
+        with contextlib.suppress(OSError):
+            location.filesystem.delete_file(location.path)
+
+
+def check_writable_root(root: Location) -> None:
+    """A root to write checkpoints into must be a directory, or not exist yet."""
+    if root.filesystem.get_file_info(root.path).type not in (pafs.FileType.Directory,
+                                                            pafs.FileType.NotFound):
+        raise InvalidArgumentError(f"checkpoint root {root} is not a directory")
 
 
 def check_relative_path(path: object, source: str) -> str:
@@ -163,11 +212,60 @@ def confined(root: Location, path: str) -> Location:
     """
     check_relative_path(path, str(root))
     location = root.child(*path.split("/"))
-    if location.is_local:
-        real_root = os.path.realpath(root.path)
-        real = os.path.realpath(location.path)
-        if os.path.commonpath([real_root, real]) != real_root:
-            raise CorruptCheckpointError(
-                f"data file {path!r} resolves to {real}, outside the checkpoint root {real_root}"
-            )
+    if location.is_local and not _inside(root.path, location.path):
+        # Where it leads is not named: the message must not describe the world outside.
+        raise CorruptCheckpointError(
+            f"data file {path!r} leads outside the checkpoint root {root} (through a symlink)"
+        )
     return location
+
+
+def _inside(directory: str, path: str) -> bool:
+    real_directory = os.path.realpath(directory)
+    return os.path.commonpath([real_directory, os.path.realpath(path)]) == real_directory
+
+
+def check_files(root: Location, files: dict[str, int]) -> None:
+    """Every root-relative path in ``files`` names a regular file of exactly its size.
+
+    One metadata request for all of them, and no byte read: what a reader
+    needs before it trusts byte ranges, and what a commit needs before it
+    publishes references.
+    """
+    paths = list(files)
+    infos = root.filesystem.get_file_info([confined(root, path).path for path in paths])
+    for path, info in zip(paths, infos):
+        if info.type == pafs.FileType.NotFound:
+            found = "missing"
+        elif info.type != pafs.FileType.File:
+            found = "not a regular file"
+        elif info.size != files[path]:
+            found = f"{info.size} bytes, the metadata says {files[path]}"
+        else:
+            continue
+        raise CorruptCheckpointError(f"data file {path} under {root} is {found}")
+
+
+def open_regular_file(location: Location, what: str, confine_to: Location | None = None
+                      ) -> pa.NativeFile:
+    """Open a file for random access, refusing anything that is not a regular file.
+
+    A FIFO would block the reader forever and a device could feed it without
+    end, so the type is checked before opening. With ``confine_to`` (local
+    file systems) a symlink leading out of that directory is refused too, and
+    the error says no more about the outside than that.
+    """
+    if (confine_to is not None and location.is_local
+            and not _inside(confine_to.path, location.path)):
+        raise CorruptCheckpointError(f"{what} {location} leads outside {confine_to} (a symlink)")
+    kind = location.filesystem.get_file_info(location.path).type
+    if kind == pafs.FileType.NotFound:
+        raise CorruptCheckpointError(f"{what} {location} is missing")
+    if kind != pafs.FileType.File:
+        raise CorruptCheckpointError(f"{what} {location} is not a regular file")
+    try:
+        return location.filesystem.open_input_file(location.path)
+    except FileNotFoundError:
+        raise CorruptCheckpointError(f"{what} {location} is missing") from None
+    except OSError as error:
+        raise CorruptCheckpointError(f"cannot open {what} {location}: {error}") from None

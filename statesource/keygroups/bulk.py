@@ -78,7 +78,7 @@ def java_hashes(values: Sequence[Any] | pa.Array | pa.ChunkedArray, value_type: 
             return _string_hashes_arrow(values)
         if value_type in _NUMERIC and not values.null_count:
             return _arrow_numeric_hashes(values, value_type)
-        values = values.to_pylist()
+        values = value_type.from_arrow(values)  # tuples and Rows, not dicts, for composites
     values = list(values)
     present = [v is not None for v in values]
     if not all(present):

@@ -15,6 +15,20 @@ from statesource.errors import StateSourceError
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
+def write_state(df: Any, path: str, operator: str, state: str, **options: Any) -> Any:
+    """Write ``df`` as one keyed state of a new checkpoint (see :mod:`statesource.spark.writer`)."""
+    from statesource.spark.writer import write_state as write
+
+    return write(df, path, operator, state, **options)
+
+
+def rewrite(spark: Any, path: str, **options: Any) -> Any:
+    """Stage several state changes for one new checkpoint (see :mod:`statesource.spark.writer`)."""
+    from statesource.spark.writer import rewrite as start
+
+    return start(spark, path, **options)
+
+
 def register(spark: Any) -> None:
     """Register ``flinkstate`` and ``flinkstate-metadata`` with ``spark``.
 

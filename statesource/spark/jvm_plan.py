@@ -9,8 +9,9 @@ confined data files, each key group's byte range, CRC-32 and row count, the
 partition slices) travels back as metadata of the schema's first field; the
 JVM then reads the byte ranges itself and returns Arrow columnar batches.
 
-A request the JVM reader does not serve (a remote filesystem, nested
-collections, Arrow types Spark's ArrowColumnVector lacks) is planned as
+A request the JVM reader does not serve (a Flink snapshot, a timer or operator
+state, the change feed, a remote filesystem, nested collections, Arrow types
+Spark's ArrowColumnVector lacks) is planned as
 ``servable: false`` with a reason, and the provider hands it to this Python
 source unchanged.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -27,8 +29,11 @@ from pyspark.sql.types import StructField, StructType
 
 from statesource.format.columns import data_schema
 from statesource.format.reader import Checkpoint
+from statesource.spark.changefeed_source import ChangeFeedTarget
+from statesource.spark.operator_state import OperatorStateTarget
 from statesource.spark.options import parse_read_options
 from statesource.spark.planning import EXACT_KEY_TYPES, ScanTarget, plan_slices
+from statesource.spark.snapshots import key_group_weights, open_snapshot
 from statesource.spark.source import FlinkStateDataSource
 
 PYTHON_SOURCE_NAME = "flinkstate-python"
@@ -47,40 +52,45 @@ class FlinkStatePythonSource(FlinkStateDataSource):
     def __init__(self, options: dict[str, str]) -> None:
         given = dict(options)
         self._plan_requested = given.pop(PLAN_OPTION, None) is not None
-        self._pruning = parse_read_options(given).filter_pushdown is not False
         super().__init__(given)
 
     def schema(self) -> StructType:
         schema = super().schema()
         if not self._plan_requested:
             return schema
-        plan = json.dumps(jvm_plan(self._target, self._pruning), separators=(",", ":"))
+        plan = json.dumps(jvm_plan(self._source(), self.options), separators=(",", ":"))
         first = schema.fields[0]
         planned = StructField(first.name, first.dataType, first.nullable,
                               {**(first.metadata or {}), PLAN_METADATA: plan})
         return StructType([planned, *schema.fields[1:]])
 
 
-def jvm_plan(target: ScanTarget, pruning: bool) -> dict[str, Any]:
-    """What the JVM reads for ``target``, or why it cannot serve it."""
-    reason = _unservable(target)
+def jvm_plan(source: ScanTarget | OperatorStateTarget | ChangeFeedTarget,
+             options: Mapping[str, str]) -> dict[str, Any]:
+    """What the JVM reads for ``source``, or why it cannot serve it."""
+    if isinstance(source, ChangeFeedTarget):
+        return _unservable("the change feed is read by the Python source")
+    if isinstance(source, OperatorStateTarget):
+        return _unservable("operator state is read by the Python source")
+    reason = _unservable_target(source)
     if reason is not None:
-        return {"servable": False, "reason": reason}
-    checkpoint = Checkpoint.open(target.location.path, checkpoint_id=target.checkpoint_id,
-                                 filesystem=target.location.filesystem)
-    op = checkpoint.operator(target.operator)
-    state = op.keyed_state(target.state)
+        return _unservable(reason)
+    snapshot = open_snapshot(source.location.path, source.checkpoint_id,
+                             source.location.filesystem)
+    if not isinstance(snapshot, Checkpoint):
+        return _unservable("a Flink snapshot is decoded by the Python source")
+    op = snapshot.operator(source.operator)
+    state = op.keyed_state(source.state)
     schema = data_schema(op.keyed_key_type, state.declaration)
     unreadable = [f"{f.name} ({f.type})" for f in schema if not _jvm_readable(f.type, True)]
     if unreadable:
-        return {"servable": False,
-                "reason": f"Arrow types the JVM reader does not convert: {', '.join(unreadable)}"}
+        return _unservable(f"Arrow types the JVM reader does not convert: {', '.join(unreadable)}")
     files: list[dict[str, Any]] = []
     groups: dict[str, list[int]] = {name: [] for name in
                                     ("keyGroup", "file", "batchCount", "offset", "length",
                                      "rows", "crc32")}
     for index, data_file in enumerate(state.files):
-        location = checkpoint.data_file(data_file.path)  # confined to the root, or an error
+        location = snapshot.data_file(data_file.path)  # confined to the root, or an error
         files.append({"path": os.path.realpath(location.path), "name": str(location),
                       "sizeBytes": data_file.size_bytes})
         for loc in data_file.locations:
@@ -89,22 +99,29 @@ def jvm_plan(target: ScanTarget, pruning: bool) -> dict[str, Any]:
                                 ("length", loc.length), ("rows", loc.rows),
                                 ("crc32", loc.crc32)):
                 groups[name].append(value)
-    slices = plan_slices(state, target.max_parallelism, target.parallelism, None)
+    weights = key_group_weights(snapshot, source.operator, source.state)
+    slices = plan_slices(weights, source.max_parallelism, source.parallelism, None)
     return {
         "servable": True,
-        "maxParallelism": target.max_parallelism,
-        "parallelism": target.parallelism,
+        "maxParallelism": source.max_parallelism,
+        "parallelism": source.parallelism,
         "exactKeys": op.keyed_key_type in EXACT_KEY_TYPES,
-        "filterPushdown": pruning,
+        # The JVM plans every query afresh, so the pyspark pitfall that keeps the Python
+        # source's pushdown off by default does not apply: prune unless told not to.
+        "filterPushdown": parse_read_options(options).filter_pushdown is not False,
         "fileSchema": base64.b64encode(schema.serialize().to_pybytes()).decode("ascii"),
-        "columns": target.output.arrow.names,
+        "columns": source.output.arrow.names,
         "files": files,
         "keyGroups": groups,
         "slices": [[s.start, s.end] for s in slices],
     }
 
 
-def _unservable(target: ScanTarget) -> str | None:
+def _unservable(reason: str) -> dict[str, Any]:
+    return {"servable": False, "reason": reason}
+
+
+def _unservable_target(target: ScanTarget) -> str | None:
     if not target.location.is_local:
         return f"{target.location} is not on the local filesystem"
     if target.output.nested:

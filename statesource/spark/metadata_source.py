@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from statesource.format.reader import Checkpoint
 from statesource.spark.options import parse_read_options
+from statesource.spark.snapshots import Snapshot, open_snapshot
 
 METADATA_SCHEMA = pa.schema([
     ("checkpoint_id", pa.int64()),
@@ -43,7 +43,7 @@ class FlinkStateMetadataDataSource(DataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         parsed = parse_read_options(dict(options), metadata_view=True)
-        self._checkpoint = Checkpoint.open(parsed.path, checkpoint_id=parsed.checkpoint_id)
+        self._checkpoint = open_snapshot(parsed.path, parsed.checkpoint_id)
 
     def schema(self) -> str:
         return METADATA_DDL
@@ -53,7 +53,7 @@ class FlinkStateMetadataDataSource(DataSource):
 
 
 class MetadataReader(DataSourceReader):
-    def __init__(self, checkpoint: Checkpoint) -> None:
+    def __init__(self, checkpoint: Snapshot) -> None:
         self.checkpoint = checkpoint
 
     def partitions(self) -> list[InputPartition]:

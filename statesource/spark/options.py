@@ -8,6 +8,7 @@ state.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import overload
@@ -26,6 +27,10 @@ class ReadOptions:
     parallelism: int | None = None
     flatten_collections: bool = True
     filter_pushdown: bool | None = None
+    operator_state: str | None = None
+    read_change_feed: bool = False
+    change_start_checkpoint_id: int | None = None
+    change_end_checkpoint_id: int | None = None
 
 
 _KNOWN = {
@@ -36,6 +41,10 @@ _KNOWN = {
     "parallelism": "parallelism",
     "flattencollections": "flattenCollections",
     "filterpushdown": "filterPushdown",
+    "operatorstate": "operatorState",
+    "readchangefeed": "readChangeFeed",
+    "changestartcheckpointid": "changeStartCheckpointId",
+    "changeendcheckpointid": "changeEndCheckpointId",
 }
 _METADATA_KNOWN = {"path": "path", "checkpointid": "checkpointId"}
 _USE_A_VIEW = (
@@ -71,17 +80,23 @@ def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = Fals
         parallelism=_integer(lowered, "parallelism", minimum=1),
         flatten_collections=_boolean(lowered, "flattencollections", default=True),
         filter_pushdown=_boolean(lowered, "filterpushdown", default=None),
+        operator_state=lowered.get("operatorstate") or None,
+        read_change_feed=_boolean(lowered, "readchangefeed", default=False),
+        change_start_checkpoint_id=_integer(lowered, "changestartcheckpointid", minimum=0),
+        change_end_checkpoint_id=_integer(lowered, "changeendcheckpointid", minimum=0),
     )
 
 
+_DECIMAL = re.compile(r"[0-9]{1,19}")
+
+
 def _integer(options: dict[str, str], key: str, minimum: int) -> int | None:
+    """Plain ASCII decimal digits only: Python's ``int`` would also take ``" 3"``,
+    ``"1_0"``, ``"+3"`` and other scripts' digits, none of which Spark or Flink would."""
     text = options.get(key)
     if text is None:
         return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
+    value = int(text) if _DECIMAL.fullmatch(text) else None
     if value is None or value < minimum:
         raise InvalidArgumentError(
             f"option {_KNOWN[key]} must be an integer >= {minimum}, got {text!r}"

@@ -12,7 +12,7 @@ larger subtask range is split at key-group boundaries.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +27,13 @@ from statesource.format.columns import (
     NAMESPACE,
     TTL_TIMESTAMP,
     VALUE_COLUMNS,
+    canonical_column,
     entry_starts,
 )
 from statesource.format.ipc import ReadListener
 from statesource.format.metadata import KeyedStateMeta, OperatorMeta
-from statesource.format.reader import Checkpoint
 from statesource.format.storage import Location
+from statesource.keyequality import key_canonicalizer
 from statesource.keygroups import (
     KeyGroupRange,
     key_group_range_for_operator,
@@ -40,7 +41,8 @@ from statesource.keygroups import (
 )
 from statesource.model import StateKind
 from statesource.spark.schema import OutputSchema
-from statesource.types import BOOLEAN, BYTE, CHAR, INT, LONG, SHORT, STRING
+from statesource.spark.snapshots import open_snapshot
+from statesource.types import BOOLEAN, BYTE, CHAR, INT, LONG, SHORT, STRING, DataType
 
 TARGET_ROWS = 1 << 21
 EXACT_KEY_TYPES = (STRING, INT, LONG, SHORT, BYTE, BOOLEAN, CHAR)
@@ -90,15 +92,15 @@ class KeyGroupSlice:
         return KeyGroupRange(self.start, self.end) if self.only is None else self.only
 
 
-def plan_slices(state: KeyedStateMeta, max_parallelism: int, parallelism: int,
+def plan_slices(rows: Mapping[int, int], max_parallelism: int, parallelism: int,
                 allowed: set[int] | None, cores: int | None = None) -> list[KeyGroupSlice]:
     """Contiguous key-group slices covering every (allowed) key group exactly once.
 
+    ``rows`` weighs each non-empty key group (rows; a Flink snapshot's bytes).
     The slice count is the rows over ``TARGET_ROWS``, rounded up to a multiple
     of ``cores`` (default: this machine's) so that no wave of tasks runs
     half empty; slices end at subtask boundaries where they can.
     """
-    rows = {loc.key_group: loc.rows for _, loc in state.key_group_locations()}
     total = sum(n for kg, n in rows.items() if allowed is None or kg in allowed)
     cores = cores or os.cpu_count() or 1
     count = -(-total // TARGET_ROWS)
@@ -137,13 +139,13 @@ def accept_key_filter(op: OperatorMeta, values: tuple[Any, ...], pushdown: Pushd
     key_type = op.key_type
     if key_type not in EXACT_KEY_TYPES:
         return False
+    canonical = key_canonicalizer(key_type)
     valid = []
     for value in values:
         try:
-            key_type.validate(value)
+            valid.append(canonical(value))
         except StateSourceError:
-            continue  # a value the key type cannot hold matches no row
-        valid.append(value)
+            continue  # a value no stored key can equal (wrong type, unstorable text) matches none
     groups = key_groups(valid, key_type, op.max_parallelism).tolist() if valid else []
     pushdown.restrict_key_groups(set(groups))
     pushdown.restrict_keys(valid)
@@ -173,36 +175,42 @@ def key_groups_matching(column: str, operator: str, bound: Any, op: OperatorMeta
 def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None,
                listener: ReadListener | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of one partition, as batches in exactly the declared Spark schema."""
-    checkpoint = Checkpoint.open(target.location.path, checkpoint_id=target.checkpoint_id,
-                                 filesystem=target.location.filesystem)
+    checkpoint = open_snapshot(target.location.path, target.checkpoint_id,
+                               target.location.filesystem)
     op = checkpoint.operator(target.operator)
-    state = op.keyed_state(target.state)
-    wanted = None if keys is None else op.keyed_key_type.to_arrow(keys)
+    state = op.keyed_state(target.state) if target.output.nested else None
+    key_type = op.keyed_key_type
+    wanted = None if keys is None else key_type.to_arrow(keys)
     for table in checkpoint.read_keyed_state(target.state, operator=target.operator,
                                              key_groups=part.key_groups(), listener=listener):
         if wanted is not None:
             table = table.filter(pc.is_in(table.column(KEY), value_set=wanted))
             if not table.num_rows:
                 continue
-        yield from _output_table(target, state, table).to_batches()
+        yield from _output_table(target, state, key_type, table).to_batches()
 
 
-def _output_table(target: ScanTarget, state: KeyedStateMeta, table: pa.Table) -> pa.Table:
+def _output_table(target: ScanTarget, state: KeyedStateMeta | None, key_type: DataType,
+                  table: pa.Table) -> pa.Table:
     key_group = table.column(KEY_GROUP)[0].as_py()
     operator_index = key_group * target.parallelism // target.max_parallelism
     output = target.output
     if output.nested:
-        table = _nest(state, table)
+        assert state is not None
+        table = _nest(state, key_type, table)
     columns = [table.column(KEY_GROUP),
                pa.array(np.full(table.num_rows, operator_index, dtype=np.int32)),
                *(table.column(name) for name in output.arrow.names[2:])]
     return pa.Table.from_arrays(columns, schema=output.arrow).cast(output.spark_arrow)
 
 
-def _nest(state: KeyedStateMeta, table: pa.Table) -> pa.Table:
+def _nest(state: KeyedStateMeta, key_type: DataType, table: pa.Table) -> pa.Table:
     """One row per entry: list elements (or map entries) gathered into one array (or map)."""
     declaration = state.declaration
-    starts = entry_starts(table.column(KEY).to_pylist(), table.column(NAMESPACE).to_pylist())
+    starts = entry_starts(
+        canonical_column(key_type, key_type.from_arrow(table.column(KEY))),
+        canonical_column(declaration.namespace_type,
+                         declaration.namespace_type.from_arrow(table.column(NAMESPACE))))
     offsets = pa.array(starts, pa.int32())
     first_rows = table.take(pa.array(starts[:-1], pa.int64()))
     columns = {KEY_GROUP: first_rows.column(KEY_GROUP), KEY: first_rows.column(KEY),

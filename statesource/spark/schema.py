@@ -68,6 +68,11 @@ def output_schema(op: OperatorMeta, state: KeyedStateMeta, flatten: bool) -> Out
         fields.extend(stored.field(column) for column, _ in VALUE_COLUMNS[state.kind])
         if declaration.ttl is not None:
             fields.append(stored.field(TTL_TIMESTAMP))
+    return spark_output(fields, nested)
+
+
+def spark_output(fields: list[pa.Field], nested: bool = False) -> OutputSchema:
+    """The Spark schema of rows built with Arrow ``fields``, and its Spark-exact Arrow form."""
     arrow = pa.schema(fields)
     spark = from_arrow_schema(pa.schema([f.with_type(_spark_compatible(f.type)) for f in arrow]))
     return OutputSchema(spark, arrow, to_arrow_schema(spark, timezone="UTC"), nested)

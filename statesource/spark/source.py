@@ -12,6 +12,7 @@ from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
     EqualTo,
     Filter,
@@ -27,10 +28,19 @@ from pyspark.sql.types import StructType
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.format.columns import KEY, KEY_GROUP
 from statesource.format.ipc import ReadListener
-from statesource.format.reader import Checkpoint
 from statesource.keygroups import check_parallelism
+from statesource.spark.changefeed_source import (
+    ChangeFeedReader,
+    ChangeFeedTarget,
+    change_feed_target,
+)
 from statesource.spark.compat import pushdown_safe_by_default
-from statesource.spark.options import parse_read_options
+from statesource.spark.operator_state import (
+    OperatorStateReader,
+    OperatorStateTarget,
+    open_operator_state_target,
+)
+from statesource.spark.options import ReadOptions, parse_read_options
 from statesource.spark.planning import (
     KeyGroupSlice,
     Pushdown,
@@ -41,39 +51,45 @@ from statesource.spark.planning import (
     read_slice,
 )
 from statesource.spark.schema import OPERATOR_INDEX, output_schema
+from statesource.spark.snapshots import key_group_weights, open_snapshot, timer_output
+from statesource.spark.write_plan import plan_write
+from statesource.spark.writer import FlinkStateWriter
 
 _COMPARISON_TYPES = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
 _COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
                 LessThanOrEqual: "<="}
 
 
-def open_target(options: dict[str, str]) -> ScanTarget:
-    """Resolve the options to one keyed state of one checkpoint (all errors named)."""
-    parsed = parse_read_options(options)
+def open_target(options: dict[str, str] | ReadOptions) -> ScanTarget:
+    """Resolve the options to one keyed (or timer) state of one checkpoint or Flink snapshot."""
+    parsed = options if isinstance(options, ReadOptions) else parse_read_options(options)
     pushdown = (pushdown_safe_by_default() if parsed.filter_pushdown is None
                 else parsed.filter_pushdown)
-    checkpoint = Checkpoint.open(parsed.path, checkpoint_id=parsed.checkpoint_id)
+    checkpoint = open_snapshot(parsed.path, checkpoint_id=parsed.checkpoint_id)
     op = checkpoint.operator(parsed.operator)
-    if not op.keyed_states:
+    timers = timer_output(checkpoint, parsed.operator, parsed.state)
+    if not op.keyed_states and timers is None:
         raise IncompatibleCheckpointError(
-            f"operator {op.uid!r} has no keyed state; its operator states"
-            f" ({', '.join(s.name for s in op.operator_states)}) are listed by"
-            " format('flinkstate-metadata')"
+            f"operator {op.uid!r} has no keyed state; read an operator state with"
+            " option('operatorState', <name>); format('flinkstate-metadata') lists them"
         )
-    state = op.keyed_state(parsed.state)
+    state_name = parsed.state if timers is not None else op.keyed_state(parsed.state).name
+    assert state_name is not None
     parallelism = op.parallelism if parsed.parallelism is None else parsed.parallelism
     try:
         check_parallelism(parallelism, op.max_parallelism)
     except InvalidArgumentError as error:
         raise InvalidArgumentError(f"option parallelism: {error}") from None
-    return ScanTarget(checkpoint.location, checkpoint.checkpoint_id, op.uid, state.name,
-                      parallelism, op.max_parallelism,
-                      output_schema(op, state, parsed.flatten_collections), pushdown)
+    output = timers or output_schema(op, op.keyed_state(state_name), parsed.flatten_collections)
+    return ScanTarget(checkpoint.location, checkpoint.checkpoint_id, op.uid, state_name,
+                      parallelism, op.max_parallelism, output, pushdown)
 
 
 class FlinkStateDataSource(DataSource):
-    """Options: path, checkpointId, operator, state, parallelism, flattenCollections,
-    filterPushdown (docs/SPARK.md)."""
+    """Read options: path, checkpointId, operator, state, parallelism, flattenCollections,
+    filterPushdown, operatorState; readChangeFeed, changeStartCheckpointId,
+    changeEndCheckpointId for the change feed; write options: see
+    :mod:`statesource.spark.write_plan` (docs/SPARK.md)."""
 
     @classmethod
     def name(cls) -> str:
@@ -81,21 +97,49 @@ class FlinkStateDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self._target = open_target(dict(options))
+        self._opened: ScanTarget | OperatorStateTarget | ChangeFeedTarget | None = None
+
+    def _source(self) -> ScanTarget | OperatorStateTarget | ChangeFeedTarget:
+        """What the read options name, opened on first use (a write needs none of them):
+        a keyed or timer state, an operator state, or a change feed."""
+        if self._opened is None:
+            options = dict(self.options)
+            change_feed = change_feed_target(options)
+            if change_feed is not None:
+                self._opened = change_feed
+            else:
+                parsed = parse_read_options(options)
+                self._opened = (open_target(parsed) if parsed.operator_state is None
+                                else open_operator_state_target(parsed))
+        return self._opened
 
     def schema(self) -> StructType:
-        return self._target.output.spark
+        source = self._source()
+        return source.spark if isinstance(source, ChangeFeedTarget) else source.output.spark
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        """A new checkpoint with one state replaced (docs/SPARK.md)."""
+        if overwrite:
+            raise InvalidArgumentError(
+                "mode('overwrite') is not supported: a write appends a new checkpoint and never"
+                " overwrites one; use mode('append')")
+        return FlinkStateWriter(*plan_write(dict(self.options), schema))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        derived = self._target.output.spark
+        source = self._source()
+        derived = self.schema()
         if schema.simpleString() != derived.simpleString():
             raise InvalidArgumentError(
                 f"flinkstate derives its schema from the checkpoint ({derived.simpleString()});"
                 f" a user-supplied schema ({schema.simpleString()}) is not supported"
             )
-        if self._target.filter_pushdown:
-            return PushdownFlinkStateReader(self._target)
-        return FlinkStateReader(self._target)
+        if isinstance(source, ChangeFeedTarget):
+            return ChangeFeedReader(source)
+        if isinstance(source, OperatorStateTarget):
+            return OperatorStateReader(source)
+        if source.filter_pushdown:
+            return PushdownFlinkStateReader(source)
+        return FlinkStateReader(source)
 
 
 class SlicePartition(InputPartition):
@@ -119,15 +163,16 @@ class FlinkStateReader(DataSourceReader):
 
     def _operator(self) -> Any:
         if self._op is None:
-            checkpoint = Checkpoint.open(self.target.location.path,
-                                         checkpoint_id=self.target.checkpoint_id,
-                                         filesystem=self.target.location.filesystem)
-            self._op = checkpoint.operator(self.target.operator)
+            self._op = self._snapshot().operator(self.target.operator)
         return self._op
 
+    def _snapshot(self) -> Any:
+        return open_snapshot(self.target.location.path, self.target.checkpoint_id,
+                             self.target.location.filesystem)
+
     def partitions(self) -> list[InputPartition]:
-        op = self._operator()
-        slices = plan_slices(op.keyed_state(self.target.state), self.target.max_parallelism,
+        weights = key_group_weights(self._snapshot(), self.target.operator, self.target.state)
+        slices = plan_slices(weights, self.target.max_parallelism,
                              self.target.parallelism, self.pushdown.key_groups)
         return [SlicePartition(piece) for piece in slices]
 

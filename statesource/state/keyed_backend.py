@@ -5,7 +5,10 @@ state and the :class:`KeyContext` its state handles read: the current key
 (whose key group it computes once per key change) and the current namespace.
 ``snapshot`` does only the synchronous part of a checkpoint, a version bump and
 bucket-array copy per map, so the program resumes at once while the checkpoint
-writer iterates the returned snapshot in the background.
+writer iterates the returned snapshot in the background. Each snapshot also
+carries which key groups of each state changed since the backend's *base*, the
+last checkpoint its writer confirmed complete (:mod:`statesource.state.changes`),
+for incremental checkpoints.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from typing import Any
 
 from statesource.checks import check_checkpoint_id
 from statesource.errors import InvalidArgumentError, TypeMismatchError
+from statesource.keyequality import key_canonicalizer
 from statesource.keygroups import (
     KeyGroupRange,
     check_max_parallelism,
     compute_key_group_for_key_hash,
 )
+from statesource.state.changes import ChangeTracker
 from statesource.state.clock import Clock, SystemClock
 from statesource.state.descriptors import StateDescriptor
 from statesource.state.key_context import KeyContext
@@ -36,7 +41,9 @@ _CACHEABLE: dict[DataType, type] = {
 """Key types whose Python equality, for values of exactly this Python type, is Java's.
 
 Floats are missing because ``0.0 == -0.0`` in Python while Java hashes them
-apart, and composites because ``("a", True) == ("a", 1)``.
+apart, and composites because ``("a", True) == ("a", 1)``. For these types a valid
+key is its own Java-equality form (``statesource.keyequality``), so a cached key
+needs no canonicalising either.
 """
 
 
@@ -69,26 +76,32 @@ class KeyedStateBackend:
         self._key_group_of: Callable[[Any], int] = functools.partial(
             _key_group, self.key_type.java_hash, max_parallelism
         )
+        self._canonical = key_canonicalizer(self.key_type, validate=False)
         self._cacheable = _CACHEABLE.get(self.key_type)
         self._key_group_cache: dict[Any, int] = {}
+        self._changes = ChangeTracker()
 
     # -- current key and namespace -------------------------------------------------------
 
     def set_current_key(self, key: Any) -> None:
         """Make ``key`` current for every state handle; its key group is computed here, once.
 
-        Streams revisit keys, so key groups are remembered (up to a bound) for key
+        The key is kept in its Java-equality form (``statesource.keyequality``): keys
+        Java calls equal find the same state, keys it tells apart (``0.0``/``-0.0``) do
+        not. Streams revisit keys, so key groups are remembered (up to a bound) for key
         types where that is exact; a key of any other Python type is validated afresh.
         """
         if type(key) is self._cacheable:
             key_group = self._key_group_cache.get(key)
             if key_group is None:
                 key_group = self._key_group_of(key)
+                self._canonical(key)  # refuses a string the format cannot store
                 if len(self._key_group_cache) >= _KEY_GROUP_CACHE_LIMIT:
                     self._key_group_cache.clear()
                 self._key_group_cache[key] = key_group
         else:
             key_group = self._key_group_of(key)
+            key = self._canonical(key)
         index = key_group - self.key_group_range.start
         if not 0 <= index < len(self.key_group_range):
             raise InvalidArgumentError(
@@ -150,8 +163,11 @@ class KeyedStateBackend:
 
         Used by the checkpoint reader before the program asks for its states;
         the stored shapes are those of ``statesource.model``. The
-        program's later ``get_state`` must declare the same types.
+        program's later ``get_state`` must declare the same types. Keys and
+        namespaces are taken in their Java-equality form, whatever form they come in.
         """
+        canonical_key = self._canonical
+        canonical_namespace = key_canonicalizer(declaration.namespace_type, validate=False)
         table = self._tables.get(declaration.name)
         if table is None:
             table = self._tables[declaration.name] = StateTable(declaration, self.key_group_range)
@@ -168,7 +184,8 @@ class KeyedStateBackend:
                 )
             state_map = table.map_for(key_group)
             for key, namespace, stored in entries:
-                state_map.put(key, namespace, stored)
+                state_map.put(canonical_key(key), canonical_namespace(namespace), stored)
+        table.changes.mark_all()
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -176,17 +193,38 @@ class KeyedStateBackend:
         """The synchronous part of a checkpoint: every map's snapshot, taken now.
 
         The returned object stays valid while the program keeps changing the
-        backend; close it when written, which releases the map versions.
+        backend; close it when written, which releases the map versions. Once
+        its checkpoint is committed, call its :meth:`KeyedBackendSnapshot.completed`
+        so that later snapshots count changes from it.
         """
         check_checkpoint_id(checkpoint_id)
+        tracker = self._changes
+        with tracker.lock:
+            sequence = tracker.next_sequence()
+            states = tuple(self._tables[name].snapshot(sequence) for name in sorted(self._tables))
+            base = tracker.base
         return KeyedBackendSnapshot(
             checkpoint_id=checkpoint_id,
             timestamp_ms=self.clock.now_ms(),
             key_type=self.key_type,
             max_parallelism=self.max_parallelism,
             key_group_range=self.key_group_range,
-            states=tuple(self._tables[name].snapshot() for name in sorted(self._tables)),
+            states=states,
+            base=base,
+            on_complete=functools.partial(self._checkpoint_completed, sequence),
         )
+
+    def restored_from(self, token: Any) -> None:
+        """Declare every state exactly as checkpoint ``token`` holds it (after a restore).
+
+        The next incremental checkpoint then builds on that checkpoint rather
+        than writing everything; ``token`` is the checkpoint writer's.
+        """
+        self._changes.rebase(token, [table.changes for table in self._tables.values()])
+
+    def _checkpoint_completed(self, sequence: int, token: Any) -> bool:
+        return self._changes.complete(sequence, token,
+                                      [table.changes for table in self._tables.values()])
 
 
 def _key_group(java_hash: Callable[[Any], int], max_parallelism: int, key: Any) -> int:
@@ -205,10 +243,23 @@ class KeyedBackendSnapshot:
     max_parallelism: int
     key_group_range: KeyGroupRange
     states: tuple[StateTableSnapshot, ...]
+    base: Any = None
+    """The token of the backend's base checkpoint when this snapshot was taken (None: none);
+    each state's ``changed`` flags count from it."""
+    on_complete: Callable[[Any], bool] | None = None
     closed: bool = field(default=False, init=False)
 
     def __iter__(self) -> Iterator[StateTableSnapshot]:
         return iter(self.states)
+
+    def completed(self, token: Any) -> bool:
+        """Report this snapshot's checkpoint committed, as ``token`` (the next base).
+
+        Only a committed checkpoint may become a base: a failed one must not
+        make the backend forget what changed. Returns whether the base moved
+        (not when a later snapshot's checkpoint completed first).
+        """
+        return self.on_complete is not None and self.on_complete(token)
 
     def close(self) -> None:
         """Release every map version this snapshot holds; safe to call twice."""

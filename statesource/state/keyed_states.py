@@ -11,6 +11,11 @@ Reads and writes go through the copy-on-write map, whose ``get`` and
 ``transform`` hand out a private copy of any object still shared with a
 running snapshot: mutating what they return in place is therefore safe.
 
+Every write also flags the key group as changed in the table's change flags
+(:mod:`statesource.state.changes`), one byte store, so that an incremental
+checkpoint knows which key groups to rewrite. Anything that may change a
+stored object goes through :meth:`KeyedState._locate_for_write`.
+
 TTL: whether a stored object (or which parts of it) expired is decided only by
 the expirer of :mod:`statesource.model`, which the checkpoint writer uses too.
 """
@@ -21,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from statesource.errors import InvalidArgumentError, StateSourceError
+from statesource.keyequality import key_canonicalizer
 from statesource.model import Expirer, StateKind, expirer_for
 from statesource.state.clock import Clock
 from statesource.state.descriptors import AggregatingStateDescriptor, ReducingStateDescriptor
@@ -36,12 +42,15 @@ class KeyedState:
     def __init__(self, context: KeyContext, table: StateTable, clock: Clock) -> None:
         self._context = context
         self._maps = table.maps
+        self._changed = table.changes.live
         self.descriptor = table.descriptor
         self._namespace_type = self.descriptor.namespace_type
         self._namespaced = self._namespace_type is not VOID
         self._validators = {role: schema.validate
                             for role, schema in self.descriptor.schemas.items()}
+        self._canonical_namespace = key_canonicalizer(self._namespace_type)
         self._checked_namespace_version = -1
+        self._namespace: Any = None
         ttl = self.descriptor.ttl
         self._ttl = ttl
         if ttl is not None:
@@ -67,18 +76,29 @@ class KeyedState:
         if not self._namespaced:
             return self._maps[index], context.key, None
         if context.namespace_version != self._checked_namespace_version:
-            self._check_namespace(context.namespace)
+            self._namespace = self._check_namespace(context.namespace)
             self._checked_namespace_version = context.namespace_version
-        return self._maps[index], context.key, context.namespace
+        return self._maps[index], context.key, self._namespace
 
-    def _check_namespace(self, namespace: Any) -> None:
+    def _locate_for_write(self) -> tuple[Any, Any, Any]:
+        """:meth:`_locate`, flagging the key group as changed since the last checkpoint."""
+        located = self._locate()
+        self._mark_changed()
+        return located
+
+    def _mark_changed(self) -> None:
+        """The current key group differs from the last checkpoint (incremental checkpoints)."""
+        self._changed[self._context.key_group_index] = 1  # type: ignore[index]
+
+    def _check_namespace(self, namespace: Any) -> Any:
+        """The namespace in its Java-equality form, as keys are (``statesource.keyequality``)."""
         if namespace is None:
             raise InvalidArgumentError(
                 f"state {self.name!r} has {self._namespace_type} namespaces:"
                 " call set_current_namespace() first"
             )
         try:
-            self._namespace_type.validate(namespace)
+            return self._canonical_namespace(namespace)
         except StateSourceError as error:
             raise type(error)(f"namespace of state {self.name!r}: {error}") from None
 
@@ -94,10 +114,10 @@ class KeyedState:
         return self._clock.now_ms()
 
     def _read_with_ttl(self) -> Any:
-        """Flink's TTL read of the stored object, or None when there is nothing to show.
+        """Flink's TTL read of a scalar state's ``(value, last_access)``, or None.
 
-        Expired parts leave the map and are returned only if the visibility allows;
-        what is left is refreshed first when reads count as accesses.
+        An expired value leaves the map and is returned only if the visibility
+        allows; an unexpired one is refreshed first when reads count as accesses.
         """
         ttl = self._ttl
         assert ttl is not None
@@ -106,17 +126,14 @@ class KeyedState:
         stored = state_map.get(key, namespace)
         if stored is None:
             return None
-        live = self._expire(stored, now)
-        kept = live if live is None or not ttl.update_on_read else self._refreshed(live, now)
-        if kept is None:
+        if stored[1] <= ttl.expiry_cutoff(now):
+            self._mark_changed()
             state_map.remove(key, namespace)
-        elif kept is not stored:
-            state_map.put(key, namespace, kept)
-        return stored if ttl.return_expired else live
-
-    def _refreshed(self, stored: Any, now: int) -> Any:
-        """``stored`` with its last access set to ``now``: a scalar state's ``(value, ms)``."""
-        return stored[0], now
+            return stored if ttl.return_expired else None
+        if ttl.update_on_read:
+            self._mark_changed()
+            state_map.put(key, namespace, (stored[0], now))
+        return stored
 
     def _read_scalar(self) -> Any:
         """The value of a Value, Reducing or Aggregating state (None when there is none)."""
@@ -127,7 +144,7 @@ class KeyedState:
         return None if stored is None else stored[0]
 
     def clear(self) -> None:
-        state_map, key, namespace = self._locate()
+        state_map, key, namespace = self._locate_for_write()
         state_map.remove(key, namespace)
 
 
@@ -140,7 +157,7 @@ class ValueState(KeyedState):
             self.clear()
             return
         self._check("value", value)
-        state_map, key, namespace = self._locate()
+        state_map, key, namespace = self._locate_for_write()
         state_map.put(key, namespace, value if self._ttl is None else (value, self._now()))
 
 
@@ -158,11 +175,32 @@ class ListState(KeyedState):
             state_map, key, namespace = self._locate()
             stored = state_map.get(key, namespace)
             return [] if stored is None else list(stored)
-        stored = self._read_with_ttl()
-        return [] if stored is None else [element for element, _ in stored]
+        return self._read_elements_with_ttl()
 
-    def _refreshed(self, stored: Any, now: int) -> Any:
-        return [(element, now) for element, _ in stored]
+    def _read_elements_with_ttl(self) -> list:
+        """Flink's ``TtlListState.get``: storage changes only on refresh or when all expired.
+
+        Reading returns the unexpired elements (all of them if the visibility allows)
+        but leaves expired ones in place, unless every element has expired: then the
+        state is cleared. When reads count as accesses, the unexpired elements are
+        stored back with the read's timestamp, and only then do the expired ones go.
+        """
+        ttl = self._ttl
+        assert ttl is not None
+        state_map, key, namespace = self._locate()
+        now = self._now()
+        stored = state_map.get(key, namespace)
+        if stored is None:
+            return []
+        cutoff = ttl.expiry_cutoff(now)
+        unexpired = [element for element, last_access in stored if last_access > cutoff]
+        if not unexpired:
+            self._mark_changed()
+            state_map.remove(key, namespace)
+        elif ttl.update_on_read:
+            self._mark_changed()
+            state_map.put(key, namespace, [(element, now) for element in unexpired])
+        return [element for element, _ in stored] if ttl.return_expired else unexpired
 
     def add(self, element: Any) -> None:
         self.add_all((element,))
@@ -170,13 +208,13 @@ class ListState(KeyedState):
     def add_all(self, elements: Iterable[Any]) -> None:
         fresh = self._checked_elements(elements)
         if fresh:
-            state_map, key, namespace = self._locate()
+            state_map, key, namespace = self._locate_for_write()
             state_map.transform(key, namespace, fresh, _append)
 
     def update(self, elements: Iterable[Any]) -> None:
         """Replace the elements; an empty list clears the state."""
         fresh = self._checked_elements(elements)
-        state_map, key, namespace = self._locate()
+        state_map, key, namespace = self._locate_for_write()
         if fresh:
             state_map.put(key, namespace, fresh)
         else:
@@ -205,23 +243,68 @@ def _put_entries(stored: dict | None, entries: dict) -> dict:
     return stored
 
 
-class MapState(KeyedState):
-    def _entries(self) -> dict:
-        """The entries a read sees, after TTL cleanup (and refresh on read)."""
-        if self._ttl is None:
-            state_map, key, namespace = self._locate()
-            return state_map.get(key, namespace) or {}
-        stored = self._read_with_ttl()
-        return {} if stored is None else {k: v for k, (v, _) in stored.items()}
+_MISSING = object()
 
-    def _refreshed(self, stored: Any, now: int) -> Any:
-        return {k: (v, now) for k, (v, _) in stored.items()}
+
+class MapState(KeyedState):
+    """Map state; with TTL each entry expires and is refreshed on its own, as in Flink's
+    ``TtlMapState``: reading one user key touches only that entry, iterating touches
+    the entries it passes."""
+
+    def _entries(self) -> dict:
+        """The entries an iteration sees, after TTL cleanup (and refresh on read)."""
+        state_map, key, namespace = self._locate()
+        if self._ttl is None:
+            return state_map.get(key, namespace) or {}
+        ttl = self._ttl
+        now = self._now()
+        stored = state_map.get(key, namespace)
+        if stored is None:
+            return {}
+        cutoff = ttl.expiry_cutoff(now)
+        seen = {}
+        for user_key, (user_value, last_access) in list(stored.items()):
+            if last_access <= cutoff:
+                self._mark_changed()
+                del stored[user_key]
+                if not ttl.return_expired:
+                    continue
+            elif ttl.update_on_read:
+                self._mark_changed()
+                stored[user_key] = (user_value, now)
+            seen[user_key] = user_value
+        if not stored:
+            state_map.remove(key, namespace)
+        return seen
+
+    def _entry(self, user_key: Any) -> Any:
+        """One entry's value (``_MISSING`` if absent), checking and refreshing only it."""
+        state_map, key, namespace = self._locate()
+        if self._ttl is None:
+            return (state_map.get(key, namespace) or {}).get(user_key, _MISSING)
+        ttl = self._ttl
+        now = self._now()
+        stored = state_map.get(key, namespace)
+        if stored is None or user_key not in stored:
+            return _MISSING
+        user_value, last_access = stored[user_key]
+        if last_access <= ttl.expiry_cutoff(now):
+            self._mark_changed()
+            del stored[user_key]
+            if not stored:
+                state_map.remove(key, namespace)
+            return user_value if ttl.return_expired else _MISSING
+        if ttl.update_on_read:
+            self._mark_changed()
+            stored[user_key] = (user_value, now)
+        return user_value
 
     def get(self, user_key: Any) -> Any:
-        return self._entries().get(user_key)
+        value = self._entry(user_key)
+        return None if value is _MISSING else value
 
     def contains(self, user_key: Any) -> bool:
-        return user_key in self._entries()
+        return self._entry(user_key) is not _MISSING
 
     def keys(self) -> list:
         return list(self._entries())
@@ -233,7 +316,16 @@ class MapState(KeyedState):
         return list(self._entries().items())
 
     def is_empty(self) -> bool:
-        return not self._entries()
+        """Whether the map holds no entries, expired or not.
+
+        Flink's ``TtlMapState.isEmpty`` asks the underlying map without a TTL check
+        (after the access's incremental cleanup), so expired entries not yet cleaned
+        up still count; iterate to see only live ones.
+        """
+        state_map, key, namespace = self._locate()
+        if self._ttl is not None:
+            self._now()
+        return not state_map.get(key, namespace)
 
     def put(self, user_key: Any, user_value: Any) -> None:
         self.put_all({user_key: user_value})
@@ -247,12 +339,12 @@ class MapState(KeyedState):
             now = self._now()
             fresh = {k: (v, now) for k, v in fresh.items()}
         if fresh:
-            state_map, key, namespace = self._locate()
+            state_map, key, namespace = self._locate_for_write()
             state_map.transform(key, namespace, fresh, _put_entries)
 
     def remove(self, user_key: Any) -> None:
         """Remove one entry; the state itself disappears with its last entry, as in Flink."""
-        state_map, key, namespace = self._locate()
+        state_map, key, namespace = self._locate_for_write()
         stored = state_map.get(key, namespace)
         if stored is None or user_key not in stored:
             return
@@ -270,7 +362,7 @@ class _FoldingState(KeyedState):
     def add(self, value: Any) -> None:
         if value is None:
             raise InvalidArgumentError(f"state {self.name!r}: cannot add None")
-        state_map, key, namespace = self._locate()
+        state_map, key, namespace = self._locate_for_write()
         if self._ttl is None:
             state_map.transform(key, namespace, value, self._fold)
             return
@@ -334,6 +426,7 @@ class _IncrementalCleanup:
 
     def __init__(self, table: StateTable, expire: Expirer, size: int, clock: Clock) -> None:
         self._maps = table.maps
+        self._changed = table.changes.live
         self._expire = expire
         self._size = size
         self._clock = clock
@@ -353,6 +446,8 @@ class _IncrementalCleanup:
             for entry in self._visitor.next_entries():
                 budget -= 1
                 kept = self._expire(entry.state, now)
+                if kept is not entry.state:
+                    self._changed[self._map_index] = 1
                 if kept is None:
                     self._visitor.remove(entry)
                 elif kept is not entry.state:

@@ -2,7 +2,10 @@
 
 Splitting by key group is what lets a checkpoint be written, and a rescaled
 job restored, key group by key group, and it keeps every map small enough
-that growing it never stalls the program.
+that growing it never stalls the program. It is also the unit of change
+tracking: the table records which key groups were written since the last
+completed checkpoint (:mod:`statesource.state.changes`), so that an
+incremental checkpoint rewrites only those.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from statesource.keygroups import KeyGroupRange
+from statesource.state.changes import KeyGroupChanges
 from statesource.state.descriptors import StateDescriptor
 from statesource.state.statemap import CopyOnWriteStateMap, StateMapSnapshot
 
@@ -25,6 +29,7 @@ class StateTable:
         self.maps: list[CopyOnWriteStateMap] = [
             CopyOnWriteStateMap(copier=copier) for _ in key_group_range
         ]
+        self.changes = KeyGroupChanges(len(key_group_range))
 
     def map_for(self, key_group: int) -> CopyOnWriteStateMap:
         return self.maps[key_group - self.key_group_range.start]
@@ -32,11 +37,16 @@ class StateTable:
     def __len__(self) -> int:
         return sum(len(m) for m in self.maps)
 
-    def snapshot(self) -> StateTableSnapshot:
-        """Snapshot every key group's map now (the synchronous part of a checkpoint)."""
+    def snapshot(self, sequence: int) -> StateTableSnapshot:
+        """Snapshot every key group's map now (the synchronous part of a checkpoint).
+
+        ``sequence`` numbers the backend's snapshot; the change flags it
+        captures are kept under that number until a checkpoint completes.
+        """
         return StateTableSnapshot(
             self.descriptor,
             tuple(zip(self.key_group_range, (m.snapshot() for m in self.maps))),
+            self.changes.capture(sequence),
         )
 
 
@@ -46,12 +56,19 @@ class StateTableSnapshot:
 
     descriptor: StateDescriptor
     key_group_snapshots: tuple[tuple[int, StateMapSnapshot], ...]
+    changed: bytes
+    """Per key group of the range, 1 if it changed since the backend's base checkpoint."""
 
     def __iter__(self) -> Iterator[tuple[int, StateMapSnapshot]]:
         return iter(self.key_group_snapshots)
 
     def __len__(self) -> int:
         return sum(len(snapshot) for _, snapshot in self.key_group_snapshots)
+
+    def changed_key_groups(self) -> list[int]:
+        """The key groups that changed since the backend's base checkpoint, ascending."""
+        return [key_group for (key_group, _), flag in zip(self.key_group_snapshots, self.changed)
+                if flag]
 
     def release(self) -> None:
         for _, snapshot in self.key_group_snapshots:

@@ -450,3 +450,21 @@ def test_subtasks_declaring_a_state_differently_are_refused(tmp_path):
     with pytest.raises(InvalidArgumentError, match="subtasks declare state 'v' differently"):
         CheckpointWriter(str(tmp_path)).write(1, {"op": subtasks})
     assert not (tmp_path / "chk-1" / "_metadata.json").exists()
+
+
+def test_partly_expired_sample_state_round_trips_and_reads_like_flink(tmp_path, backend, clock):
+    """The sample's TTL state is partly expired when written: stored rows keep every
+    element and entry, and reads through a restored backend see only the fresh ones."""
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    restored = restore_keyed_backend(Checkpoint.open(str(tmp_path)), 0, 1, clock=clock)
+    stored = dump(restored)
+    assert stored == dump(backend)
+    fresh_key, stale_key = KEYS[0], KEYS[1]
+    assert [e for e, _ in stored["ttl_list"][(fresh_key, None)]] == [0, 100]
+    assert set(stored["ttl_map"][(fresh_key, None)]) == {"a", "fresh"}
+    events = restored.get_state(ListStateDescriptor("ttl_list", "long", ttl=TTL))
+    pages = restored.get_state(MapStateDescriptor("ttl_map", "string", "long", ttl=TTL))
+    restored.set_current_key(fresh_key)
+    assert events.get() == [100] and pages.items() == [("fresh", 0)]
+    restored.set_current_key(stale_key)
+    assert events.get() == [] and pages.items() == []

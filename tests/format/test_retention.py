@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -180,3 +183,76 @@ def test_bad_arguments_and_unreadable_checkpoints_change_nothing(tmp_path, capsy
     assert store.files_on_disk() == before
     assert main(["retain", str(tmp_path / "nowhere"), "--keep", "1"]) == 1
     assert "nowhere does not exist" in capsys.readouterr().err
+
+
+def _leftover(root: Path, checkpoint_id: int, name: str, age_seconds: float) -> Path:
+    """A file a crashed attempt left in chk-<id>/data, last modified ``age_seconds`` ago."""
+    path = root / f"chk-{checkpoint_id}" / "data" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"partial")
+    stamp = time.time() - age_seconds
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_retain_removes_files_of_failed_attempts_older_than_the_commit(tmp_path, capsys):
+    store = Store()
+    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    for _ in range(3):
+        store.commit(1, [])
+    for checkpoint_id in (1, 2, 3):  # metadata published "now"; attempts crashed before
+        metadata = tmp_path / f"chk-{checkpoint_id}" / "_metadata.json"
+        os.utime(metadata, (time.time() - 100, time.time() - 100))
+    crashed_in_kept = _leftover(tmp_path, 3, "crashed-kept.arrow", 3600)
+    crashed_in_doomed = _leftover(tmp_path, 1, "crashed-doomed.arrow", 3600)
+    still_running = _leftover(tmp_path, 3, "loser-still-writing.arrow", 0)  # after the commit
+    never_committed = _leftover(tmp_path, 4, "in-flight.arrow", 3600)  # id 4 has no metadata
+    before = store.files_on_disk()
+    assert main(["retain", str(tmp_path), "--keep", "2", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would delete 2 files of failed write attempts that no checkpoint lists" in out
+    assert "chk-3/data/crashed-kept.arrow" in out and "chk-1/data/crashed-doomed.arrow" in out
+    assert store.files_on_disk() == before
+    plan = retain(str(tmp_path), 2)
+    assert plan.orphans == ("chk-1/data/crashed-doomed.arrow", "chk-3/data/crashed-kept.arrow")
+    assert not crashed_in_kept.exists() and not crashed_in_doomed.exists()
+    assert not (tmp_path / "chk-1").exists()  # the retired checkpoint is gone entirely
+    assert still_running.exists() and never_committed.exists()
+    store.model.pop(1)
+    store.check_checkpoints_read([2, 3])
+    referenced = {p for i in (2, 3) for p in Checkpoint.open(
+        str(tmp_path), checkpoint_id=i).metadata.referenced_files()}
+    assert {p for p in store.files_on_disk() if "/data/" in p} == referenced | {
+        "chk-3/data/loser-still-writing.arrow", "chk-4/data/in-flight.arrow"}
+
+
+def test_orphans_of_a_retired_checkpoint_left_by_an_interrupted_run_are_removed(tmp_path):
+    store = Store()
+    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    store.commit(1, [])
+    store.commit(1, [])
+    metadata = tmp_path / "chk-1" / "_metadata.json"
+    os.utime(metadata, (time.time() - 100, time.time() - 100))
+    leftover = _leftover(tmp_path, 1, "crashed.arrow", 3600)
+    os.rename(metadata, tmp_path / "chk-1" / "_retired.json")  # a run killed after retiring
+    assert retain(str(tmp_path), 1).orphans == ("chk-1/data/crashed.arrow",)
+    assert not leftover.exists() and not (tmp_path / "chk-1").exists()
+
+
+def test_retain_never_deletes_what_is_not_a_data_file(tmp_path):
+    """Metadata is untrusted: a retired checkpoint naming another checkpoint's metadata
+    as a data file must not make ``retain`` delete it."""
+    store = Store()
+    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    store.commit(1, [])
+    store.commit(1, [])
+    metadata = tmp_path / "chk-1" / "_metadata.json"
+    document = json.loads(metadata.read_text())
+    victim = tmp_path / "chk-2" / "_metadata.json"
+    document["operators"][0]["operatorStates"][0].update(
+        path="chk-2/_metadata.json", sizeBytes=victim.stat().st_size)
+    metadata.write_text(json.dumps(document))
+    plan = retain(str(tmp_path), 1)
+    assert "chk-2/_metadata.json" not in plan.deleted_files
+    assert victim.exists()
+    assert Checkpoint.open(str(tmp_path)).checkpoint_id == 2

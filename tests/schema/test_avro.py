@@ -594,11 +594,20 @@ def test_to_arrow_rejects_with_index_and_path(schema, values, index, fragment):
 
 
 def test_validate_accepts_valid_values():
+    """validate() accepts exactly what the column encoder keeps unchanged, and nothing else."""
     for schema, _, values in MAPPING:
         vs = ValueSchema.parse(schema)
         for v in values:
-            vs.validate(v)
-    ValueSchema.parse(["null", "long"]).validate(None)
+            vs.validate(v)  # raises on a mismatch
+            assert vs.to_python(ipc_roundtrip(vs.to_arrow([v]), vs)) == [v], (schema, v)
+        if not vs.nullable:
+            with pytest.raises(TypeMismatchError, match="does not match Avro schema"):
+                vs.validate(None)
+    nullable = ValueSchema.parse(["null", "long"])
+    nullable.validate(None)
+    assert nullable.to_python(nullable.to_arrow([None])) == [None]
+    with pytest.raises(TypeMismatchError):
+        nullable.validate("1")
 
 
 # ---------------------------------------------------------------------------
@@ -924,12 +933,12 @@ def test_strings_are_never_large():
 
 def test_large_primitive_column_uses_vectorised_path(monkeypatch):
     # the Python per-value walk is the error path only: make it fail loudly
-    from statesource.schema import convert
+    from statesource.schema import converter
 
     def boom(*args):
         raise AssertionError("per-value path used on valid data")
 
-    monkeypatch.setattr(convert, "raise_first_bad", boom)
+    monkeypatch.setattr(converter, "raise_first_bad", boom)
     for schema, values in [
         ("long", list(range(100_000))),
         (["null", "string"], ["x", None] * 50_000),

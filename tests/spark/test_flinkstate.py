@@ -12,20 +12,30 @@ import pytest
 from pyspark.sql.datasource import (
     DataSourceReader,
     EqualTo,
+    GreaterThan,
     GreaterThanOrEqual,
     In,
     LessThan,
+    LessThanOrEqual,
 )
 
 from sample_state import KEYS, dump, merged, populate
-from statesource import Checkpoint, CheckpointWriter
-from statesource.keygroups import key_group_range_for_operator
+from statesource import Checkpoint, CheckpointWriter, InvalidArgumentError
+from statesource.format.metadata import DataFile, KeyedStateMeta, KeyGroupLocation
+from statesource.keygroups import (
+    KeyGroupRange,
+    assign_to_key_group,
+    key_group_range_for_operator,
+)
+from statesource.model import StateKind
 from statesource.spark import planning, register
 from statesource.spark.compat import pushdown_safe_by_default
 from statesource.spark.jvm_plan import FlinkStatePythonSource
+from statesource.spark.options import parse_read_options
 from statesource.spark.source import FlinkStateDataSource
 from statesource.state.clock import ManualClock
 from statesource.state.keyed_backend import KeyedStateBackend
+from statesource.types import STRING, VOID
 
 MAX_PARALLELISM = 128
 STATES = ["value", "windowed", "list", "map", "reduce", "agg", "ttl_value", "ttl_list", "ttl_map"]
@@ -65,19 +75,59 @@ def without_ttl(row: dict) -> dict:
     return {k: v for k, v in row.items() if k not in ("ttl_timestamp", "ttl_timestamps")}
 
 
+VALUE_COLUMN = {"value": "value", "windowed": "value", "reduce": "value", "agg": "accumulator",
+                "ttl_value": "value"}
+
+
+def written_rows(model: dict, state: str) -> list[dict]:
+    """The flattened rows Spark must return, built from what the backends held (``dump``),
+    not from the checkpoint reader that Spark's read path itself calls."""
+    rows = []
+    for (key, namespace), stored in model[state].items():
+        key_group = assign_to_key_group(key, STRING, MAX_PARALLELISM)
+        base = {"key_group": key_group, "operator_index": key_group * 2 // MAX_PARALLELISM,
+                "key": key, "namespace": namespace}
+        ttl = state.startswith("ttl_")
+        if isinstance(stored, list):
+            rows += [{**base, "list_element": element[0] if ttl else element}
+                     for element in stored]
+        elif state.endswith("map"):
+            rows += [{**base, "user_key": user_key, "user_value": value[0] if ttl else value}
+                     for user_key, value in stored.items()]
+        else:
+            rows.append({**base, VALUE_COLUMN[state]: stored[0] if ttl else stored})
+    return rows
+
+
+def canonical(rows: list[dict]) -> list[str]:
+    return sorted(json.dumps(row, sort_keys=True, default=str) for row in rows)
+
+
 @pytest.mark.parametrize("state", STATES)
-def test_dataframe_equals_the_python_reader(spark, written, state, source_format):
-    path, _ = written
+def test_dataframe_equals_the_rows_written(spark, written, state, source_format):
+    path, model = written
     rows = [without_ttl(plain(r)) for r in load(spark, path, source_format, state=state).collect()]
-    checkpoint = Checkpoint.open(path)
-    expected = []
-    for table in checkpoint.read_keyed_state(state):
-        for row in table.to_pylist():
-            row["operator_index"] = row["key_group"] * 2 // MAX_PARALLELISM
-            expected.append(without_ttl(row))
-    key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
-    assert sorted(rows, key=key) == sorted(expected, key=key)
-    assert len(rows) == checkpoint.operator().keyed_state(state).rows
+    assert canonical(rows) == canonical(written_rows(model, state))
+
+
+@pytest.mark.parametrize("state", ["ttl_value", "ttl_list", "ttl_map"])
+def test_ttl_timestamps_equal_the_ones_written(spark, written, state, source_format):
+    path, model = written
+    df = load(spark, path, source_format, state=state, flattenCollections="false")
+    column = {"ttl_value": "unix_millis(ttl_timestamp)",
+              "ttl_list": "transform(ttl_timestamps, t -> unix_millis(t))",
+              "ttl_map": "transform_values(ttl_timestamps, (k, t) -> unix_millis(t))"}[state]
+    stamps = {(r.key, r.namespace): r.ts for r in df.selectExpr("key", "namespace",
+                                                                 f"{column} AS ts").collect()}
+    expected = {}
+    for entry, stored in model[state].items():
+        if state == "ttl_value":
+            expected[entry] = stored[1]
+        elif state == "ttl_list":
+            expected[entry] = [ts for _, ts in stored]
+        else:
+            expected[entry] = {k: ts for k, (_, ts) in stored.items()}
+    assert stamps == expected
 
 
 def test_nested_collections_equal_the_backend(spark, written, source_format):
@@ -154,6 +204,71 @@ def test_pushdown_through_spark_matches_a_full_scan(spark, written, source_forma
         filtered = sorted(map(plain, spark.createDataFrame(full, df.schema).where(condition)
                               .collect()), key=str)
         assert pushed == filtered, condition
+
+
+def read_all(reader) -> list[str]:
+    return canonical([row for partition in reader.partitions()
+                      for batch in reader.read(partition) for row in batch.to_pylist()])
+
+
+COMPARISONS = {EqualTo: lambda a, b: a == b, GreaterThan: lambda a, b: a > b,
+               GreaterThanOrEqual: lambda a, b: a >= b, LessThan: lambda a, b: a < b,
+               LessThanOrEqual: lambda a, b: a <= b}
+
+
+@pytest.mark.parametrize("column", ["key_group", "operator_index"])
+def test_every_pushed_comparison_matches_a_full_scan(written, column):
+    path, model = written
+    rows = written_rows(model, "list")
+    for parallelism in (2, 3):
+        options = {"path": path, "state": "list", "parallelism": str(parallelism)}
+        for row in rows:
+            row["operator_index"] = row["key_group"] * parallelism // MAX_PARALLELISM
+        limit = MAX_PARALLELISM if column == "key_group" else parallelism
+        populated = sorted({row[column] for row in rows})
+        bounds = sorted({-1, 0, 1, limit - 1, limit, *populated[:3], *populated[-3:]})
+        for bound in bounds:
+            for comparison, holds in COMPARISONS.items():
+                source = FlinkStateDataSource({**options, "filterPushdown": "true"})
+                reader = source.reader(source.schema())
+                assert list(reader.pushFilters([comparison((column,), bound)])) == []
+                expected = [r for r in rows if holds(r[column], bound)]
+                assert read_all(reader) == canonical(expected), (comparison, bound, parallelism)
+        for values in [(populated[0], populated[-1]), (-1, limit), (populated[1],)]:
+            source = FlinkStateDataSource({**options, "filterPushdown": "true"})
+            reader = source.reader(source.schema())
+            assert list(reader.pushFilters([In((column,), values)])) == []
+            assert read_all(reader) == canonical([r for r in rows if r[column] in values])
+
+
+def uniform_state(rows_per_key_group: int) -> KeyedStateMeta:
+    """A state whose every key group holds the same number of rows (for planning only)."""
+    locations = tuple(KeyGroupLocation(kg, kg, 1, 8 + kg * 100, 100, rows_per_key_group, 1, 0)
+                      for kg in range(MAX_PARALLELISM))
+    data_file = DataFile("chk-1/data/x.arrow", KeyGroupRange(0, MAX_PARALLELISM - 1),
+                         8 + MAX_PARALLELISM * 100, locations)
+    return KeyedStateMeta("x", StateKind.VALUE, VOID, {}, None, (data_file,))
+
+
+@pytest.mark.parametrize(("parallelism", "subtasks_per_partition"),
+                         [(2, 1), (3, 1), (4, 1), (8, 1), (4, 2), (8, 2), (8, 4)])
+def test_partitions_start_at_subtask_boundaries(monkeypatch, parallelism,
+                                                subtasks_per_partition):
+    """With even key groups and a target of whole subtasks, slices are exactly Flink's
+    subtask ranges (or runs of them). (Subtasks of unequal size, as at parallelism 7,
+    are cut where the row target falls: slices are balanced by rows first.)"""
+    state = uniform_state(10)
+    ranges = [key_group_range_for_operator(MAX_PARALLELISM, parallelism, i)
+              for i in range(parallelism)]
+    total = 10 * MAX_PARALLELISM
+    monkeypatch.setattr(planning, "TARGET_ROWS",
+                        -(-total * subtasks_per_partition // parallelism))
+    rows = {loc.key_group: loc.rows for _, loc in state.key_group_locations()}
+    slices = planning.plan_slices(rows, MAX_PARALLELISM, parallelism, None, cores=1)
+    expected = [(group[0].start, group[-1].end)
+                for group in (ranges[i:i + subtasks_per_partition]
+                              for i in range(0, parallelism, subtasks_per_partition))]
+    assert [(s.start, s.end) for s in slices] == expected
 
 
 def test_filters_are_accepted_only_where_applied_exactly(written):
@@ -264,8 +379,8 @@ def test_unknown_format_version_is_refused(spark, written, tmp_path, source_form
     copy = tmp_path / "chk-4"
     subprocess.run(["cp", "-r", source, str(copy)], check=True)
     metadata = copy / "_metadata.json"
-    metadata.write_text(metadata.read_text().replace('"formatVersion": 2', '"formatVersion": 3'))
-    assert "format version 3; this statesource reads versions [1, 2]" in error_of(
+    metadata.write_text(metadata.read_text().replace('"formatVersion": 2', '"formatVersion": 99'))
+    assert "format version 99; this statesource reads versions [1, 2, 3]" in error_of(
         spark, source_format, str(tmp_path), state="value")
 
 
@@ -304,7 +419,7 @@ def test_slices_are_sized_for_whole_waves_of_tasks(written, monkeypatch, cores):
     rows = {loc.key_group: loc.rows for _, loc in state.key_group_locations()}
     total = sum(rows.values())
     monkeypatch.setattr(planning, "TARGET_ROWS", total // 5)
-    slices = planning.plan_slices(state, MAX_PARALLELISM, 2, None, cores=cores)
+    slices = planning.plan_slices(rows, MAX_PARALLELISM, 2, None, cores=cores)
     count = -(-total // (total // 5))  # 5 or 6 slices' worth of rows
     count = -(-count // cores) * cores  # rounded up to whole waves of tasks
     target = -(-total // count)
@@ -327,3 +442,16 @@ def test_the_reader_shipped_to_tasks_carries_no_metadata(written):
         "list") for row in table.to_pylist() if row["key"] == KEYS[1]]
     assert [r["list_element"] for b in shipped.read(partition) for r in b.to_pylist()] == expected
     assert expected
+
+
+@pytest.mark.parametrize("text", [" 3", "3 ", "+3", "1_0", "\u0663", "3.0", "0x3", "", "-1",
+                                  "99999999999999999999"])
+def test_integer_options_take_plain_ascii_digits_only(written, text):
+    for option in ("parallelism", "checkpointId"):
+        with pytest.raises(InvalidArgumentError, match=f"option {option} must be an integer"):
+            parse_read_options({"path": written[0], option: text})
+
+
+def test_integer_options_accept_plain_digits(written):
+    parsed = parse_read_options({"path": written[0], "parallelism": "007", "checkpointId": "4"})
+    assert (parsed.parallelism, parsed.checkpoint_id) == (7, 4)

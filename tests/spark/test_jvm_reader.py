@@ -17,6 +17,7 @@ import pytest
 from conftest import jvm_reader_loaded
 
 from statesource import Checkpoint, CheckpointWriter
+from statesource.checkpointing.writer import SubtaskBackends
 from statesource.model import TtlConfig
 from statesource.spark.jvm_plan import FlinkStatePythonSource
 from statesource.state.clock import ManualClock
@@ -26,6 +27,7 @@ from statesource.state.descriptors import (
     ValueStateDescriptor,
 )
 from statesource.state.keyed_backend import KeyedStateBackend
+from statesource.state.operator_backend import OperatorStateBackend
 
 V1_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "v1-checkpoints"
 UTC = dt.timezone.utc
@@ -228,3 +230,67 @@ def shim_memory(spark) -> int:
     loader = spark._jsparkSession.sharedState().jarClassLoader()
     memory = loader.loadClass("org.statesource.shim.ShimMemory")
     return memory.getMethod("allocatedBytes", None).invoke(None, None)
+
+
+def test_incremental_checkpoints_read_alike(jvm, tmp_path):
+    """Format v3: a state's files cover overlapping key-group ranges; every key group is still
+    read from the one file that holds it."""
+    backend = KeyedStateBackend("string", 32)
+    counts = backend.get_state(ValueStateDescriptor("counts", "long"))
+    truth = {}
+    with CheckpointWriter(str(tmp_path), incremental=True) as writer:
+        for checkpoint_id, keys in ((1, range(200)), (2, range(0, 200, 37)), (3, range(190, 260))):
+            for i in keys:
+                backend.set_current_key(f"k{i}")
+                counts.update(i * checkpoint_id)
+                truth[f"k{i}"] = i * checkpoint_id
+            writer.write(checkpoint_id, {"op": [backend]})
+    assert Checkpoint.open(str(tmp_path)).metadata.format_version == 3
+    on_jvm, on_python = both(jvm, str(tmp_path), state="counts")
+    assert "JVM columnar" in scan_of(on_jvm)
+    assert rows_of(on_jvm) == rows_of(on_python)
+    assert {r.key: r.value for r in on_jvm.collect()} == truth
+
+
+FLINK_SAVEPOINT = Path(__file__).resolve().parents[1] / "fixtures" / "flink" / "mp256" / "canonical"
+
+
+@pytest.mark.parametrize("path, options", [
+    (FLINK_SAVEPOINT, {"operator": "stateful", "state": "total"}),
+    (FLINK_SAVEPOINT, {"operator": "windows", "state": "_timer_state/event_window-timers"}),
+    (FLINK_SAVEPOINT, {"operator": "stateful", "operatorState": "seen"}),
+    (None, {"operatorState": "offsets"}),
+    (None, {"readChangeFeed": "true", "state": "counts", "changeStartCheckpointId": "1"}),
+], ids=["flink-keyed", "flink-timers", "flink-operator-state", "operator-state", "change-feed"])
+def test_what_the_jvm_does_not_read_goes_to_python(jvm, tmp_path, path, options):
+    if path is None:
+        path = tmp_path
+        backend = KeyedStateBackend("string", 32)
+        counts = backend.get_state(ValueStateDescriptor("counts", "long"))
+        with CheckpointWriter(str(path)) as writer:
+            for checkpoint_id in (1, 2):
+                for i in range(10 * checkpoint_id):
+                    backend.set_current_key(f"k{i}")
+                    counts.update(i)
+                operator_state = OperatorStateBackend()
+                operator_state.get_list_state("offsets", "long").update([checkpoint_id, 7])
+                writer.write(checkpoint_id, {"op": [SubtaskBackends(backend, operator_state)]})
+    on_jvm, on_python = both(jvm, str(path), **options)
+    assert "JVM columnar" not in scan_of(on_jvm)
+    assert on_jvm.schema == on_python.schema
+    assert rows_of(on_jvm) == rows_of(on_python) and on_jvm.count() > 0
+
+
+def test_writes_reach_the_python_writer(jvm, typed_root, tmp_path):
+    """The JVM provider reads only: ``df.write.format("flinkstate")`` is the Python writer's."""
+    root = tmp_path / "root"
+    shutil.copytree(typed_root, root)
+    days = jvm.read.format("flinkstate").option("state", "day").load(str(root))
+    later = days.selectExpr("key", "namespace", "date_add(value, 1) AS value")
+    later.write.format("flinkstate").mode("append").options(operator="typed", state="day") \
+        .save(str(root))
+    rewritten = jvm.read.format("flinkstate").options(state="day", checkpointId="2").load(
+        str(root))
+    assert "JVM columnar" in scan_of(rewritten)
+    assert ({r.key: r.value for r in rewritten.collect()}
+            == {r.key: r.value + dt.timedelta(days=1) for r in days.collect()})

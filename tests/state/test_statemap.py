@@ -223,6 +223,46 @@ def test_worked_example_copy_on_write():
     assert states == {k13: [k13], k23: [k23], k42: [k42]}  # no state was ever changed in place
 
 
+def test_worked_example_with_two_live_snapshots():
+    """Hand-computed: one chain k42 -> k23 -> k13 under two live snapshots.
+
+    Each write copies exactly the entries older than the newest live snapshot, each
+    snapshot keeps what the map held when it was taken, and releasing the older one
+    while the newer is live changes nothing the newer one reads.
+    """
+    k13, k23, k42 = keys_in_bucket(1, 4, 3)
+    copier = CountingCopier()
+    m = CopyOnWriteStateMap(4, copier=copier)
+    for key in (k13, k23, k42):
+        m.put(key, NS, [key])
+    first = m.snapshot()  # version 1
+    m.put(k13, NS, [2])  # all three entries are version 0 < 1: copied
+    assert (m.entry_copies, m.state_copies) == (3, 0)
+    second = m.snapshot()  # version 2; the copies are version 1 < 2, shared again
+    got = m.get(k23, NS)  # copies k42 and k23 (not k13, after it) and k23's state
+    assert (m.entry_copies, m.state_copies) == (5, 1)
+    assert m.entry_versions(k23, NS) == (2, 2) and m.entry_versions(k42, NS) == (2, 0)
+    assert m.entry_versions(k13, NS) == (1, 1)
+    got.append("x")
+    m.remove(k42, NS)  # the chain head: the bucket is re-pointed, nothing copied
+    assert (m.entry_copies, m.state_copies) == (5, 1)
+    assert m.highest_required_snapshot_version == 2 and m.snapshot_versions == {1, 2}
+    assert content(first) == Counter({(k13, NS, (k13,)): 1, (k23, NS, (k23,)): 1,
+                                      (k42, NS, (k42,)): 1})
+    assert content(second) == Counter({(k13, NS, (2,)): 1, (k23, NS, (k23,)): 1,
+                                       (k42, NS, (k42,)): 1})
+    first.release()  # the newer snapshot is still live: version 2 stays required
+    assert m.highest_required_snapshot_version == 2
+    m.put(k13, NS, [3])  # k13's copy is version 1 < 2: copied again; k23 (version 2) not
+    assert (m.entry_copies, m.state_copies) == (6, 1)
+    assert content(second) == Counter({(k13, NS, (2,)): 1, (k23, NS, (k23,)): 1,
+                                       (k42, NS, (k42,)): 1})
+    second.release()
+    m.put(k13, NS, [4])  # nothing live: changed in place
+    assert m.entry_copies == 6
+    assert content(m) == Counter({(k23, NS, (k23, "x")): 1, (k13, NS, (4,)): 1})
+
+
 def test_unshared_entries_are_changed_in_place():
     m = CopyOnWriteStateMap(copier=list.copy)
     m.put("a", NS, [1])
@@ -551,21 +591,25 @@ def test_visitor_update_and_remove_go_through_copy_on_write():
 
 
 def test_visitor_tolerates_concurrent_modification():
+    """Under puts, removes, rehashes and snapshots the visitor may skip entries (as Flink's
+    does), but never fails, never yields an entry twice, and every entry it yields is one
+    the map held, with the state stored for it."""
     m = CopyOnWriteStateMap(4)
     for key in range(50):
         m.put(key, NS, key)
     visitor = m.incremental_visitor(2)
-    seen = set()
+    visited = []
     step = 0
     while visitor.has_next():
-        for entry in visitor.next_entries():
-            seen.add(entry.key)
+        visited += [(entry.key, entry.namespace, entry.state) for entry in visitor.next_entries()]
         step += 1
         m.put(1000 + step, NS, step)  # grows the map through several rehashes
         m.remove(step, NS)
         if step % 7 == 0:
             m.snapshot().release()
-    assert seen <= set(range(50)) | set(range(1000, 1000 + step + 1))
+    held = {(k, NS, k) for k in range(50)} | {(1000 + s, NS, s) for s in range(1, step + 1)}
+    assert visited and set(visited) <= held
+    assert len({(k, n) for k, n, _ in visited}) == len(visited)
 
 
 @pytest.mark.parametrize("limit", [0, -1, 1.5])

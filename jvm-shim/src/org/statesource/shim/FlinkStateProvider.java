@@ -55,14 +55,25 @@ public final class FlinkStateProvider implements TableProvider, DataSourceRegist
     return new StructType(fields);
   }
 
+  /**
+   * As the Python source's: Spark then hands a write (and a read with a user-supplied schema)
+   * straight to {@link #getTable} with that schema, without planning a read.
+   */
+  @Override
+  public boolean supportsExternalMetadata() {
+    return true;
+  }
+
+  /**
+   * The JVM table for a read this provider planned; the Python source's table for everything
+   * else: an unservable read, a write (the writer is the Python source's), a user schema.
+   */
   @Override
   public Table getTable(StructType schema, Transform[] partitioning,
       Map<String, String> properties) {
-    if (plan == null && delegate == null) {
-      inferSchema(new CaseInsensitiveStringMap(properties));
-    }
-    if (delegate != null) {
-      return delegate.getTable(schema, partitioning, properties);
+    if (plan == null) {
+      PythonDataSourceV2 python = delegate != null ? delegate : pythonSource();
+      return python.getTable(schema, partitioning, properties);
     }
     return new FlinkStateTable(schema, plan);
   }

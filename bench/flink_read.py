@@ -1,0 +1,112 @@
+"""Decoding a real Flink canonical savepoint vs reading the same state from statesource's format.
+
+Run: python bench/flink_read.py [--savepoint DIR] [--events 1000000 --keys 200000]
+         [--flink-python /path/to/python-with-apache-flink]
+
+Without --savepoint, a savepoint of tests/fixtures/flink/FixtureJob.java is made
+with a real Flink (``apache-flink`` must be importable by --flink-python; Java 17)
+and kept in the system's temp directory for later runs. The savepoint is then
+imported (``statesource import-flink``), and each keyed state of operator
+``stateful`` is read in full from both: decode throughput in MB/s of Flink
+snapshot bytes and rows/s, and the ratio to the baseline, reading the imported
+checkpoint in the same run. Last, a point lookup: one key group's rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from timing import best_of
+
+from statesource.flink.importer import import_flink
+from statesource.flink.reader import FlinkCheckpoint
+from statesource.format.reader import Checkpoint
+from statesource.keygroups import assign_to_key_group
+from statesource.types import LONG
+
+ROOT = Path(__file__).resolve().parents[1]
+JOB = ROOT / "tests" / "fixtures" / "flink" / "FixtureJob.java"
+
+
+def make_savepoint(target: Path, events: int, keys: int, flink_python: str) -> Path:
+    """A canonical savepoint of FixtureJob over ``events`` events and ``keys`` keys."""
+    lib = subprocess.run([flink_python, "-c", "import pyflink, os; print(os.path.join("
+                          "os.path.dirname(pyflink.__file__), 'lib'))"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    classpath = ":".join(str(p) for p in sorted(Path(lib).glob("*.jar")))
+    with tempfile.TemporaryDirectory() as scratch:
+        subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", scratch, str(JOB)],
+                       check=True)
+        subprocess.run(["java", "--add-opens", "java.base/java.util=ALL-UNNAMED",
+                        "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+                        "-cp", f"{scratch}:{classpath}", "FixtureJob", "128", "false",
+                        f"{scratch}/out", str(events), "20kb", str(keys)],
+                       check=True, stdout=subprocess.DEVNULL)
+        (savepoint,) = Path(scratch, "out", "canonical").iterdir()
+        shutil.copytree(savepoint, target)
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--savepoint", type=Path)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=200_000)
+    parser.add_argument("--flink-python", default=sys.executable)
+    parser.add_argument("--repeats", type=int, default=1)
+    args = parser.parse_args()
+    savepoint = args.savepoint or Path(tempfile.gettempdir()) / (
+        f"statesource-bench-flink-{args.events}-{args.keys}")
+    if not savepoint.exists():
+        print(f"making a savepoint of {args.events:,} events over {args.keys:,} keys ...")
+        make_savepoint(savepoint, args.events, args.keys, args.flink_python)
+    flink = FlinkCheckpoint.open(str(savepoint))
+    snapshot = flink.snapshot
+    op = snapshot.operator("stateful")
+    size = sum(h.stream.size for h in snapshot.keyed_handles(op))
+    with tempfile.TemporaryDirectory() as scratch:
+        imported_at = os.path.join(scratch, "imported")
+        seconds = best_of(1, lambda: import_flink(str(savepoint), imported_at))
+        imported = Checkpoint.open(imported_at)
+        states = [s.name for s in flink.operator("stateful").keyed_states]
+        rows = {name: imported.operator("stateful").keyed_state(name).rows for name in states}
+        entries = sum(imported.operator("stateful").keyed_state(n).entries for n in states)
+        print(f"savepoint {savepoint}: operator 'stateful', {size / 1e6:.1f} MB in"
+              f" {len(snapshot.keyed_handles(op))} files, {len(states)} keyed states,"
+              f" {entries:,} entries, {sum(rows.values()):,} rows;"
+              f" import-flink took {seconds:.1f} s")
+
+        def read_all(source: FlinkCheckpoint | Checkpoint) -> None:
+            for name in states:
+                for _ in source.read_keyed_state(name, operator="stateful"):
+                    pass
+
+        flink_seconds = best_of(args.repeats, lambda: read_all(flink))
+        base_seconds = best_of(args.repeats, lambda: read_all(imported))
+        total = sum(rows.values())
+        print(f"full read, every state once: Flink savepoint {flink_seconds:.2f} s"
+              f" ({size / 1e6 / flink_seconds:.1f} MB/s of snapshot,"
+              f" {total / flink_seconds:,.0f} rows/s); statesource checkpoint"
+              f" {base_seconds:.2f} s ({total / base_seconds:,.0f} rows/s);"
+              f" ratio {base_seconds / flink_seconds:.3f}x of the baseline")
+        group = assign_to_key_group(7, LONG, op.max_parallelism)
+
+        def lookup(source: FlinkCheckpoint | Checkpoint) -> None:
+            for _ in source.read_keyed_state("events", operator="stateful", key_groups=[group]):
+                pass
+
+        flink_lookup = best_of(max(args.repeats, 3), lambda: lookup(flink))
+        base_lookup = best_of(max(args.repeats, 3), lambda: lookup(imported))
+        print(f"point lookup (state 'events', key 7, key group {group}): Flink savepoint"
+              f" {flink_lookup * 1000:.1f} ms, statesource checkpoint {base_lookup * 1000:.1f} ms"
+              f" (ratio {base_lookup / flink_lookup:.3f}x)")
+
+
+if __name__ == "__main__":
+    main()

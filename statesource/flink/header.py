@@ -1,0 +1,128 @@
+"""The header of a Flink keyed-state file (``KeyedBackendSerializationProxy``).
+
+Version 6: an int version, the compression flag, the key serializer's
+snapshot, then per state its meta info: name, backend state type, options
+(the keyed state kind) and the snapshots of its serializers by role. A
+state's id in the data that follows is its position in this header, which is
+not the order the program declared its states in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from statesource.errors import IncompatibleCheckpointError, UnsupportedFormatVersionError
+from statesource.flink.binary import BinaryReader
+from statesource.flink.serializers import (
+    FlinkType,
+    ListType,
+    MapType,
+    TimerType,
+    TtlType,
+    read_proxied_snapshot,
+)
+from statesource.model import StateKind
+
+KEY_VALUE, OPERATOR, BROADCAST, PRIORITY_QUEUE = 0, 1, 2, 3
+SUPPORTED_VERSIONS = (6,)
+_KINDS = {"VALUE": StateKind.VALUE, "LIST": StateKind.LIST, "MAP": StateKind.MAP,
+          "REDUCING": StateKind.REDUCING, "AGGREGATING": StateKind.AGGREGATING}
+
+
+@dataclass(frozen=True)
+class StateInfo:
+    """One state of a file: its id (header position), name, type and serializers."""
+
+    state_id: int
+    name: str
+    backend_type: int
+    options: Mapping[str, str]
+    serializers: Mapping[str, FlinkType]
+
+    @property
+    def is_timer(self) -> bool:
+        return self.backend_type == PRIORITY_QUEUE
+
+    @property
+    def kind(self) -> StateKind:
+        text = self.options.get("KEYED_STATE_TYPE", "")
+        if text not in _KINDS:
+            raise IncompatibleCheckpointError(
+                f"state {self.name!r} has keyed state type {text or 'none'!r}; statesource reads"
+                f" {', '.join(_KINDS)}")
+        return _KINDS[text]
+
+    @property
+    def value(self) -> FlinkType:
+        return self.serializers["VALUE_SERIALIZER"]
+
+    @property
+    def namespace(self) -> FlinkType:
+        return self.serializers["NAMESPACE_SERIALIZER"]
+
+    @property
+    def timer(self) -> TimerType:
+        element = self.value
+        if not isinstance(element, TimerType):
+            raise IncompatibleCheckpointError(
+                f"priority-queue state {self.name!r} holds {element.describe()}, not timers")
+        return element
+
+    @property
+    def ttl(self) -> bool:
+        """Whether values carry a TTL timestamp (wrapped by ``TtlSerializer``)."""
+        value = self.value
+        if isinstance(value, ListType):
+            return isinstance(value.element, TtlType)
+        if isinstance(value, MapType):
+            return isinstance(value.value, TtlType)
+        return isinstance(value, TtlType)
+
+    def user_value(self) -> FlinkType:
+        """The serializer of the stored value (element of a list, value of a map), TTL removed."""
+        value = self.value
+        if isinstance(value, ListType):
+            value = value.element
+        elif isinstance(value, MapType):
+            value = value.value
+        return value.user if isinstance(value, TtlType) else value
+
+
+@dataclass(frozen=True)
+class KeyedHeader:
+    version: int
+    compressed: bool
+    key: FlinkType
+    states: tuple[StateInfo, ...]
+    data_start: int
+
+
+def read_state_info(r: BinaryReader, state_id: int) -> StateInfo:
+    name = r.utf()
+    backend_type = r.i32()
+    options = {}
+    for _ in range(r.count("number of state options")):
+        option = r.utf()
+        options[option] = r.utf()
+    serializers = {}
+    for _ in range(r.count("number of serializers")):
+        role = r.utf()
+        serializers[role] = read_proxied_snapshot(r)
+    return StateInfo(state_id, name, backend_type, options, serializers)
+
+
+def read_keyed_header(r: BinaryReader) -> KeyedHeader:
+    """Parse the header at the reader's position (the start of the file)."""
+    version = r.i32()
+    if version not in SUPPORTED_VERSIONS:
+        raise UnsupportedFormatVersionError(
+            f"{r.source}: keyed state file version {version}; statesource reads version"
+            f" {', '.join(map(str, SUPPORTED_VERSIONS))} (Flink 2.x)")
+    compressed = r.boolean()
+    key = read_proxied_snapshot(r)
+    count = r.i16()
+    if count < 0:
+        raise r.error(f"invalid number of states {count}")
+    states = tuple(read_state_info(r, state_id) for state_id in range(count))
+    return KeyedHeader(version, compressed, key, states, r.pos)

@@ -1,0 +1,248 @@
+"""Decoding one key group of a Flink keyed-state file, canonical or native.
+
+Native (heap checkpoints and native savepoints): the key-group id, then per
+state its id, an entry count and ``(namespace, key, value)`` triples written
+with the state's own serializers (timers: the timer elements).
+
+Canonical (savepoints by default): per state its id and then length-prefixed
+``(key, value)`` pairs whose key is a composite: key-group prefix, key,
+namespace and, for map state, the user key; list values are elements joined
+by ``,`` and map values a null flag and the value. The first byte of the last
+key of a state carries the flag ``0x80``; then comes the next state's id or
+``0xFFFF``, the end of the key group.
+
+With compression, the bytes after the native key-group id, or the whole
+canonical key group, are Snappy framed streams.
+
+Entries come out in the shapes of :mod:`statesource.model`: a value, a list
+or a dict, each element or value paired with its last-access timestamp when
+the state has TTL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from statesource.errors import CorruptCheckpointError
+from statesource.flink.binary import INT_AT, BinaryReader
+from statesource.flink.header import KeyedHeader, StateInfo
+from statesource.flink.serializers import ListType, MapType
+from statesource.flink.snappy import unframe
+from statesource.model import StateKind
+
+END_OF_KEY_GROUP = 0xFFFF
+META_DATA_FOLLOWS = 0x80
+LIST_DELIMITER = ord(",")
+
+
+@dataclass
+class KeyGroupState:
+    """One state's entries in one key group (timers: ``stored`` holds timestamps)."""
+
+    keys: list[Any] = field(default_factory=list)
+    namespaces: list[Any] = field(default_factory=list)
+    stored: list[Any] = field(default_factory=list)
+
+
+def _length_bytes(length: int) -> int:
+    """Bytes of Flink's key-length suffix (little-endian bytes until the rest is zero)."""
+    return max(1, (length.bit_length() + 7) // 8)
+
+
+def decode_key_group(data: bytes, source: str, base: int, header: KeyedHeader,
+                     key_group: int, canonical: bool, prefix_bytes: int,
+                     wanted: Collection[int] | None = None) -> dict[int, KeyGroupState]:
+    """Entries per state id of the key group whose bytes are ``data`` (file offset ``base``)."""
+    if canonical:
+        if header.compressed:
+            data = unframe(data, source, base)
+            source = f"{source} (key group {key_group}, decompressed)"
+        return _canonical(BinaryReader(data, source, base), header, key_group, prefix_bytes,
+                          wanted)
+    reader = BinaryReader(data, source, base)
+    found = reader.i32()
+    if found != key_group:
+        raise reader.error(f"expected key group {key_group}, found {found}", 0)
+    if header.compressed:
+        reader = BinaryReader(unframe(data[4:], source, base + 4),
+                              f"{source} (key group {key_group}, decompressed)", base + 4)
+    return _native(reader, header, wanted)
+
+
+def _state(header: KeyedHeader, reader: BinaryReader, state_id: int) -> StateInfo:
+    if not 0 <= state_id < len(header.states):
+        raise reader.error(f"unknown state id {state_id}", reader.pos - 2)
+    return header.states[state_id]
+
+
+def _native(r: BinaryReader, header: KeyedHeader,
+            wanted: Collection[int] | None) -> dict[int, KeyGroupState]:
+    result: dict[int, KeyGroupState] = {}
+    read_key = header.key.read
+    while not r.at_end():
+        info = _state(header, r, r.i16())
+        out = result.setdefault(info.state_id, KeyGroupState())
+        count = r.count("entry count")
+        if info.is_timer:
+            read_timer = info.timer.read
+            for _ in range(count):
+                timestamp, key, namespace = read_timer(r)
+                out.keys.append(key)
+                out.namespaces.append(namespace)
+                out.stored.append(timestamp)
+            continue
+        read_namespace, read_value = info.namespace.read, info.value.read
+        keys, namespaces, stored = out.keys, out.namespaces, out.stored
+        for _ in range(count):
+            namespaces.append(read_namespace(r))
+            keys.append(read_key(r))
+            stored.append(read_value(r))
+    if wanted is not None:
+        result = {sid: entries for sid, entries in result.items() if sid in wanted}
+    return result
+
+
+def _canonical(r: BinaryReader, header: KeyedHeader, key_group: int, prefix_bytes: int,
+               wanted: Collection[int] | None) -> dict[int, KeyGroupState]:
+    """Walk the length-prefixed pairs, decoding those of the wanted states.
+
+    States come one after another, so the walk stops once every wanted state's
+    section has ended; the bytes after it are not read.
+    """
+    result: dict[int, KeyGroupState] = {}
+    data, end = r.data, r.end
+    remaining = None if wanted is None else set(wanted)
+    state_id = r.u16()
+    pos = r.pos
+    while state_id != END_OF_KEY_GROUP:
+        r.pos = pos
+        info = _state(header, r, state_id)
+        decoding = remaining is None or state_id in remaining
+        decoder = _PairDecoder(header, info, r) if decoding else None
+        entries = result.setdefault(state_id, KeyGroupState()) if decoding else None
+        while True:
+            key_start = pos + 4
+            if key_start > end:
+                raise r.error("truncated: no room for a key length", pos)
+            key_length = INT_AT(data, pos)[0]
+            value_at = key_start + key_length
+            if key_length < prefix_bytes or value_at + 4 > end:
+                raise r.error(f"invalid key length {key_length}", pos)
+            value_start = value_at + 4
+            value_length = INT_AT(data, value_at)[0]
+            pos = value_start + value_length
+            if value_length < 0 or pos > end:
+                raise r.error(f"invalid value length {value_length}", value_at)
+            first = data[key_start]
+            found = first & 0x7F
+            if prefix_bytes == 2:
+                found = (found << 8) | data[key_start + 1]
+            if found != key_group:
+                raise r.error(f"entry of key group {found} in key group {key_group}", key_start)
+            if decoder is not None and entries is not None:
+                decoder.decode(key_start + prefix_bytes, value_at, value_start, pos, entries)
+            if first & META_DATA_FOLLOWS:
+                break
+        if remaining is not None:
+            remaining.discard(state_id)
+            if not remaining:
+                break
+        r.pos = pos
+        state_id = r.u16()
+        pos = r.pos
+    else:
+        if pos != end:
+            raise r.error("bytes after the end of the key group", pos)
+    return {sid: _grouped(header.states[sid], entries) for sid, entries in result.items()}
+
+
+class _PairDecoder:
+    """Decodes the composite key and the value of one canonical pair of one state."""
+
+    def __init__(self, header: KeyedHeader, info: StateInfo, reader: BinaryReader) -> None:
+        self.info = info
+        # Two readers over the key group's bytes, moved to each pair's key and value.
+        self.kr = BinaryReader(reader.data, reader.source, reader.base)
+        self.vr = BinaryReader(reader.data, reader.source, reader.base)
+        self.key = header.key
+        if info.is_timer:
+            self.kind = None
+            return
+        self.kind = info.kind
+        self.namespace = info.namespace
+        self.ambiguous = self.key.length < 0 and self.namespace.length < 0
+        self.value = info.value
+
+    def decode(self, key_start: int, key_end: int, value_start: int, value_end: int,
+               out: KeyGroupState) -> None:
+        kr, vr = self.kr, self.vr
+        kr.pos, kr.end, vr.pos, vr.end = key_start, key_end, value_start, value_end
+        if self.kind is None:
+            timestamp, key, namespace = self.info.timer.read(kr)
+            stored: Any = timestamp
+        else:
+            key = self.key.read(kr)
+            if self.ambiguous:
+                kr.skip(_length_bytes(kr.pos - key_start))
+            namespace_start = kr.pos
+            namespace = self.namespace.read(kr)
+            if self.ambiguous:
+                kr.skip(_length_bytes(kr.pos - namespace_start))
+            stored = self._value(kr, vr)
+        if not kr.at_end() or not vr.at_end():
+            raise kr.error(f"state {self.info.name!r}: trailing bytes in an entry", key_start)
+        out.keys.append(key)
+        out.namespaces.append(namespace)
+        out.stored.append(stored)
+
+    def _value(self, kr: BinaryReader, vr: BinaryReader) -> Any:
+        value = self.value
+        if self.kind is StateKind.MAP:
+            assert isinstance(value, MapType)
+            user_key = value.key.read(kr)
+            return (user_key, None if vr.boolean() else value.value.read_whole(vr))
+        if self.kind is StateKind.LIST:
+            assert isinstance(value, ListType)
+            elements = [value.element.read(vr)]
+            while not vr.at_end():
+                if vr.u8() != LIST_DELIMITER:
+                    raise vr.error(f"state {self.info.name!r}: missing list delimiter",
+                                   vr.pos - 1)
+                elements.append(value.element.read(vr))
+            return elements
+        return value.read_whole(vr)
+
+
+def _grouped(info: StateInfo, entries: KeyGroupState) -> KeyGroupState:
+    """Canonical map state has one pair per user key: gather them into one dict per entry."""
+    if info.is_timer or info.kind is not StateKind.MAP:
+        return entries
+    maps: dict[tuple[Any, Any], dict[Any, Any]] = {}
+    for key, namespace, (user_key, value) in zip(entries.keys, entries.namespaces,
+                                                 entries.stored):
+        maps.setdefault((key, namespace), {})[user_key] = value
+    grouped = KeyGroupState()
+    for (key, namespace), mapping in maps.items():
+        grouped.keys.append(key)
+        grouped.namespaces.append(namespace)
+        grouped.stored.append(mapping)
+    return grouped
+
+
+def check_key_group_range(offsets: tuple[int, ...], start: int, size: int, data_start: int,
+                          source: str) -> list[tuple[int, int, int]]:
+    """``(key group, begin, end)`` byte ranges of the non-empty key groups of a handle."""
+    present = sorted({o for o in offsets if o})
+    ends = dict(zip(present, present[1:] + [size]))
+    ranges = []
+    for index, offset in enumerate(offsets):
+        if not offset:
+            continue
+        if offset < data_start:
+            raise CorruptCheckpointError(
+                f"{source}: key group {start + index} starts at byte offset {offset}, inside"
+                f" the header (which ends at {data_start})")
+        ranges.append((start + index, offset, ends[offset]))
+    return ranges

@@ -1,0 +1,248 @@
+"""Flink's ``_metadata`` file: operators, their subtasks and the handles of their state files.
+
+Parsed from the bytes with the layout of Flink's metadata serializer, version 6
+(Flink 2.x): per operator its name and uid, its 16-byte id, parallelism, max
+parallelism, coordinator state and per subtask the handles of managed and raw
+operator and keyed state. Only what a reader needs is kept: where each
+subtask's keyed state lies (a file and one offset per key group) and where its
+operator state lies (a file and the offsets of each named state).
+
+Handles of RocksDB native or incremental snapshots, and of the changelog
+backend, hold RocksDB files this reader cannot decode: they are refused with
+the advice to take a canonical savepoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mmh3
+
+from statesource.errors import (
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    UnsupportedFormatVersionError,
+)
+from statesource.flink.binary import BinaryReader
+from statesource.model import DistributionMode
+
+MAGIC = 0x4960672D
+SUPPORTED_VERSIONS = (6,)
+
+_NULL, _BYTE_STREAM, _FILE_STREAM, _RELATIVE_STREAM = 0, 1, 2, 6
+_KEY_GROUPS, _OPERATOR, _SAVEPOINT_KEY_GROUPS, _KEY_GROUPS_V2 = 3, 4, 7, 12
+_NATIVE_ROCKSDB = {5: "incremental RocksDB", 11: "incremental RocksDB", 8: "changelog",
+                   9: "changelog", 10: "changelog", 13: "changelog", 14: "changelog"}
+_MODES = (DistributionMode.SPLIT_DISTRIBUTE, DistributionMode.UNION, DistributionMode.BROADCAST)
+_CANONICAL_ADVICE = (
+    "; statesource reads heap-backend snapshots and canonical savepoints: take a canonical"
+    " savepoint instead (flink savepoint --type canonical, the default type)"
+)
+
+
+@dataclass(frozen=True)
+class StreamHandle:
+    """Where a state file's bytes are: a path (relative to the snapshot or absolute) or inline."""
+
+    path: str | None
+    relative: bool
+    size: int
+    inline: bytes | None = None
+
+
+@dataclass(frozen=True)
+class KeyedHandle:
+    """One subtask's keyed state: key groups ``start .. start+len(offsets)-1`` in ``stream``."""
+
+    start: int
+    offsets: tuple[int, ...]
+    stream: StreamHandle
+    savepoint: bool
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.offsets) - 1
+
+
+@dataclass(frozen=True)
+class OperatorStateOffsets:
+    name: str
+    mode: DistributionMode
+    offsets: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OperatorHandle:
+    """One subtask's operator state file and the element offsets of each state in it."""
+
+    states: tuple[OperatorStateOffsets, ...]
+    stream: StreamHandle
+
+
+@dataclass(frozen=True)
+class SubtaskState:
+    index: int
+    keyed: tuple[KeyedHandle, ...]
+    operator: tuple[OperatorHandle, ...]
+
+
+@dataclass(frozen=True)
+class OperatorSnapshot:
+    name: str | None
+    uid: str | None
+    operator_id: str
+    parallelism: int
+    max_parallelism: int
+    subtasks: tuple[SubtaskState, ...]
+
+    @property
+    def label(self) -> str:
+        """How users name the operator: its uid, else its hex id."""
+        return self.uid or self.operator_id
+
+
+@dataclass(frozen=True)
+class SnapshotMetadata:
+    version: int
+    checkpoint_id: int
+    operators: tuple[OperatorSnapshot, ...]
+
+
+def operator_id_of(uid: str) -> str:
+    """Flink's operator id of a uid: MurmurHash3 x64 128 (seed 0) of its UTF-8 bytes, in hex."""
+    return mmh3.hash_bytes(uid.encode("utf-8"), 0, x64arch=True).hex()
+
+
+def parse_metadata(data: bytes, source: str) -> SnapshotMetadata:
+    """Parse a whole ``_metadata`` file (``source`` names it in errors)."""
+    reader = BinaryReader(data, source)
+    if len(data) < 8 or reader.i32() != MAGIC:
+        raise CorruptCheckpointError(f"{source} is not a Flink _metadata file (bad magic number)")
+    version = reader.i32()
+    if version not in SUPPORTED_VERSIONS:
+        raise UnsupportedFormatVersionError(
+            f"{source} has Flink metadata version {version}; statesource reads version"
+            f" {', '.join(map(str, SUPPORTED_VERSIONS))} (Flink 2.x)"
+        )
+    checkpoint_id = reader.i64()
+    if checkpoint_id < 0:
+        raise reader.error(f"invalid checkpoint id {checkpoint_id}", reader.pos - 8)
+    for _ in range(reader.count("number of master states")):
+        reader.i32()  # magic
+        reader.skip(reader.count("master state length"))
+    operators = tuple(_operator(reader) for _ in range(reader.count("number of operators")))
+    return SnapshotMetadata(version, checkpoint_id, operators)
+
+
+def _operator(reader: BinaryReader) -> OperatorSnapshot:
+    name = reader.utf()
+    uid = reader.utf()
+    operator_id = reader.take(16).hex()
+    parallelism = reader.i32()
+    max_parallelism = reader.i32()
+    if not 1 <= max_parallelism <= 32768 or not 1 <= parallelism <= max_parallelism:
+        raise reader.error(f"invalid parallelism {parallelism} / max parallelism"
+                           f" {max_parallelism} of operator {uid or operator_id}")
+    _stream_handle(reader)  # the operator coordinator's state
+    count = reader.i32()
+    subtasks = []
+    for _ in range(max(count, 0)):  # a negative count marks a fully finished operator
+        index = reader.i32()
+        if not 0 <= index < parallelism:
+            raise reader.error(f"subtask index {index} of operator {uid or operator_id}")
+        subtasks.append(_subtask(reader, index))
+    covered: set[int] = set()
+    for handle in (h for subtask in subtasks for h in subtask.keyed):
+        groups = set(range(handle.start, handle.end + 1))
+        if handle.end >= max_parallelism or covered & groups:
+            raise CorruptCheckpointError(
+                f"{reader.source}: operator {uid or operator_id} has keyed state for key groups"
+                f" {handle.start}..{handle.end}, overlapping another subtask's or beyond its"
+                f" {max_parallelism} key groups")
+        covered |= groups
+    return OperatorSnapshot(name or None, uid or None, operator_id, parallelism,
+                            max_parallelism, tuple(subtasks))
+
+
+def _subtask(reader: BinaryReader, index: int) -> SubtaskState:
+    managed_operator = [_operator_handle(reader)
+                        for _ in range(reader.count("number of operator state handles"))]
+    for _ in range(reader.count("number of raw operator state handles")):
+        _operator_handle(reader)
+    keyed = _keyed_handle(reader)
+    _keyed_handle(reader)  # raw keyed state: written by user code in its own format
+    for _ in range(2):  # input channel and result subpartition (unaligned checkpoints)
+        if reader.count("number of channel state handles"):
+            raise reader.error("channel state of an unaligned checkpoint is not supported")
+    return SubtaskState(index, () if keyed is None else (keyed,),
+                        tuple(h for h in managed_operator if h is not None))
+
+
+def _keyed_handle(reader: BinaryReader) -> KeyedHandle | None:
+    at = reader.pos
+    kind = reader.u8()
+    if kind == _NULL:
+        return None
+    if kind in _NATIVE_ROCKSDB:
+        raise IncompatibleCheckpointError(
+            f"{reader.source} holds {_NATIVE_ROCKSDB[kind]} state (handle type {kind} at byte"
+            f" offset {at}), RocksDB's own files" + _CANONICAL_ADVICE)
+    if kind not in (_KEY_GROUPS, _SAVEPOINT_KEY_GROUPS, _KEY_GROUPS_V2):
+        raise IncompatibleCheckpointError(
+            f"{reader.source}: unsupported keyed state handle type {kind} at byte offset {at}"
+            + _CANONICAL_ADVICE)
+    start = reader.i32()
+    count = reader.count("number of key groups")
+    if start < 0 or start + count > 32768:
+        raise reader.error(f"invalid key-group range {start}+{count}", at)
+    offsets = tuple(reader.i64() for _ in range(count))
+    stream = _stream_handle(reader)
+    if kind == _KEY_GROUPS_V2:
+        reader.utf()  # the state handle id
+    if stream is None:
+        raise reader.error("keyed state handle without a file", at)
+    if any(not 0 <= offset <= stream.size for offset in offsets):
+        raise reader.error(f"key-group offsets beyond the file's {stream.size} bytes", at)
+    return KeyedHandle(start, offsets, stream, kind == _SAVEPOINT_KEY_GROUPS)
+
+
+def _operator_handle(reader: BinaryReader) -> OperatorHandle | None:
+    at = reader.pos
+    kind = reader.u8()
+    if kind == _NULL:
+        return None
+    if kind != _OPERATOR:
+        raise IncompatibleCheckpointError(
+            f"{reader.source}: unsupported operator state handle type {kind} at byte offset {at}")
+    states = []
+    for _ in range(reader.count("number of operator states")):
+        name = reader.utf()
+        mode = reader.u8()
+        if mode >= len(_MODES):
+            raise reader.error(f"unknown distribution mode {mode} of operator state {name!r}")
+        offsets = tuple(reader.i64() for _ in range(reader.count("number of offsets")))
+        states.append(OperatorStateOffsets(name, _MODES[mode], offsets))
+    stream = _stream_handle(reader)
+    if stream is None:
+        raise reader.error("operator state handle without a file", at)
+    return OperatorHandle(tuple(states), stream)
+
+
+def _stream_handle(reader: BinaryReader) -> StreamHandle | None:
+    at = reader.pos
+    kind = reader.u8()
+    if kind == _NULL:
+        return None
+    if kind == _BYTE_STREAM:
+        reader.utf()  # handle name
+        data = reader.take(reader.count("inline state length"))
+        return StreamHandle(None, False, len(data), data)
+    if kind == _FILE_STREAM:
+        size = reader.i64()
+        return StreamHandle(reader.utf(), False, size)
+    if kind == _RELATIVE_STREAM:
+        path = reader.utf()
+        return StreamHandle(path, True, reader.i64())
+    raise IncompatibleCheckpointError(
+        f"{reader.source}: unsupported stream handle type {kind} at byte offset {at}"
+        " (file-merging or segment handles are not supported)")

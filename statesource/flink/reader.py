@@ -1,0 +1,168 @@
+"""A Flink snapshot behind the same surface as a statesource :class:`Checkpoint`.
+
+Spark's planning, ``inspect`` and the importer work on operators described by
+statesource's :class:`OperatorMeta` and on key groups delivered as Arrow tables
+in the format's data schema. :class:`FlinkCheckpoint` offers exactly that over
+a Flink savepoint or checkpoint, so those consumers need no Flink-specific
+path: only timers (which statesource's own format does not keep) have their
+own table, :func:`timer_schema`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from statesource.errors import StateNotFoundError
+from statesource.flink.declarations import operator_meta, stored_converter, value_avro
+from statesource.flink.header import StateInfo
+from statesource.flink.metadata import OperatorSnapshot
+from statesource.flink.operator_state import OperatorShares, read_operator_states
+from statesource.flink.snapshot import FlinkSnapshot
+from statesource.format.columns import KEY, KEY_GROUP, NAMESPACE, RowEncoder
+from statesource.format.ipc import ReadListener
+from statesource.format.metadata import OperatorMeta
+from statesource.format.reader import StateSummary
+from statesource.format.storage import Location
+from statesource.keygroups import KeyGroupRange
+from statesource.types import DataType
+
+TIMESTAMP = "timestamp"
+
+
+def timer_schema(key_type: DataType, namespace_type: DataType) -> pa.Schema:
+    """Rows of a timer state: one per registered timer."""
+    return pa.schema([pa.field(KEY_GROUP, pa.int32()), pa.field(KEY, key_type.arrow_type),
+                      pa.field(NAMESPACE, namespace_type.arrow_type),
+                      pa.field(TIMESTAMP, pa.int64())])
+
+
+class FlinkCheckpoint:
+    """A Flink savepoint or checkpoint, read like a statesource checkpoint."""
+
+    def __init__(self, snapshot: FlinkSnapshot) -> None:
+        self.snapshot = snapshot
+
+    @classmethod
+    def open(cls, path: str, *, checkpoint_id: int | None = None,
+             filesystem: pafs.FileSystem | None = None) -> FlinkCheckpoint:
+        return cls(FlinkSnapshot.open(path, checkpoint_id=checkpoint_id, filesystem=filesystem))
+
+    @property
+    def location(self) -> Location:
+        return self.snapshot.location
+
+    @property
+    def checkpoint_id(self) -> int:
+        return self.snapshot.checkpoint_id
+
+    def _op(self, uid: str | None) -> OperatorSnapshot:
+        return self.snapshot.operator(uid)
+
+    def operator(self, uid: str | None = None) -> OperatorMeta:
+        """The operator (by uid or hex id) as statesource metadata, timers left out."""
+        op = self._op(uid)
+        return operator_meta(op.label, op.parallelism, op.max_parallelism,
+                             self.snapshot.header(op))
+
+    def timer_states(self, operator: str | None = None) -> list[StateInfo]:
+        header = self.snapshot.header(self._op(operator))
+        return [info for info in (header.states if header else ()) if info.is_timer]
+
+    def key_group_weights(self, operator: str | None = None) -> dict[int, int]:
+        """Bytes per non-empty key group: what Spark partitions are balanced by."""
+        op = self._op(operator)
+        return {piece.key_group: piece.end - piece.begin
+                for piece in self.snapshot.key_group_bytes(op)}
+
+    # -- rows ------------------------------------------------------------------------------
+
+    def entries(self, state: str | None = None, *, operator: str | None = None,
+                key_groups: KeyGroupRange | Collection[int] | None = None,
+                listener: ReadListener | None = None
+                ) -> Iterator[tuple[int, list[Any], list[Any], list[Any]]]:
+        """``(key group, keys, namespaces, stored)`` per non-empty key group of a keyed state.
+
+        Stored values have the shapes of :mod:`statesource.model` and of the
+        state's Avro schemas (for timers: the timestamps).
+        """
+        op = self._op(operator)
+        info = self.snapshot.keyed_state_info(op, state)
+        convert = None if info.is_timer else stored_converter(info)
+        wanted = None if key_groups is None else set(key_groups)
+        for key_group, states in self.snapshot.read_key_groups(op, (info.state_id,), wanted,
+                                                               listener):
+            found = states.get(info.state_id)
+            if found is None or not found.keys:
+                continue
+            stored = found.stored if convert is None else [convert(s) for s in found.stored]
+            yield key_group, found.keys, found.namespaces, stored
+
+    def read_keyed_state(self, state: str | None = None, *, operator: str | None = None,
+                         key_groups: KeyGroupRange | Collection[int] | None = None,
+                         listener: ReadListener | None = None) -> Iterator[pa.Table]:
+        """One table per non-empty key group, in the format's data schema (timers: theirs)."""
+        op = self._op(operator)
+        info = self.snapshot.keyed_state_info(op, state)
+        header = self.snapshot.header(op)
+        assert header is not None
+        groups = self.entries(info.name, operator=op.operator_id, key_groups=key_groups,
+                              listener=listener)
+        if info.is_timer:
+            timer = info.timer
+            schema = timer_schema(timer.key.data_type(), timer.namespace.data_type())
+            for key_group, keys, namespaces, timestamps in groups:
+                yield pa.Table.from_arrays(
+                    [pa.array(np.full(len(keys), key_group, dtype=np.int32)),
+                     timer.key.data_type().to_arrow(keys),
+                     timer.namespace.data_type().to_arrow(namespaces),
+                     pa.array(timestamps, pa.int64())], schema=schema)
+            return
+        meta = operator_meta(op.label, op.parallelism, op.max_parallelism, header)
+        encoder = RowEncoder(meta.keyed_key_type, meta.keyed_state(info.name).declaration, None)
+        for _, batches, _ in encoder.encode(groups):
+            yield pa.Table.from_batches(batches, schema=encoder.schema)
+
+    def operator_state(self, name: str, *, operator: str | None = None) -> OperatorShares:
+        """Operator state ``name``: its mode, value schemas and every subtask's share."""
+        op = self._op(operator)
+        shares = read_operator_states(self.snapshot, op)
+        if name not in shares:
+            raise StateNotFoundError(
+                f"no operator state named {name!r} in operator {op.label!r}; available:"
+                f" {', '.join(map(repr, sorted(shares))) or 'none'}")
+        return shares[name]
+
+    def read_operator_state(self, name: str, *, operator: str | None = None
+                            ) -> list[list | dict]:
+        """Each subtask's share of operator state ``name``, in subtask order."""
+        return self.operator_state(name, operator=operator).values
+
+    def summaries(self) -> list[StateSummary]:
+        """One row per keyed, timer and operator state, as ``flinkstate-metadata`` shows.
+
+        Value types are the Avro schemas as Flink's serializers declare them,
+        so a value kept as bytes names its Java class (``java-class``).
+        """
+        rows = []
+        for op in self.snapshot.operators:
+            meta = self.operator(op.operator_id)
+            key_type = None if meta.key_type is None else meta.key_type.name
+            header = self.snapshot.header(op)
+            for info in header.states if header else ():
+                kind = "timers" if info.is_timer else info.kind.value
+                types = {} if info.is_timer else value_avro(info)
+                rows.append(StateSummary(self.checkpoint_id, op.label, op.parallelism,
+                                         op.max_parallelism, info.name, kind, key_type, types,
+                                         None, None, None))
+            for name, share in sorted(read_operator_states(self.snapshot, op).items()):
+                rows.append(StateSummary(self.checkpoint_id, op.label, op.parallelism,
+                                         op.max_parallelism, name,
+                                         f"operator-{share.mode.value}", None,
+                                         {r: s.avro for r, s in share.schemas.items()},
+                                         share.rows, share.rows, share.size_bytes))
+        return rows

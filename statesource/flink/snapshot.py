@@ -1,0 +1,226 @@
+"""Opening a Flink savepoint or checkpoint directory and reading its key groups.
+
+A snapshot directory holds ``_metadata`` and the state files it names;
+a directory of ``chk-<id>`` checkpoints is opened at its newest checkpoint
+(or the one asked for). Recorded paths are resolved inside the snapshot
+directory: relative ones as they are, absolute ones (checkpoints written on
+another machine) by their file name, as Flink does for relocated savepoints.
+Nothing outside the snapshot directory is ever opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from statesource.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    StateNotFoundError,
+)
+from statesource.flink.binary import BinaryReader
+from statesource.flink.header import KeyedHeader, StateInfo, read_keyed_header
+from statesource.flink.keyed import KeyGroupState, check_key_group_range, decode_key_group
+from statesource.flink.metadata import (
+    KeyedHandle,
+    OperatorSnapshot,
+    SnapshotMetadata,
+    StreamHandle,
+    operator_id_of,
+    parse_metadata,
+)
+from statesource.format.ipc import ReadListener
+from statesource.format.storage import Location, checkpoint_dirs, confined, resolve
+
+FLINK_METADATA = "_metadata"
+_HEADER_PROBE = 1 << 16
+
+
+def find_flink_snapshot(location: Location, checkpoint_id: int | None = None) -> Location | None:
+    """The Flink snapshot directory at ``location`` (or newest ``chk-*`` under it), or None."""
+    if location.child(FLINK_METADATA).exists():
+        return location
+    found = checkpoint_dirs(location, FLINK_METADATA) if location.exists() else {}
+    if not found:
+        return None
+    if checkpoint_id is None:
+        return found[max(found)]
+    if checkpoint_id not in found:
+        raise CheckpointNotFoundError(f"no Flink checkpoint {checkpoint_id} under {location};"
+                                      f" checkpoints: {sorted(found)}")
+    return found[checkpoint_id]
+
+
+@dataclass(frozen=True)
+class KeyGroupBytes:
+    """Where one key group's bytes are: a file (or inline bytes) and a byte range."""
+
+    key_group: int
+    handle: KeyedHandle
+    begin: int
+    end: int
+
+
+class FlinkSnapshot:
+    """One Flink savepoint or checkpoint, opened by parsing its ``_metadata``."""
+
+    def __init__(self, location: Location, metadata: SnapshotMetadata) -> None:
+        self.location = location
+        self.metadata = metadata
+        self._headers: dict[str, KeyedHeader] = {}
+
+    @classmethod
+    def open(cls, path: str, *, checkpoint_id: int | None = None,
+             filesystem: pafs.FileSystem | None = None) -> FlinkSnapshot:
+        requested = resolve(path, filesystem)
+        location = find_flink_snapshot(requested, checkpoint_id)
+        if location is None:
+            raise CheckpointNotFoundError(
+                f"{requested} is not a Flink snapshot: no {FLINK_METADATA} in it or in a chk-<id>"
+                " directory under it")
+        source = location.child(FLINK_METADATA)
+        try:
+            with source.filesystem.open_input_stream(source.path) as stream:
+                data = stream.read()
+        except OSError as error:
+            raise CorruptCheckpointError(f"cannot read {source}: {error}") from None
+        metadata = parse_metadata(data, str(source))
+        if checkpoint_id is not None and metadata.checkpoint_id != checkpoint_id:
+            raise CheckpointNotFoundError(
+                f"{source} holds checkpoint {metadata.checkpoint_id}, not {checkpoint_id}")
+        return cls(location, metadata)
+
+    @property
+    def checkpoint_id(self) -> int:
+        return self.metadata.checkpoint_id
+
+    @property
+    def operators(self) -> tuple[OperatorSnapshot, ...]:
+        return self.metadata.operators
+
+    def operator(self, name: str | None = None) -> OperatorSnapshot:
+        """An operator by uid, hex id, or the id a uid hashes to; optional if only one has state."""
+        if name is None:
+            stateful = [op for op in self.operators
+                        if any(s.keyed or s.operator for s in op.subtasks)]
+            if len(stateful) == 1:
+                return stateful[0]
+            raise StateNotFoundError(
+                f"choose an operator: there are {len(stateful)} with state: {self._listing()}")
+        for op in self.operators:
+            if name in (op.uid, op.operator_id) or op.operator_id == operator_id_of(name):
+                return op
+        raise StateNotFoundError(f"no operator {name!r} in {self.location}; available:"
+                                 f" {self._listing()}")
+
+    def _listing(self) -> str:
+        return ", ".join(
+            f"{op.label!r}" + (f" ({op.name})" if op.name and op.name != op.uid else "")
+            for op in self.operators) or "none"
+
+    # -- keyed state -----------------------------------------------------------------------
+
+    def keyed_handles(self, op: OperatorSnapshot) -> list[KeyedHandle]:
+        return [h for s in op.subtasks for h in s.keyed]
+
+    def header(self, op: OperatorSnapshot) -> KeyedHeader | None:
+        """The keyed-state header of the operator (every subtask writes the same states)."""
+        if op.operator_id not in self._headers:
+            handles = self.keyed_handles(op)
+            if not handles:
+                return None
+            self._headers[op.operator_id] = self._read_header(handles[0])
+        return self._headers[op.operator_id]
+
+    def _read_header(self, handle: KeyedHandle) -> KeyedHeader:
+        probe = min([o for o in handle.offsets if o] or [handle.stream.size])
+        while True:
+            data = self.read_bytes(handle.stream, 0, min(max(probe, 1), handle.stream.size))
+            try:
+                return read_keyed_header(BinaryReader(data, self.describe(handle.stream)))
+            except CorruptCheckpointError:
+                if len(data) >= handle.stream.size:
+                    raise
+                probe = max(probe * 4, _HEADER_PROBE)
+
+    def keyed_state_info(self, op: OperatorSnapshot, name: str | None) -> StateInfo:
+        header = self.header(op)
+        states = header.states if header else ()
+        if name is None and len(states) == 1:
+            return states[0]
+        for info in states:
+            if info.name == name:
+                return info
+        listing = ", ".join(repr(s.name) for s in states) or "none"
+        if name is None:
+            raise StateNotFoundError(f"choose a state of operator {op.label!r}: there are"
+                                     f" {len(states)}: {listing}")
+        raise StateNotFoundError(f"no keyed state named {name!r} in operator {op.label!r};"
+                                 f" available: {listing}")
+
+    def key_group_bytes(self, op: OperatorSnapshot) -> list[KeyGroupBytes]:
+        """The byte range of every non-empty key group of the operator, by key group."""
+        ranges = []
+        header = self.header(op)
+        for handle in self.keyed_handles(op):
+            for key_group, begin, end in check_key_group_range(
+                    handle.offsets, handle.start, handle.stream.size,
+                    header.data_start if header else 0, self.describe(handle.stream)):
+                ranges.append(KeyGroupBytes(key_group, handle, begin, end))
+        return sorted(ranges, key=lambda r: r.key_group)
+
+    def read_key_groups(self, op: OperatorSnapshot, state_ids: Collection[int] | None = None,
+                        key_groups: Collection[int] | None = None,
+                        listener: ReadListener | None = None
+                        ) -> Iterator[tuple[int, dict[int, KeyGroupState]]]:
+        """``(key group, entries per state id)`` for the wanted key groups, ascending."""
+        header = self.header(op)
+        if header is None:
+            return
+        prefix_bytes = 1 if op.max_parallelism <= 128 else 2
+        wanted = None if key_groups is None else set(key_groups)
+        for piece in self.key_group_bytes(op):
+            if wanted is not None and piece.key_group not in wanted:
+                continue
+            length = piece.end - piece.begin
+            if listener is not None:
+                listener(self.describe(piece.handle.stream), piece.begin, length)
+            data = self.read_bytes(piece.handle.stream, piece.begin, length)
+            yield piece.key_group, decode_key_group(
+                data, self.describe(piece.handle.stream), piece.begin, header,
+                piece.key_group, piece.handle.savepoint, prefix_bytes, state_ids)
+
+    # -- files -----------------------------------------------------------------------------
+
+    def file_location(self, stream: StreamHandle) -> Location:
+        """A recorded file, inside the snapshot directory (absolute paths by file name)."""
+        assert stream.path is not None
+        path = stream.path
+        if not stream.relative:
+            path = path.rstrip("/").rsplit("/", 1)[-1]
+        return confined(self.location, path)
+
+    def describe(self, stream: StreamHandle) -> str:
+        if stream.inline is not None:
+            return f"{self.location.child(FLINK_METADATA)} (state stored inline)"
+        return str(self.file_location(stream))
+
+    def read_bytes(self, stream: StreamHandle, offset: int, length: int) -> bytes:
+        if stream.inline is not None:
+            return stream.inline[offset:offset + length]
+        location = self.file_location(stream)
+        try:
+            with location.filesystem.open_input_file(location.path) as handle:
+                size = handle.size()
+                if size != stream.size:
+                    raise CorruptCheckpointError(
+                        f"{location} has {size} bytes; {FLINK_METADATA} records {stream.size}")
+                return handle.read_at(length, offset)
+        except FileNotFoundError:
+            raise CorruptCheckpointError(
+                f"{location}, named by {self.location.child(FLINK_METADATA)}, does not exist"
+            ) from None
+        except OSError as error:
+            raise CorruptCheckpointError(f"cannot read {location}: {error}") from None

@@ -1,0 +1,44 @@
+"""Typed reads of untrusted JSON: each field is exactly the JSON type it must be.
+
+``json.loads`` gives Python values whose types only resemble the format's: a
+``bool`` is an ``int``, a string is iterable like an array, and a float can
+equal an integer. Every metadata field goes through one of these, so that a
+value of the wrong JSON type is refused by name instead of being misread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def json_int(value: Any) -> int:
+    """JSON integers only: a float, string or bool in an integer field is corruption."""
+    if type(value) is not int:
+        raise ValueError(f"expected an integer, got {value!r:.80}")
+    return value
+
+
+def json_list(value: Any) -> list:
+    """A JSON array (iterating a string or an object instead would misread it)."""
+    if not isinstance(value, list):
+        raise ValueError(f"expected an array, got {value!r:.80}")
+    return value
+
+
+def json_object(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected an object, got {value!r:.80}")
+    return value
+
+
+def json_name(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty name, got {value!r:.80}")
+    return value
+
+
+def check_unique(items: tuple, what: str, attribute: str = "name") -> None:
+    names = [getattr(item, attribute) for item in items]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"{what} names {duplicates} appear more than once")

@@ -1,0 +1,109 @@
+"""``flinkstate`` with ``readChangeFeed``: the change feed of one keyed state as a DataFrame.
+
+Between checkpoints ``changeStartCheckpointId`` and ``changeEndCheckpointId``
+(default: the newest) of the root at ``path``. Planning reads only metadata:
+the partitions are the key groups whose bytes differ between the two
+checkpoints, split evenly; a task reads and diffs just its key groups.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructType
+
+from statesource.errors import InvalidArgumentError
+from statesource.format.changefeed import ChangeFeed
+from statesource.format.reader import Checkpoint
+from statesource.format.storage import Location
+from statesource.spark.options import ReadOptions, parse_read_options
+from statesource.spark.schema import _spark_compatible
+
+_NOT_WITH_CHANGE_FEED = {"checkpoint_id": "checkpointId", "parallelism": "parallelism"}
+_KEY_GROUPS_PER_TASK = 64
+
+
+@dataclass(frozen=True)
+class ChangeFeedTarget:
+    """The feed a scan reads; small and picklable, as Spark ships it to every task."""
+
+    root: Location
+    start_id: int
+    end_id: int
+    operator: str
+    state: str
+    spark: StructType
+    spark_arrow: pa.Schema
+
+    def open(self) -> ChangeFeed:
+        start, end = (Checkpoint.open(self.root.path, checkpoint_id=i,
+                                      filesystem=self.root.filesystem)
+                      for i in (self.start_id, self.end_id))
+        return ChangeFeed(start, end, operator=self.operator, state=self.state)
+
+
+def change_feed_target(options: dict[str, str]) -> ChangeFeedTarget | None:
+    """The feed the options ask for; None unless ``readChangeFeed`` is true."""
+    parsed = parse_read_options(options)
+    if not parsed.read_change_feed:
+        _refuse_feed_options(parsed)
+        return None
+    for attribute, name in _NOT_WITH_CHANGE_FEED.items():
+        if getattr(parsed, attribute) is not None:
+            raise InvalidArgumentError(
+                f"option {name} does not apply with readChangeFeed: use changeStartCheckpointId"
+                " and changeEndCheckpointId")
+    if parsed.change_start_checkpoint_id is None:
+        raise InvalidArgumentError(
+            "option changeStartCheckpointId is required with readChangeFeed: the checkpoint"
+            " the changes are counted from")
+    feed = ChangeFeed.open(parsed.path, parsed.change_start_checkpoint_id,
+                           parsed.change_end_checkpoint_id, operator=parsed.operator,
+                           state=parsed.state)
+    arrow = pa.schema([f.with_type(_spark_compatible(f.type)) for f in feed.schema])
+    spark = from_arrow_schema(arrow)
+    return ChangeFeedTarget(feed.end.root, feed.start.checkpoint_id, feed.end.checkpoint_id,
+                            feed.operator, feed.end_state.name, spark,
+                            to_arrow_schema(spark, timezone="UTC"))
+
+
+def _refuse_feed_options(parsed: ReadOptions) -> None:
+    if parsed.change_start_checkpoint_id is not None or \
+            parsed.change_end_checkpoint_id is not None:
+        raise InvalidArgumentError(
+            "options changeStartCheckpointId and changeEndCheckpointId need readChangeFeed"
+            " set to true")
+
+
+class KeyGroupsPartition(InputPartition):
+    def __init__(self, key_groups: tuple[int, ...]) -> None:
+        super().__init__(key_groups)
+        self.key_groups = key_groups
+
+
+class ChangeFeedReader(DataSourceReader):
+    """One partition per run of changed key groups; unchanged ones are never planned."""
+
+    def __init__(self, target: ChangeFeedTarget) -> None:
+        self.target = target
+
+    def partitions(self) -> list[InputPartition]:
+        changed = self.target.open().changed_key_groups()
+        count = max(1, min(-(-len(changed) // _KEY_GROUPS_PER_TASK) * (os.cpu_count() or 1),
+                           len(changed)))
+        size = -(-len(changed) // count) if changed else 1
+        return [KeyGroupsPartition(tuple(changed[i:i + size]))
+                for i in range(0, len(changed), size)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if partition.value is None:  # Spark's stand-in when partitions() found nothing
+            return
+        arrow = self.target.spark_arrow
+        for table in self.target.open().read(set(partition.value)):
+            yield from table.cast(arrow).to_batches()

@@ -1,0 +1,70 @@
+"""``flinkstate`` with ``operatorState``: an operator state as rows, one per element or entry.
+
+Operator state is small (it is sent to every subtask on restore) and not
+partitioned by key, so it is read in one Spark partition: per old subtask,
+its list elements (split and union states) or map entries (broadcast
+states), with ``operator_index`` naming the subtask that held them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from statesource.format.operator_columns import operator_state_table
+from statesource.format.storage import Location
+from statesource.model import DistributionMode
+from statesource.schema import ValueSchema
+from statesource.spark.options import ReadOptions
+from statesource.spark.schema import OutputSchema
+from statesource.spark.snapshots import (
+    open_snapshot,
+    operator_state_output,
+    operator_state_shares,
+)
+
+
+@dataclass(frozen=True)
+class OperatorStateTarget:
+    location: Location
+    checkpoint_id: int
+    operator: str | None
+    name: str
+    mode: DistributionMode
+    schemas: dict[str, ValueSchema]
+    output: OutputSchema
+
+
+def open_operator_state_target(parsed: ReadOptions) -> OperatorStateTarget:
+    assert parsed.operator_state is not None
+    snapshot = open_snapshot(parsed.path, parsed.checkpoint_id)
+    mode, schemas, _ = operator_state_shares(snapshot, parsed.operator, parsed.operator_state)
+    return OperatorStateTarget(snapshot.location, snapshot.checkpoint_id, parsed.operator,
+                               parsed.operator_state, mode, schemas,
+                               operator_state_output(mode, schemas))
+
+
+class OperatorStateReader(DataSourceReader):
+    def __init__(self, target: OperatorStateTarget) -> None:
+        self.target = target
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        target = self.target
+        snapshot = open_snapshot(target.location.path, target.checkpoint_id,
+                                 target.location.filesystem)
+        _, _, shares = operator_state_shares(snapshot, target.operator, target.name)
+        for index, share in enumerate(shares):
+            if not share:
+                continue
+            table = operator_state_table(target.mode, target.schemas, share)
+            columns = [pa.array(np.full(table.num_rows, index, dtype=np.int32)), *table.columns]
+            yield from pa.Table.from_arrays(columns, schema=target.output.arrow).cast(
+                target.output.spark_arrow).to_batches()

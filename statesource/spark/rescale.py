@@ -1,0 +1,100 @@
+"""A new max parallelism: one Spark job per keyed state that re-keys every row, Flink-exactly.
+
+Flink cannot change a job's max parallelism without rebuilding its state: the
+number of key groups is what every key was hashed into. Here each keyed state
+is read back as rows, every key's key group is computed afresh for the new
+max parallelism (Flink's murmur of Java's ``hashCode``) and the rows are
+written through the Spark writer's task into the new checkpoint. Operator
+states have no key groups: they are carried over by reference, or
+redistributed by Flink's rules when the parallelism changes too. The commit
+is the one every rescale uses (:func:`~statesource.rescale.commit_rescaled`):
+all of it, or nothing visible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from statesource.checks import check_int
+from statesource.format.columns import KEY_GROUP
+from statesource.format.commit import CheckpointInfo
+from statesource.format.metadata import OperatorMeta
+from statesource.format.storage import Location, confined
+from statesource.keygroups import check_max_parallelism
+from statesource.rescale import (
+    RescaleTarget,
+    commit_rescaled,
+    plan_target,
+    rescale_operator_states,
+)
+from statesource.rescale.report import Progress
+from statesource.skew import Distribution, describe_per_subtask
+from statesource.spark.schema import OPERATOR_INDEX
+from statesource.spark.write_plan import WriteTarget
+from statesource.spark.writer import state_meta, write_state_files
+
+
+def plan_max_parallelism(path: str, max_parallelism: int, *, parallelism: int | None = None,
+                         operator: str | None = None, checkpoint_id: int | None = None,
+                         new_checkpoint_id: int | None = None) -> RescaleTarget:
+    """Every check of :func:`rescale_max_parallelism`, without Spark (so a command line
+    can refuse a bad request before starting a session)."""
+    check_max_parallelism(max_parallelism)
+    target = plan_target(path, operator=operator, checkpoint_id=checkpoint_id,
+                         new_checkpoint_id=new_checkpoint_id)
+    for op in target.operators:
+        check_int(op.parallelism if parallelism is None else parallelism, "parallelism", 1,
+                  max_parallelism, context=f" for operator {op.uid!r}: it must not exceed the"
+                  f" new max parallelism {max_parallelism}")
+    return target
+
+
+def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
+                            parallelism: int | None = None, operator: str | None = None,
+                            checkpoint_id: int | None = None,
+                            new_checkpoint_id: int | None = None,
+                            progress: Progress | None = None) -> CheckpointInfo:
+    """Write a new checkpoint holding the state at ``path`` under ``max_parallelism`` key groups.
+
+    ``parallelism`` (default: each operator's own) must not exceed the new max
+    parallelism. ``operator`` picks one operator (default: all); the others are
+    carried over unchanged. Everything is checked before the first job runs.
+    """
+    target = plan_max_parallelism(path, max_parallelism, parallelism=parallelism,
+                                  operator=operator, checkpoint_id=checkpoint_id,
+                                  new_checkpoint_id=new_checkpoint_id)
+    report = progress or (lambda _: None)
+    source = target.source
+
+    def rescale(op: OperatorMeta, written: list[Location]) -> OperatorMeta:
+        new_parallelism = op.parallelism if parallelism is None else parallelism
+        report(f"operator {op.uid}: max parallelism {op.max_parallelism} -> {max_parallelism},"
+               f" parallelism {op.parallelism} -> {new_parallelism}")
+        keyed_states = []
+        for number, state in enumerate(op.keyed_states, 1):
+            report(f"  [{number}/{len(op.keyed_states)}] re-keying state {state.name}"
+                   f" ({state.rows:,} rows)")
+            rows = (spark.read.format("flinkstate")
+                    .options(operator=op.uid, state=state.name).load(source.location.path)
+                    .drop(KEY_GROUP, OPERATOR_INDEX))  # the old layout's: recomputed for M
+            write_target = WriteTarget(source.root, target.new_checkpoint_id, op.uid,
+                                       state.declaration, op.keyed_key_type, max_parallelism,
+                                       new_parallelism, source.metadata.timestamp_ms, None)
+            files = write_state_files(rows, write_target)
+            written.extend(confined(source.root, f.path) for f in files)
+            keyed_states.append(state_meta(write_target, files))
+        operator_states = rescale_operator_states(source, op, new_parallelism,
+                                                  target.new_checkpoint_id, written)
+        rescaled = dataclasses.replace(
+            op, parallelism=new_parallelism, keyed_states=tuple(keyed_states),
+            operator_states=operator_states, max_parallelism=max_parallelism)
+        if keyed_states:
+            distribution = Distribution.of(rescaled)
+            totals = distribution.per_subtask(distribution.entries, new_parallelism)
+            report(f"  entries per subtask after: {describe_per_subtask(totals)}")
+        return rescaled
+
+    info, _ = commit_rescaled(target, rescale)
+    report(f"committed checkpoint {info.checkpoint_id} at {info.path}")
+    return info

@@ -1,0 +1,149 @@
+"""Broken, foreign or mismatched snapshots fail with errors naming the file, offset or choices."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from flink_snapshots import only
+from statesource.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    StateNotFoundError,
+    UnsupportedFormatVersionError,
+)
+from statesource.flink.reader import FlinkCheckpoint
+
+STATEFUL_FILE = "eeb8ae95-707b-428c-ae89-7aafd303254d"
+HANDLE_TYPE_OFFSET = 0x94  # the first keyed-state handle's type byte in this _metadata
+
+
+@pytest.fixture
+def canonical(tmp_path):
+    target = tmp_path / "savepoint"
+    shutil.copytree(only("java/canonical/savepoint-*"), target)
+    for file in target.iterdir():
+        file.chmod(0o644)
+    return target
+
+
+def _patch(path, offset, data):
+    raw = bytearray(path.read_bytes())
+    raw[offset:offset + len(data)] = data
+    path.write_bytes(bytes(raw))
+
+
+def _read_all(path):
+    checkpoint = FlinkCheckpoint.open(str(path))
+    for state in checkpoint.operator("stateful").keyed_states:
+        for _ in checkpoint.read_keyed_state(state.name, operator="stateful"):
+            pass
+
+
+def test_unknown_metadata_version(canonical):
+    _patch(canonical / "_metadata", 4, (99).to_bytes(4, "big"))
+    with pytest.raises(UnsupportedFormatVersionError, match="metadata version 99"):
+        FlinkCheckpoint.open(str(canonical))
+
+
+def test_not_a_flink_metadata_file(canonical):
+    _patch(canonical / "_metadata", 0, b"\0\0\0\0")
+    with pytest.raises(CorruptCheckpointError, match="bad magic"):
+        FlinkCheckpoint.open(str(canonical))
+
+
+def test_rocksdb_incremental_handle_advises_a_canonical_savepoint(canonical):
+    assert (canonical / "_metadata").read_bytes()[HANDLE_TYPE_OFFSET] == 7
+    _patch(canonical / "_metadata", HANDLE_TYPE_OFFSET, b"\x05")
+    with pytest.raises(IncompatibleCheckpointError, match="take a canonical savepoint instead"):
+        FlinkCheckpoint.open(str(canonical))
+
+
+def test_truncated_metadata_names_the_offset(canonical):
+    data = (canonical / "_metadata").read_bytes()
+    (canonical / "_metadata").write_bytes(data[:700])
+    with pytest.raises(CorruptCheckpointError, match=r"_metadata: truncated.* at byte offset \d+"):
+        FlinkCheckpoint.open(str(canonical))
+
+
+def test_truncated_data_file(canonical):
+    data = (canonical / STATEFUL_FILE).read_bytes()
+    (canonical / STATEFUL_FILE).write_bytes(data[:-10])
+    with pytest.raises(CorruptCheckpointError, match=f"{STATEFUL_FILE} has .* records 44733"):
+        _read_all(canonical)
+
+
+def test_corrupt_entry_names_file_and_offset(canonical):
+    # the first key group (at 2329) starts with state id 0 and a 4-byte key length
+    _patch(canonical / STATEFUL_FILE, 2329 + 2, b"\x7f\xff\xff\xff")
+    with pytest.raises(CorruptCheckpointError, match=rf"{STATEFUL_FILE}: invalid key length"
+                                                     r" 2147483647 at byte offset 2331"):
+        _read_all(canonical)
+
+
+def test_wrong_key_group_in_a_key(canonical):
+    _patch(canonical / STATEFUL_FILE, 2329 + 6, b"\x05")  # first key's key-group prefix (1 -> 5)
+    with pytest.raises(CorruptCheckpointError, match="entry of key group 5 in key group 1"):
+        _read_all(canonical)
+
+
+def test_missing_data_file(canonical):
+    (canonical / STATEFUL_FILE).unlink()
+    with pytest.raises(CorruptCheckpointError, match="does not exist"):
+        _read_all(canonical)
+
+
+def test_missing_operator_and_state_list_what_exists(canonical):
+    checkpoint = FlinkCheckpoint.open(str(canonical))
+    with pytest.raises(StateNotFoundError, match="'parse'.*'stateful'.*'sink'.*'src'"):
+        checkpoint.operator("nope")
+    with pytest.raises(StateNotFoundError, match="'sum_by_tag'.*'count'.*'tags'"):
+        list(checkpoint.read_keyed_state("nope", operator="stateful"))
+    with pytest.raises(StateNotFoundError, match="available: 'SourceReaderState'"):
+        checkpoint.read_operator_state("nope", operator="src")
+
+
+def test_not_a_snapshot(tmp_path):
+    with pytest.raises(CheckpointNotFoundError, match="is not a Flink snapshot"):
+        FlinkCheckpoint.open(str(tmp_path))
+
+
+def test_absolute_paths_of_another_machine_resolve_inside_the_snapshot(canonical):
+    """A checkpoint's _metadata may name its files by absolute paths where it was written."""
+    metadata = (canonical / "_metadata").read_bytes()
+    for file in canonical.iterdir():
+        if file.name == "_metadata":
+            continue
+        name = file.name.encode()
+        relative = b"\x06" + len(name).to_bytes(2, "big") + name
+        at = metadata.index(relative)
+        size = metadata[at + len(relative):at + len(relative) + 8]
+        absolute = b"/elsewhere/flink/chk-9/" + name
+        metadata = (metadata[:at] + b"\x02" + size + len(absolute).to_bytes(2, "big") + absolute
+                    + metadata[at + len(relative) + 8:])
+    (canonical / "_metadata").write_bytes(metadata)
+    checkpoint = FlinkCheckpoint.open(str(canonical))
+    (handle, *_) = checkpoint.snapshot.keyed_handles(checkpoint.snapshot.operator("stateful"))
+    assert handle.stream.path.startswith("/elsewhere/") and not handle.stream.relative
+    rows = [r for t in checkpoint.read_keyed_state("count", operator="stateful")
+            for r in t.to_pylist()]
+    assert len(rows) == 200
+
+
+def test_a_recorded_path_cannot_leave_the_snapshot(canonical):
+    metadata = (canonical / "_metadata").read_bytes()
+    name = STATEFUL_FILE.encode()
+    escaping = b"../" + name[3:]
+    patched = metadata.replace(b"\x00\x24" + name, b"\x00\x24" + escaping)
+    (canonical / "_metadata").write_bytes(patched)
+    with pytest.raises(CorruptCheckpointError, match="not a relative path inside"):
+        _read_all(canonical)
+
+
+def test_key_groups_beyond_max_parallelism_are_corruption(canonical):
+    # the first handle's start key group (0) becomes 100: 100..163 exceeds 128 key groups
+    _patch(canonical / "_metadata", HANDLE_TYPE_OFFSET + 1, (100).to_bytes(4, "big"))
+    with pytest.raises(CorruptCheckpointError, match="key groups 100..163"):
+        FlinkCheckpoint.open(str(canonical))

@@ -1,0 +1,125 @@
+"""flinkstate on real Flink snapshots, and operator state through Spark for both inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql.datasource import EqualTo
+
+from flink_snapshots import expected, only
+from statesource import CheckpointWriter
+from statesource.checkpointing.writer import SubtaskBackends
+from statesource.flink.reader import FlinkCheckpoint
+from statesource.keygroups import key_group_range_for_operator
+from statesource.spark.source import FlinkStateDataSource
+from statesource.state.keyed_backend import KeyedStateBackend
+from statesource.state.operator_backend import OperatorStateBackend
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
+
+
+@pytest.fixture(scope="module")
+def canonical():
+    return str(only("java/canonical/savepoint-*"))
+
+
+def load(spark, path, **options):
+    return spark.read.format("flinkstate").options(**options).load(path)
+
+
+@pytest.mark.parametrize("pattern", ["java/canonical/savepoint-*", "java/native/savepoint-*",
+                                     "java/checkpoints"])
+def test_every_state_through_spark_matches_the_expected_state(spark, pattern):
+    truth = expected("java")["state"]
+    path = str(only(pattern)) if "*" in pattern else str(only(pattern + "/chk-7").parent)
+    counts = {r.key: (r.key_group, r.operator_index, r.value)
+              for r in load(spark, path, operator="stateful", state="count").collect()}
+    assert counts == {k: (w["key_group_if_plain_string_key"],
+                          w["key_group_if_plain_string_key"] * 2 // 128, w["count"])
+                      for k, w in truth.items()}
+    tags = load(spark, path, operator="stateful", state="tags", flattenCollections="false")
+    assert {r.key: r.list_value for r in tags.collect()} == {k: w["tags"] for k, w in
+                                                             truth.items()}
+    sums = load(spark, path, operator="stateful", state="sum_by_tag")
+    grouped: dict = {}
+    for row in sums.collect():
+        grouped.setdefault(row.key, {})[row.user_key] = row.user_value
+    assert grouped == {k: w["sum_by_tag"] for k, w in truth.items()}
+    ttl = load(spark, path, operator="stateful", state="last_seq_ttl")
+    assert ttl.columns[-1] == "ttl_timestamp"
+    assert {r.key: r.value for r in ttl.collect()} == {k: w["last_seq_ttl"]
+                                                       for k, w in truth.items()}
+
+
+def test_operator_by_hex_id_and_timer_schema(spark, canonical):
+    df = load(spark, canonical, operator="2bf2326fd66dcbd2442fd50df173e152",
+              state="_timer_state/event_user-timers")
+    assert df.schema.simpleString() == ("struct<key_group:int,operator_index:int,key:string,"
+                                        "namespace:void,timestamp:bigint>")
+    assert df.count() == 0  # this job registers no timers
+
+
+def test_key_pushdown_reads_only_that_key_groups_bytes(canonical):
+    source = FlinkStateDataSource({"path": canonical, "operator": "stateful", "state": "count",
+                                   "filterPushdown": "true"})
+    reader = source.reader(source.schema())
+    assert list(reader.pushFilters([EqualTo(("key",), "key-0")])) == []
+    (partition,) = reader.partitions()
+    key_group = expected("java")["state"]["key-0"]["key_group_if_plain_string_key"]
+    assert list(partition.value.key_groups()) == [key_group]
+    reads = []
+    reader.read_listener = lambda file, offset, length: reads.append((offset, length))
+    rows = [row for batch in reader.read(partition) for row in batch.to_pylist()]
+    assert [(r["key"], r["value"]) for r in rows] == [("key-0", expected("java")["state"]
+                                                      ["key-0"]["count"])]
+    (piece,) = [p for p in FlinkCheckpoint.open(canonical).snapshot.key_group_bytes(
+        FlinkCheckpoint.open(canonical).snapshot.operator("stateful")) if p.key_group == key_group]
+    assert reads == [(piece.begin, piece.end - piece.begin)]
+
+
+def test_metadata_view_of_a_flink_snapshot(spark, canonical):
+    rows = spark.read.format("flinkstate-metadata").load(canonical).collect()
+    kinds = {(r.operator_uid, r.state_name): r.kind for r in rows}
+    assert kinds[("stateful", "tags")] == "list"
+    assert kinds[("stateful", "_timer_state/event_user-timers")] == "timers"
+    assert kinds[("src", "SourceReaderState")] == "operator-split"
+
+
+def test_operator_state_of_a_statesource_checkpoint(spark, tmp_path):
+    subtasks = []
+    for index in range(2):
+        backend = OperatorStateBackend()
+        backend.get_list_state("offsets", "long").update([index * 10 + j for j in range(3)])
+        backend.get_broadcast_state("rules", "string", "long").put_all({"r": 1, "s": 2})
+        keyed = KeyedStateBackend("long", 128, key_group_range_for_operator(128, 2, index))
+        subtasks.append(SubtaskBackends(keyed=keyed, operator=backend))
+    CheckpointWriter(str(tmp_path)).write(1, {"src": subtasks})
+    offsets = load(spark, str(tmp_path), operatorState="offsets")
+    assert offsets.schema.simpleString() == "struct<operator_index:int,list_element:bigint>"
+    assert sorted(tuple(r) for r in offsets.collect()) == [
+        (0, 0), (0, 1), (0, 2), (1, 10), (1, 11), (1, 12)]
+    rules = load(spark, str(tmp_path), operatorState="rules")
+    assert sorted(tuple(r) for r in rules.collect()) == [
+        (0, "r", 1), (0, "s", 2), (1, "r", 1), (1, "s", 2)]
+
+
+def test_operator_state_of_a_flink_snapshot(spark, canonical):
+    df = load(spark, canonical, operator="src", operatorState="SourceReaderState")
+    assert df.schema.simpleString() == "struct<operator_index:int,list_element:binary>"
+    assert df.count() == 0
+
+
+def test_window_state_and_timers_of_a_compressed_savepoint(spark):
+    path = str(FIXTURES / "mp128-snappy" / "canonical")
+    windows = load(spark, path, operator="windows", state="window-contents")
+    assert windows.schema.simpleString() == (
+        "struct<key_group:int,operator_index:int,key:struct<f0:string,f1:int>,"
+        "namespace:struct<start:bigint,end:bigint>,accumulator:bigint>")
+    truth = json.loads((FIXTURES / "mp128-snappy" / "expected.json").read_text())["windows"]
+    got = {json.dumps([r.key.f0, r.key.f1, r.namespace.start]): r.accumulator
+           for r in windows.collect()}
+    assert got == {k: w["sum"] for k, w in truth.items()}
+    timers = load(spark, path, operator="windows", state="_timer_state/event_window-timers")
+    assert timers.where("timestamp = namespace.end - 1").count() == len(truth)
