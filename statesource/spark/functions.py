@@ -15,6 +15,8 @@ import pyarrow as pa
 
 from statesource.keygroups.columns import key_groups_of_column, operator_indexes_of_columns
 from statesource.spark.jvm_session import load_shim
+from statesource.spark.schema import spark_output
+from statesource.types import DataType
 
 KEY_GROUP_FUNCTION = "flink_key_group"
 OPERATOR_INDEX_FUNCTION = "flink_operator_index"
@@ -24,8 +26,9 @@ _JAVA_CLASSES = {
 }
 
 
-def register_functions(spark: Any, *, use_jvm: bool = True) -> str:
-    """Register both functions on ``spark``; returns ``"jvm"`` or ``"python"``, the path taken.
+def register_functions(spark: Any, *, use_jvm: bool = True, python_fallback: bool = True) -> str:
+    """Register both functions on ``spark``; returns the path taken: ``"jvm"``, ``"python"``, or
+    ``"none"`` when the shim is unavailable and ``python_fallback`` is False.
 
     ``use_jvm=False`` forces the Python implementation (the tests compare the two).
     """
@@ -35,6 +38,8 @@ def register_functions(spark: Any, *, use_jvm: bool = True) -> str:
         for name, java_class in _JAVA_CLASSES.items():
             spark.udf.registerJavaFunction(name, java_class, IntegerType())
         return "jvm"
+    if not python_fallback:
+        return "none"
     from pyspark.sql.functions import arrow_udf
 
     # The functions' pa.Array type hints make them scalar Arrow UDFs; pyarrow has no stubs, so
@@ -44,6 +49,28 @@ def register_functions(spark: Any, *, use_jvm: bool = True) -> str:
     spark.udf.register(KEY_GROUP_FUNCTION, key_group_udf)
     spark.udf.register(OPERATOR_INDEX_FUNCTION, operator_index_udf)
     return "python"
+
+
+def jvm_subtask_column(df: Any, key: str, key_type: DataType, max_parallelism: int,
+                       parallelism: int) -> Any | None:
+    """The Flink subtask of each row's ``key``, computed in the JVM; None where it cannot be.
+
+    The writer shuffles rows by subtask before its Python tasks write them; with
+    the shim that costs no Python pass. The Java functions read the key type off
+    the column's Spark type, so they are used only when that type is exactly the
+    one ``flinkstate`` reads for ``key_type`` (an ``int`` column holding the keys
+    of a ``long`` state hashes differently). The write tasks recompute every key
+    group anyway, so a shuffle is never trusted, only made cheap.
+    """
+    expected = spark_output([pa.field(key, key_type.arrow_type)]).spark[key].dataType
+    given = df.schema[key].dataType
+    if given.simpleString() != expected.simpleString() or register_functions(
+            df.sparkSession, python_fallback=False) != "jvm":
+        return None
+    from pyspark.sql.functions import col
+
+    return flink_operator_index(flink_key_group(col(key), max_parallelism), max_parallelism,
+                                parallelism)
 
 
 def flink_key_group(key: Any, max_parallelism: Any) -> Any:

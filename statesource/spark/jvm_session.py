@@ -16,6 +16,8 @@ from statesource.errors import JvmShimUnavailableError
 from statesource.jvm import ensure_jar
 
 _LOG = logging.getLogger("statesource.jvm")
+_LOADED_CONF = "statesource.jvm.loadedJar"
+"""Set on a session once the shim's jar is added to it, so that a second call adds nothing."""
 _told: list[str] = []  # the one reason given, once per process
 
 
@@ -28,11 +30,14 @@ def load_shim(spark: Any) -> bool:
         return False
     from statesource.spark.jvm_plan import FlinkStatePythonSource
 
+    if spark.conf.get(_LOADED_CONF, None) == str(jar):
+        return True
     quoted = str(jar).replace("\\", "\\\\").replace("'", "\\'")
     try:
         # The JVM provider plans through, and hands what it does not serve to, this name.
         spark.dataSource.register(FlinkStatePythonSource)
         spark.sql(f"ADD JAR '{quoted}'")
+        spark.conf.set(_LOADED_CONF, str(jar))
     except Exception as error:  # noqa: BLE001 - any failure to load means the Python path
         _tell_once(f"Spark could not load {jar}: {str(error).splitlines()[0]}")
         return False

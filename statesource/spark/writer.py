@@ -23,11 +23,13 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from statesource.errors import InvalidArgumentError
+from statesource.format.columns import KEY
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
 from statesource.format.edit import CheckpointEdit
 from statesource.format.metadata import DataFile, KeyedStateMeta
 from statesource.keygroups import key_groups
 from statesource.model import StateDeclaration, StateKind
+from statesource.spark.functions import jvm_subtask_column
 from statesource.spark.write_plan import (
     NewCheckpoint,
     WriteTarget,
@@ -238,7 +240,8 @@ def _id_option(given: dict[str, str], option: str, value: int | None) -> int | N
 
 
 def _by_subtask(df: Any, target: WriteTarget) -> tuple[Any, WriteTarget]:
-    """``df`` with one Spark partition per Flink subtask (hashing the subtask index).
+    """``df`` with one Spark partition per Flink subtask (hashing the subtask index), computed
+    by the shim's Java functions where they apply, else in a Python pass.
 
     List elements keep the DataFrame's order unless an order column is given:
     their position is recorded before the shuffle and sorted by in the task.
@@ -249,8 +252,13 @@ def _by_subtask(df: Any, target: WriteTarget) -> tuple[Any, WriteTarget]:
     if target.order_column is None and target.declaration.kind is StateKind.LIST:
         df = df.withColumn(_ORDER, F.monotonically_increasing_id())
         target = dataclasses.replace(target, order_column=_ORDER)
-    schema = StructType([*df.schema.fields]).add(_SUBTASK, IntegerType())
-    with_subtask = df.mapInArrow(_subtask_column(target), schema)
+    subtask = jvm_subtask_column(df, KEY, target.key_type, target.max_parallelism,
+                                 target.parallelism)
+    if subtask is not None:
+        with_subtask = df.withColumn(_SUBTASK, subtask)
+    else:
+        schema = StructType([*df.schema.fields]).add(_SUBTASK, IntegerType())
+        with_subtask = df.mapInArrow(_subtask_column(target), schema)
     return with_subtask.repartition(target.parallelism, _SUBTASK), target
 
 

@@ -23,6 +23,7 @@ from statesource.spark import jvm_session
 from statesource.spark.functions import (
     flink_key_group,
     flink_operator_index,
+    jvm_subtask_column,
     register_functions,
 )
 from statesource.types import Row, RowKind, parse_type
@@ -143,3 +144,34 @@ def test_without_javac_the_python_path_serves_and_says_so_once(spark, tmp_path, 
     told = [r.getMessage() for r in caplog.records if r.name == "statesource.jvm"]
     assert len(told) == 1 and "no javac found" in told[0] and "Python path" in told[0]
     assert spark.sql("SELECT flink_key_group('alice', 128)").collect()[0][0] == 116
+
+
+@pytest.fixture
+def jdk():
+    try:
+        find_javac()
+    except JvmShimUnavailableError as error:
+        pytest.skip(f"the Java shim needs a JDK, and this machine has none: {error}")
+
+
+@pytest.mark.parametrize("parallelism", [1, 3, 7])
+def test_the_writers_shuffle_column_gives_flinks_subtasks(spark, jdk, parallelism):
+    """write_state shuffles by a JVM column; on Flink's vectors it names each key's subtask."""
+    for golden in golden_tables():
+        max_parallelisms = golden.table.column("max_parallelism").to_pylist()
+        chosen = max(set(max_parallelisms), key=max_parallelisms.count)
+        df = spark.createDataFrame(golden.table).where(col("max_parallelism") == chosen)
+        subtask = jvm_subtask_column(df, "key", parse_type(golden.key_type), chosen, parallelism)
+        assert subtask is not None, golden.key_type
+        expected = f"CAST(expected AS BIGINT) * {parallelism} DIV {chosen}"
+        assert not mismatches(df.withColumn("subtask", subtask), "subtask", expected), \
+            golden.key_type
+        assert not python_udfs_in_plan(df.withColumn("subtask", subtask))
+
+
+def test_the_writers_shuffle_column_refuses_a_column_of_another_type(spark, jdk):
+    """Integers are not longs to Java's hashCode (-1 hashes to -1 as an Integer, 0 as a Long)."""
+    ints = spark.createDataFrame([(-1,)], "key int")
+    assert jvm_subtask_column(ints, "key", parse_type("long"), 128, 2) is None
+    longs = ints.selectExpr("CAST(key AS BIGINT) AS key")
+    assert jvm_subtask_column(longs, "key", parse_type("long"), 128, 2) is not None

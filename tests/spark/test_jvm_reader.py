@@ -19,6 +19,7 @@ from conftest import jvm_reader_loaded
 from statesource import Checkpoint, CheckpointWriter
 from statesource.checkpointing.writer import SubtaskBackends
 from statesource.model import TtlConfig
+from statesource.spark import write_state
 from statesource.spark.jvm_plan import FlinkStatePythonSource
 from statesource.state.clock import ManualClock
 from statesource.state.descriptors import (
@@ -294,3 +295,11 @@ def test_writes_reach_the_python_writer(jvm, typed_root, tmp_path):
     assert "JVM columnar" in scan_of(rewritten)
     assert ({r.key: r.value for r in rewritten.collect()}
             == {r.key: r.value + dt.timedelta(days=1) for r in days.collect()})
+    # write_state shuffles by the shim's key-group functions (row<string,int> keys); a wrong
+    # subtask would split one Flink subtask over two tasks and fail the commit.
+    fresh = str(tmp_path / "fresh")
+    write_state(later.repartition(5), fresh, "four", "day", kind="value",
+                keyType="row<string,int>", parallelism="4", maxParallelism="64")
+    on_jvm, on_python = both(jvm, fresh, state="day")
+    assert rows_of(on_jvm) == rows_of(on_python)
+    assert sorted(rows_of(on_jvm.drop("key_group", "operator_index"))) == sorted(rows_of(later))
