@@ -191,17 +191,24 @@ def test_damaged_files_fail_alike_and_release_memory(jvm, typed_root, tmp_path, 
     assert shim_memory(jvm) == 0
 
 
-def test_count_comes_from_the_metadata(jvm, typed_root, tmp_path):
-    """count(*) reads no data: the metadata's row counts of the key groups are the answer.
+def test_counts_per_key_group_come_from_the_metadata(jvm, typed_root, tmp_path):
+    """count(*), and queries of key_group / operator_index alone, read no data: every row of a
+    key group's byte range is in that key group, and the metadata counts them.
 
-    A count with a filter reads the filtered columns (Spark evaluates every filter), and so
-    meets the damage.
+    A query of any other column reads it (Spark evaluates every filter), and so meets the damage.
     """
     damaged = damaged_copy(tmp_path, typed_root, flip_a_byte)
     df = jvm.read.format("flinkstate").option("state", "stamp").load(damaged)
     assert df.count() == Checkpoint.open(typed_root).operator().keyed_state("stamp").rows == 350
+    per_group = "SELECT key_group, operator_index, count(*) AS n FROM {} GROUP BY 1, 2"
+    df.createOrReplaceTempView("damaged_stamps")
+    jvm.read.format("flinkstate-python").option("state", "stamp").load(
+        typed_root).createOrReplaceTempView("python_stamps")
+    assert (rows_of(jvm.sql(per_group.format("damaged_stamps")))
+            == rows_of(jvm.sql(per_group.format("python_stamps"))))
+    assert df.where("operator_index = 0").count() == 350
     with pytest.raises(Exception, match="checksum mismatch"):
-        df.where("operator_index = 0").count()
+        df.where("value IS NOT NULL").count()
 
 
 def test_early_limit_releases_arrow_memory(jvm, typed_root):

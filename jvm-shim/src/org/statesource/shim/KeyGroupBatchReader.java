@@ -10,6 +10,7 @@ import java.nio.channels.FileChannel;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.zip.CRC32;
 import org.apache.arrow.flatbuf.Message;
@@ -45,10 +46,14 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
   private static final String KEY_GROUP = "key_group";
   private static final String OPERATOR_INDEX = "operator_index";
+  /** Rows per batch of columns made from the metadata alone (bounded whatever it claims). */
+  private static final int METADATA_BATCH_ROWS = 1 << 16;
 
   private final ReadPlan plan;
   private final String[] columns;
   private final int[] entries;
+  private final boolean fromMetadata;
+  private long metadataRows;
   private final BufferAllocator allocator;
   private VectorSchemaRoot root;
   private VectorLoader loader;
@@ -66,14 +71,16 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
     this.plan = plan;
     this.columns = columns;
     this.entries = entries;
+    this.fromMetadata = Arrays.stream(columns)
+        .allMatch(c -> KEY_GROUP.equals(c) || OPERATOR_INDEX.equals(c));
     this.allocator = ShimMemory.ROOT.newChildAllocator("flinkstate-partition", 0, Long.MAX_VALUE);
   }
 
   @Override
   public boolean next() throws IOException {
     closeDerived();
-    if (columns.length == 0) {
-      return nextCountOnly();
+    if (fromMetadata) {
+      return nextFromMetadata();
     }
     while (remaining == 0) {
       releaseRange();
@@ -108,13 +115,28 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
     }
   }
 
-  /** count(*) and friends need no column: the metadata's row count of each key group. */
-  private boolean nextCountOnly() {
-    if (position == entries.length) {
-      return false;
+  /**
+   * count(*), and queries that use only key_group and operator_index (GROUP BY key_group), need
+   * no data file: every row of a key group's range has that key group, and the metadata counts
+   * its rows. Batches are bounded, whatever count the metadata holds.
+   */
+  private boolean nextFromMetadata() {
+    while (metadataRows == 0) {
+      if (position == entries.length) {
+        return false;
+      }
+      entry = entries[position++];
+      metadataRows = plan.rows[entry];
     }
-    long rows = plan.rows[entries[position++]];
-    current = new ColumnarBatch(new ColumnVector[0], Math.toIntExact(rows));
+    int rows = (int) Math.min(metadataRows, METADATA_BATCH_ROWS);
+    metadataRows -= rows;
+    ColumnVector[] vectors = new ColumnVector[columns.length];
+    for (int i = 0; i < columns.length; i++) {
+      int value = KEY_GROUP.equals(columns[i])
+          ? plan.keyGroup[entry] : plan.operatorIndex(plan.keyGroup[entry]);
+      vectors[i] = new BorrowedArrowColumnVector(constant(columns[i], value, rows));
+    }
+    current = new ColumnarBatch(vectors, rows);
     return true;
   }
 
@@ -223,12 +245,15 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
 
   /** Every row of a batch is in one key group, so one subtask. */
   private IntVector operatorIndexes(int rows) {
-    IntVector vector = new IntVector(OPERATOR_INDEX, allocator);
+    return constant(OPERATOR_INDEX, plan.operatorIndex(plan.keyGroup[entry]), rows);
+  }
+
+  private IntVector constant(String name, int value, int rows) {
+    IntVector vector = new IntVector(name, allocator);
     derived.add(vector);
     vector.allocateNew(rows);
-    int index = plan.operatorIndex(plan.keyGroup[entry]);
     for (int row = 0; row < rows; row++) {
-      vector.set(row, index);
+      vector.set(row, value);
     }
     vector.setValueCount(rows);
     return vector;
