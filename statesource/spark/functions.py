@@ -1,8 +1,8 @@
 """Flink-exact key-group functions in Spark SQL: ``flink_key_group`` and ``flink_operator_index``.
 
-``register_functions(spark)`` registers them on a session: as Java UDFs from
-the shim when it can be built or is cached (they run inside the JVM, with no
-Python round trip), otherwise as Arrow UDFs over the vectorised Python
+``register_functions(spark)`` registers them on a session: from the shim when
+it can be built or is cached (a Catalyst expression and a Java UDF: they run
+inside the JVM, with no Python round trip), otherwise as Arrow UDFs over the vectorised Python
 implementation (statesource.keygroups.columns). Both give identical results;
 the tests run Flink's golden vectors through each.
 """
@@ -20,10 +20,7 @@ from statesource.types import DataType
 
 KEY_GROUP_FUNCTION = "flink_key_group"
 OPERATOR_INDEX_FUNCTION = "flink_operator_index"
-_JAVA_CLASSES = {
-    KEY_GROUP_FUNCTION: "org.statesource.shim.FlinkKeyGroupUdf",
-    OPERATOR_INDEX_FUNCTION: "org.statesource.shim.FlinkOperatorIndexUdf",
-}
+_OPERATOR_INDEX_UDF = "org.statesource.shim.FlinkOperatorIndexUdf"
 
 
 def register_functions(spark: Any, *, use_jvm: bool = True, python_fallback: bool = True) -> str:
@@ -35,8 +32,12 @@ def register_functions(spark: Any, *, use_jvm: bool = True, python_fallback: boo
     if use_jvm and load_shim(spark):
         from pyspark.sql.types import IntegerType
 
-        for name, java_class in _JAVA_CLASSES.items():
-            spark.udf.registerJavaFunction(name, java_class, IntegerType())
+        # flink_key_group is a Catalyst expression (no per-row conversion of keys to Java
+        # strings); the operator index, integer arithmetic, is a plain Java UDF.
+        spark._jvm.org.statesource.shim.FlinkKeyGroupExpression.register(
+            spark._jsparkSession, KEY_GROUP_FUNCTION)
+        spark.udf.registerJavaFunction(OPERATOR_INDEX_FUNCTION, _OPERATOR_INDEX_UDF,
+                                       IntegerType())
         return "jvm"
     if not python_fallback:
         return "none"

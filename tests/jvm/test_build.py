@@ -23,7 +23,7 @@ from statesource.jvm.build import CACHE_ENV, sources_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIM_CLASSES = {"org/statesource/shim/FlinkKeyGroups.class",
-                "org/statesource/shim/FlinkKeyGroupUdf.class",
+                "org/statesource/shim/FlinkKeyGroupExpression.class",
                 "org/statesource/shim/FlinkOperatorIndexUdf.class"}
 
 

@@ -91,8 +91,12 @@ public final class FlinkKeyGroups {
 
   /** A max parallelism argument as an int in 1..32768. */
   public static int checkMaxParallelism(Object value) {
-    return checkRange(exactInt(value, "max parallelism"), "max parallelism", 1,
-        UPPER_BOUND_MAX_PARALLELISM, "");
+    return checkMaxParallelism(exactInt(value, "max parallelism"));
+  }
+
+  /** The same for a primitive argument (no boxing per row in generated code). */
+  public static int checkMaxParallelism(long value) {
+    return checkRange(value, "max parallelism", 1, UPPER_BOUND_MAX_PARALLELISM, "");
   }
 
   /** A parallelism argument as an int in 1..maxParallelism. */
