@@ -39,7 +39,13 @@ from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.snapshot import FLINK_METADATA, FlinkSnapshot, KeyGroupBytes
 from statesource.format.changefeed import KeyGroupChangeFeed, check_forward
 from statesource.format.changefeed_arrow import KeyGroupPair
-from statesource.format.storage import Location, checkpoint_dirs, is_within, resolve
+from statesource.format.storage import (
+    Location,
+    checkpoint_dirs,
+    checkpoint_id_of,
+    is_within,
+    resolve,
+)
 
 
 class FlinkChangeFeed(KeyGroupChangeFeed):
@@ -69,7 +75,6 @@ class FlinkChangeFeed(KeyGroupChangeFeed):
         available = checkpoint_dirs(root, FLINK_METADATA)
         if end_id is None:
             end_id = max(available)
-        check_forward(start_id, end_id)
         start, end = (FlinkCheckpoint(_open_retained(root, available, checkpoint_id))
                       for checkpoint_id in (start_id, end_id))
         return cls(start, end, operator=operator, state=state)
@@ -90,6 +95,19 @@ def flink_checkpoint_root(location: Location) -> Location:
         raise CheckpointNotFoundError(f"no Flink checkpoint (chk-<id> with {FLINK_METADATA})"
                                       f" under {location}")
     return location
+
+
+def open_flink_snapshot(path: str, filesystem: pafs.FileSystem | None = None
+                        ) -> FlinkSnapshot:
+    """One Flink snapshot directory (holding ``_metadata``) for a diff; a ``chk-<id>``
+    directory must hold checkpoint ``<id>`` (its ``_metadata`` is refused otherwise)."""
+    location = resolve(path, filesystem)
+    if not location.child(FLINK_METADATA).exists():
+        raise CheckpointNotFoundError(
+            f"{location} is not a Flink snapshot: no {FLINK_METADATA} in it (give a chk-<id>"
+            " or savepoint directory)")
+    return FlinkSnapshot.open(location.path, checkpoint_id=checkpoint_id_of(location),
+                              filesystem=location.filesystem)
 
 
 def _open_retained(root: Location, available: dict[int, Location], checkpoint_id: int

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.format.changefeed_arrow import KeyGroupPair, arrow_diffable, diff_tables
@@ -198,9 +199,10 @@ class ChangeFeed(KeyGroupChangeFeed):
 
     @classmethod
     def open(cls, path: str, start_id: int, end_id: int | None = None, *,
-             operator: str | None = None, state: str | None = None) -> ChangeFeed:
+             operator: str | None = None, state: str | None = None,
+             filesystem: pafs.FileSystem | None = None) -> ChangeFeed:
         """The feed between checkpoints ``start_id`` and ``end_id`` (default: the newest)."""
-        end = Checkpoint.open(path, checkpoint_id=end_id)
+        end = Checkpoint.open(path, checkpoint_id=end_id, filesystem=filesystem)
         start = Checkpoint.open(end.root.path, checkpoint_id=start_id,
                                 filesystem=end.root.filesystem)
         return cls(start, end, operator=operator, state=state)

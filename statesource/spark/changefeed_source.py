@@ -1,9 +1,11 @@
 """``flinkstate`` with ``readChangeFeed``: the change feed of one keyed state as a DataFrame.
 
 Between checkpoints ``changeStartCheckpointId`` and ``changeEndCheckpointId``
-(default: the newest) of the root at ``path``. Planning reads only metadata:
-the partitions are the key groups whose bytes differ between the two
-checkpoints, split evenly; a task reads and diffs just its key groups.
+(default: the newest) of the root at ``path``: a directory of statesource
+checkpoints or of retained Flink ``chk-<id>`` checkpoints. Planning reads only
+metadata: the partitions are the key groups whose bytes differ between the two
+checkpoints (are not the same range of the same file), split evenly; a task
+reads and diffs just its key groups.
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from statesource.errors import InvalidArgumentError
-from statesource.format.changefeed import ChangeFeed
-from statesource.format.reader import Checkpoint
-from statesource.format.storage import Location
+from statesource.flink.changefeed import FlinkChangeFeed
+from statesource.flink.snapshot import find_flink_snapshot
+from statesource.format.changefeed import ChangeFeed, KeyGroupChangeFeed
+from statesource.format.storage import Location, resolve
 from statesource.spark.options import ReadOptions, parse_read_options
 from statesource.spark.schema import _spark_compatible
 
@@ -34,6 +38,7 @@ class ChangeFeedTarget:
     """The feed a scan reads; small and picklable, as Spark ships it to every task."""
 
     root: Location
+    """Where the feed was opened: a root, or one checkpoint of it."""
     start_id: int
     end_id: int
     operator: str
@@ -41,11 +46,20 @@ class ChangeFeedTarget:
     spark: StructType
     spark_arrow: pa.Schema
 
-    def open(self) -> ChangeFeed:
-        start, end = (Checkpoint.open(self.root.path, checkpoint_id=i,
-                                      filesystem=self.root.filesystem)
-                      for i in (self.start_id, self.end_id))
-        return ChangeFeed(start, end, operator=self.operator, state=self.state)
+    def open(self) -> KeyGroupChangeFeed:
+        return open_change_feed(self.root.path, self.start_id, self.end_id,
+                                operator=self.operator, state=self.state,
+                                filesystem=self.root.filesystem)
+
+
+def open_change_feed(path: str, start_id: int, end_id: int | None, *, operator: str | None,
+                     state: str | None, filesystem: pafs.FileSystem | None = None
+                     ) -> KeyGroupChangeFeed:
+    """The feed of a root of Flink ``chk-<id>`` checkpoints, or else of statesource ones."""
+    feed = (FlinkChangeFeed if find_flink_snapshot(resolve(path, filesystem)) is not None
+            else ChangeFeed)
+    return feed.open(path, start_id, end_id, operator=operator, state=state,
+                     filesystem=filesystem)
 
 
 def change_feed_target(options: dict[str, str]) -> ChangeFeedTarget | None:
@@ -63,14 +77,13 @@ def change_feed_target(options: dict[str, str]) -> ChangeFeedTarget | None:
         raise InvalidArgumentError(
             "option changeStartCheckpointId is required with readChangeFeed: the checkpoint"
             " the changes are counted from")
-    feed = ChangeFeed.open(parsed.path, parsed.change_start_checkpoint_id,
-                           parsed.change_end_checkpoint_id, operator=parsed.operator,
-                           state=parsed.state)
+    feed = open_change_feed(parsed.path, parsed.change_start_checkpoint_id,
+                            parsed.change_end_checkpoint_id, operator=parsed.operator,
+                            state=parsed.state)
     arrow = pa.schema([f.with_type(_spark_compatible(f.type)) for f in feed.schema])
     spark = from_arrow_schema(arrow)
-    return ChangeFeedTarget(feed.end.root, feed.start.checkpoint_id, feed.end.checkpoint_id,
-                            feed.operator, feed.end_state.name, spark,
-                            to_arrow_schema(spark, timezone="UTC"))
+    return ChangeFeedTarget(resolve(parsed.path), feed.start_id, feed.end_id, feed.operator,
+                            feed.state, spark, to_arrow_schema(spark, timezone="UTC"))
 
 
 def _refuse_feed_options(parsed: ReadOptions) -> None:
