@@ -1,0 +1,53 @@
+"""``flinkstate`` with ``readChangeFeed`` over retained Flink checkpoints: the DataFrame and
+SQL equal the model's difference (tests/flink_changes.py) and the Python feed."""
+
+from __future__ import annotations
+
+import pytest
+
+from flink_changes import IDS, PHASES, POSITION, ROOT, STATES, model_changes
+from statesource.flink.changefeed import FlinkChangeFeed
+from statesource.spark.source import FlinkStateDataSource
+
+
+def _feed(spark, **options):
+    return spark.read.format("flinkstate").option("readChangeFeed", "true").options(
+        operator="tracker", **options).load(str(ROOT))
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_the_dataframe_is_the_model_difference(spark, state):
+    df = _feed(spark, state=state, changeStartCheckpointId=str(IDS[0]),
+               changeEndCheckpointId=str(IDS[2]))
+    position = POSITION.get(state)
+    rows = {(r["key_group"], r["change_type"], r["key"], r[position] if position else None,
+             r["old_value"], r["new_value"]) for r in df.collect()}
+    assert rows == model_changes(state, PHASES[0], PHASES[2])
+    if state == "last_ttl":
+        assert {"old_ttl_timestamp", "new_ttl_timestamp"} <= set(df.columns)
+
+
+def test_sql_with_the_default_end(spark):
+    spark.sql(f"""CREATE OR REPLACE TEMPORARY VIEW tag_changes USING flinkstate OPTIONS (
+        path '{ROOT}', operator 'tracker', state 'per_tag', readChangeFeed 'true',
+        changeStartCheckpointId '{IDS[1]}')""")
+    counts = {r["change_type"]: r["n"] for r in spark.sql(
+        "SELECT change_type, count(*) AS n FROM tag_changes GROUP BY change_type").collect()}
+    expected = model_changes("per_tag", PHASES[1], PHASES[2])
+    assert counts == {t: n for t in ("insert", "update", "delete")
+                      if (n := sum(1 for row in expected if row[1] == t))}
+
+
+def test_partitions_cover_the_key_groups_not_shared():
+    source = FlinkStateDataSource({"path": str(ROOT), "operator": "tracker", "state": "count",
+                                   "readChangeFeed": "true",
+                                   "changeStartCheckpointId": str(IDS[0])})
+    planned = [kg for part in source.reader(source.schema()).partitions() for kg in part.value]
+    feed = FlinkChangeFeed.open(str(ROOT), IDS[0], operator="tracker", state="count")
+    assert planned == feed.changed_key_groups() == list(range(128))
+
+
+def test_unknown_checkpoint_id_is_an_error_listing_the_ids():
+    with pytest.raises(Exception, match=r"no Flink checkpoint 42 .*\[1, 2, 3\]"):
+        FlinkStateDataSource({"path": str(ROOT), "operator": "tracker", "state": "count",
+                              "readChangeFeed": "true", "changeStartCheckpointId": "42"}).schema()
