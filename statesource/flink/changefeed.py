@@ -61,8 +61,7 @@ class FlinkChangeFeed(KeyGroupChangeFeed):
         end_info = end.snapshot.keyed_state_info(end_op, end_state.name)
         start_op, start_info = _same_state(start, end, end_op, end_info)
         sides = _FlinkSides(start.snapshot, start_op, start_info, end.snapshot, end_op, end_info)
-        super().__init__(end_meta.keyed_key_type, end_state.declaration, sides,
-                         operator=end_op.label, state=end_state.name,
+        super().__init__(end_meta, end_state.declaration, sides, state=end_state.name,
                          start_id=start.checkpoint_id, end_id=end.checkpoint_id)
 
     @classmethod
@@ -83,10 +82,8 @@ class FlinkChangeFeed(KeyGroupChangeFeed):
 def flink_checkpoint_root(location: Location) -> Location:
     """The directory of Flink ``chk-<id>`` checkpoints at ``location`` (or holding it)."""
     if location.child(FLINK_METADATA).exists():
-        parent = Location(location.filesystem, location.path.rstrip("/").rsplit("/", 1)[0])
-        if location.name.startswith("chk-") and location.path.rstrip("/") in {
-                d.path.rstrip("/") for d in checkpoint_dirs(parent, FLINK_METADATA).values()}:
-            return parent
+        if checkpoint_id_of(location) is not None:
+            return location.parent
         raise InvalidArgumentError(
             f"{location} is one Flink snapshot, not a directory of chk-<id> checkpoints: a change"
             " feed by checkpoint ids needs the directory; compare two snapshots with"

@@ -102,18 +102,20 @@ class KeyGroupSides(Protocol):
 class KeyGroupChangeFeed:
     """The changes of one keyed state between two snapshots, diffed key group by key group.
 
-    ``start_id`` and ``end_id`` are the snapshots' checkpoint ids, ``operator``
-    and ``state`` the names the feed was opened with at the end snapshot.
+    ``start_id`` and ``end_id`` are the snapshots' checkpoint ids; ``end_operator``
+    describes the operator in the end snapshot (its key type and key groups),
+    ``operator`` and ``state`` are the names there.
     """
 
-    def __init__(self, key_type: DataType, declaration: StateDeclaration, sides: KeyGroupSides,
-                 *, operator: str, state: str, start_id: int, end_id: int) -> None:
-        self.key_type = key_type
+    def __init__(self, end_operator: OperatorMeta, declaration: StateDeclaration,
+                 sides: KeyGroupSides, *, state: str, start_id: int, end_id: int) -> None:
+        self.end_operator = end_operator
+        self.key_type = end_operator.keyed_key_type
         self.declaration = declaration
         self.sides = sides
-        self.operator, self.state = operator, state
+        self.operator, self.state = end_operator.uid, state
         self.start_id, self.end_id = start_id, end_id
-        self.schema = change_schema(key_type, declaration)
+        self.schema = change_schema(self.key_type, declaration)
 
     def changed_key_groups(self) -> list[int]:
         """Key groups whose rows may differ (known from metadata alone): the rest are skipped."""
@@ -191,11 +193,11 @@ class ChangeFeed(KeyGroupChangeFeed):
         end_op = end.operator(operator)
         self.end_state = end_op.keyed_state(state)
         self.start_state = _same_state(start, end_op, self.end_state)
-        super().__init__(end_op.keyed_key_type, self.end_state.declaration,
+        super().__init__(end_op, self.end_state.declaration,
                          _CheckpointSides(start, end, end_op.uid, self.start_state,
                                           self.end_state),
-                         operator=end_op.uid, state=self.end_state.name,
-                         start_id=start.checkpoint_id, end_id=end.checkpoint_id)
+                         state=self.end_state.name, start_id=start.checkpoint_id,
+                         end_id=end.checkpoint_id)
 
     @classmethod
     def open(cls, path: str, start_id: int, end_id: int | None = None, *,

@@ -271,3 +271,10 @@ def test_statesource_diff_reports_an_unreadable_state_and_compares_the_others(ca
     assert "window-contents              0         0         0" in captured.out
     assert "state 'last_uuid' of operator 'opaque'" in captured.err
     assert "KryoSerializerSnapshot" in captured.err
+
+
+def test_a_feed_by_ids_needs_a_directory_of_checkpoints():
+    with pytest.raises(InvalidArgumentError, match="is one Flink snapshot, not a directory"):
+        FlinkChangeFeed.open(str(GENERATED / "mp256" / "canonical"), 1, state="total")
+    with pytest.raises(CheckpointNotFoundError, match="no Flink checkpoint"):
+        FlinkChangeFeed.open(str(GENERATED), 1, state="total")

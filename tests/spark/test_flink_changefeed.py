@@ -4,10 +4,13 @@ SQL equal the model's difference (tests/flink_changes.py) and the Python feed.""
 from __future__ import annotations
 
 import pytest
+from pyspark.sql.datasource import EqualTo
 
 from flink_changes import IDS, PHASES, POSITION, ROOT, STATES, model_changes
 from statesource.flink.changefeed import FlinkChangeFeed
+from statesource.keygroups import assign_to_key_group
 from statesource.spark.source import FlinkStateDataSource
+from statesource.types import STRING
 
 
 def _feed(spark, **options):
@@ -51,3 +54,31 @@ def test_unknown_checkpoint_id_is_an_error_listing_the_ids():
     with pytest.raises(Exception, match=r"no Flink checkpoint 42 .*\[1, 2, 3\]"):
         FlinkStateDataSource({"path": str(ROOT), "operator": "tracker", "state": "count",
                               "readChangeFeed": "true", "changeStartCheckpointId": "42"}).schema()
+
+
+def test_key_pushdown_plans_and_reads_only_that_key_group():
+    source = FlinkStateDataSource({"path": str(ROOT), "operator": "tracker", "state": "tags",
+                                   "readChangeFeed": "true", "filterPushdown": "true",
+                                   "changeStartCheckpointId": str(IDS[0]),
+                                   "changeEndCheckpointId": str(IDS[2])})
+    reader = source.reader(source.schema())
+    assert list(reader.pushFilters([EqualTo(("key",), "k15")])) == []
+    (partition,) = reader.partitions()
+    assert partition.value == (assign_to_key_group("k15", STRING, 128),)
+    rows = {(r["key_group"], r["change_type"], r["key"], r["element_index"], r["old_value"],
+             r["new_value"]) for batch in reader.read(partition) for r in batch.to_pylist()}
+    expected = {row for row in model_changes("tags", PHASES[0], PHASES[2]) if row[2] == "k15"}
+    assert expected and rows == expected
+
+
+@pytest.mark.parametrize("condition", ["key IN ('k00', 'k15', 'k47', 'nobody')",
+                                       "key_group < 40"])
+def test_pushdown_through_spark_equals_the_model(spark, condition):
+    df = _feed(spark, state="per_tag", filterPushdown="true",
+               changeStartCheckpointId=str(IDS[0]), changeEndCheckpointId=str(IDS[2]))
+    pushed = {(r["key_group"], r["change_type"], r["key"], r["user_key"], r["old_value"],
+               r["new_value"]) for r in df.where(condition).collect()}
+    everything = model_changes("per_tag", PHASES[0], PHASES[2])
+    expected = ({row for row in everything if row[0] < 40} if condition.startswith("key_group")
+                else {row for row in everything if row[2] in ("k00", "k15", "k47")})
+    assert expected and pushed == expected
