@@ -225,7 +225,7 @@ class _CheckpointSides:
         return sorted(kg for kg in before.keys() | after.keys() if before.get(kg) != after.get(kg))
 
     def pairs(self, key_groups: list[int]) -> Iterator[KeyGroupPair]:
-        return merge_sides(key_groups, self._tables(self.start, self.start_state, key_groups),
+        return _merge_sides(key_groups, self._tables(self.start, self.start_state, key_groups),
                            self._tables(self.end, self.end_state, key_groups))
 
     def _tables(self, checkpoint: Checkpoint, state: KeyedStateMeta | None,
@@ -237,7 +237,7 @@ class _CheckpointSides:
             yield table.column(KEY_GROUP)[0].as_py(), table
 
 
-def merge_sides(key_groups: list[int], before: Iterator[tuple[int, pa.Table]],
+def _merge_sides(key_groups: list[int], before: Iterator[tuple[int, pa.Table]],
                 after: Iterator[tuple[int, pa.Table]]) -> Iterator[KeyGroupPair]:
     """``(key group, start rows, end rows)`` of each key group, None where a side has none.
 
