@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from flink_changes import (
+    ALL_STATES,
     IDS,
     PHASES,
     ROOT,
     STATES,
     feed_changes,
     model_changes,
+    operator_of,
 )
 from statesource.cli import main
 from statesource.errors import (
@@ -38,10 +40,10 @@ from statesource.flink.snapshot import FlinkSnapshot
 PAIRS = [(0, 1), (1, 2), (0, 2)]
 
 
-@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("state", ALL_STATES)
 @pytest.mark.parametrize("first, second", PAIRS)
 def test_the_feed_between_two_flink_checkpoints_is_the_model_difference(state, first, second):
-    feed = FlinkChangeFeed.open(str(ROOT), IDS[first], IDS[second], operator="tracker",
+    feed = FlinkChangeFeed.open(str(ROOT), IDS[first], IDS[second], operator=operator_of(state),
                                 state=state)
     expected = model_changes(state, PHASES[first], PHASES[second])
     assert expected, "each pair of phases changes every state"
@@ -62,6 +64,13 @@ def test_every_kind_of_change_is_covered():
     assert {row[1] for row in per_tag} == {"insert", "update", "delete"}
     ttl = model_changes("last_ttl", PHASES[0], PHASES[1])
     assert any(row[1] == "update" and row[4] == row[5] for row in ttl), "a TTL-only refresh"
+    ratio = model_changes("ratio", PHASES[1], PHASES[2])
+    assert any(row[4:] == (("double", "0.0"), ("double", "-0.0")) for row in ratio), \
+        "0.0 to -0.0: equal in Python, an update in Java"
+    pairs = model_changes("pairs", PHASES[0], PHASES[1])
+    assert {row[1] for row in pairs} == {"insert", "update", "delete"}
+    windows = model_changes("window-contents", PHASES[0], PHASES[2])
+    assert {row[1] for row in windows} == {"insert", "update"}, "windows never fire"
 
 
 def test_ttl_timestamps_old_and_new():
@@ -131,9 +140,9 @@ def test_unknown_ids_list_the_available_ones():
 
 def test_a_state_missing_at_the_end_is_refused_with_the_states_listed():
     with pytest.raises(StateNotFoundError, match="'count', 'last_ttl', 'max_seq'"):
-        FlinkChangeFeed.open(str(ROOT), IDS[0], IDS[1], state="nope")
+        FlinkChangeFeed.open(str(ROOT), IDS[0], IDS[1], operator="tracker", state="nope")
     with pytest.raises(StateNotFoundError, match="no keyed state"):
-        FlinkChangeFeed.open(str(ROOT), IDS[0], IDS[1],
+        FlinkChangeFeed.open(str(ROOT), IDS[0], IDS[1], operator="tracker",
                              state="_timer_state/event_user-timers")
 
 
@@ -214,7 +223,7 @@ def test_statesource_diff_of_two_flink_checkpoints(capsys):
     assert f"from Flink checkpoint {IDS[0]}" in out and f"to Flink checkpoint {IDS[2]}" in out
     lines = {line.split()[0]: line.split() for line in out.splitlines()
              if line.startswith("  ") and not line.strip().startswith("state")}
-    for state in STATES:
+    for state in ALL_STATES:
         expected = model_changes(state, PHASES[0], PHASES[2])
         counts = [sum(1 for row in expected if row[1] == t) for t in ("insert", "update",
                                                                        "delete")]
@@ -278,3 +287,17 @@ def test_a_feed_by_ids_needs_a_directory_of_checkpoints():
         FlinkChangeFeed.open(str(GENERATED / "mp256" / "canonical"), 1, state="total")
     with pytest.raises(CheckpointNotFoundError, match="no Flink checkpoint"):
         FlinkChangeFeed.open(str(GENERATED), 1, state="total")
+
+
+def test_a_truncated_data_file_is_an_error(tmp_path):
+    root = _copy(tmp_path)
+    data = max((root / f"chk-{IDS[1]}").iterdir(), key=lambda f: f.stat().st_size)
+    data.write_bytes(data.read_bytes()[:-100])
+    feed = FlinkChangeFeed.open(str(root), IDS[0], IDS[1], operator="tracker", state="count")
+    with pytest.raises(CorruptCheckpointError, match=data.name):
+        list(feed.read())
+
+
+def test_an_unknown_operator_is_refused_with_the_operators_listed():
+    with pytest.raises(StateNotFoundError, match="no operator 'nope'.*'tracker'"):
+        FlinkChangeFeed.open(str(ROOT), IDS[0], IDS[1], operator="nope", state="count")

@@ -6,25 +6,31 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.datasource import EqualTo
 
-from flink_changes import IDS, PHASES, POSITION, ROOT, STATES, model_changes
+from flink_changes import (
+    ALL_STATES,
+    IDS,
+    PHASES,
+    ROOT,
+    change_row,
+    model_changes,
+    operator_of,
+)
 from statesource.flink.changefeed import FlinkChangeFeed
 from statesource.keygroups import assign_to_key_group
 from statesource.spark.source import FlinkStateDataSource
 from statesource.types import STRING
 
 
-def _feed(spark, **options):
+def _feed(spark, operator="tracker", **options):
     return spark.read.format("flinkstate").option("readChangeFeed", "true").options(
-        operator="tracker", **options).load(str(ROOT))
+        operator=operator, **options).load(str(ROOT))
 
 
-@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("state", ALL_STATES)
 def test_the_dataframe_is_the_model_difference(spark, state):
-    df = _feed(spark, state=state, changeStartCheckpointId=str(IDS[0]),
-               changeEndCheckpointId=str(IDS[2]))
-    position = POSITION.get(state)
-    rows = {(r["key_group"], r["change_type"], r["key"], r[position] if position else None,
-             r["old_value"], r["new_value"]) for r in df.collect()}
+    df = _feed(spark, operator=operator_of(state), state=state,
+               changeStartCheckpointId=str(IDS[0]), changeEndCheckpointId=str(IDS[2]))
+    rows = {change_row(r, state) for r in df.collect()}
     assert rows == model_changes(state, PHASES[0], PHASES[2])
     if state == "last_ttl":
         assert {"old_ttl_timestamp", "new_ttl_timestamp"} <= set(df.columns)
@@ -65,8 +71,7 @@ def test_key_pushdown_plans_and_reads_only_that_key_group():
     assert list(reader.pushFilters([EqualTo(("key",), "k15")])) == []
     (partition,) = reader.partitions()
     assert partition.value == (assign_to_key_group("k15", STRING, 128),)
-    rows = {(r["key_group"], r["change_type"], r["key"], r["element_index"], r["old_value"],
-             r["new_value"]) for batch in reader.read(partition) for r in batch.to_pylist()}
+    rows = {change_row(r, "tags") for batch in reader.read(partition) for r in batch.to_pylist()}
     expected = {row for row in model_changes("tags", PHASES[0], PHASES[2]) if row[2] == "k15"}
     assert expected and rows == expected
 
@@ -76,8 +81,7 @@ def test_key_pushdown_plans_and_reads_only_that_key_group():
 def test_pushdown_through_spark_equals_the_model(spark, condition):
     df = _feed(spark, state="per_tag", filterPushdown="true",
                changeStartCheckpointId=str(IDS[0]), changeEndCheckpointId=str(IDS[2]))
-    pushed = {(r["key_group"], r["change_type"], r["key"], r["user_key"], r["old_value"],
-               r["new_value"]) for r in df.where(condition).collect()}
+    pushed = {change_row(r, "per_tag") for r in df.where(condition).collect()}
     everything = model_changes("per_tag", PHASES[0], PHASES[2])
     expected = ({row for row in everything if row[0] < 40} if condition.startswith("key_group")
                 else {row for row in everything if row[2] in ("k00", "k15", "k47")})
