@@ -12,7 +12,7 @@ snapshot bytes and rows/s, and the ratio to the baseline, reading the imported
 checkpoint in the same run. Then a point lookup: one key group's rows.
 
 Last, the change feed between two retained Flink checkpoints of
-tests/fixtures/flink/ChangesJob.java (``--feed-keys`` keys, five keyed states;
+tests/fixtures/flink/ChangesJob.java (``--feed-keys`` keys, seven keyed states;
 0 skips this part), against a full read of one state of the later checkpoint,
 same run: once after 1% of the keys changed *clustered* in as few key groups as
 hold them, once after 1% changed *spread* over all keys (then every key group

@@ -43,7 +43,7 @@ _KEY_GROUPS_PER_TASK = 64
 class ChangeFeedTarget:
     """The feed a scan reads; small and picklable, as Spark ships it to every task."""
 
-    root: Location
+    location: Location
     """Where the feed was opened: a root, or one checkpoint of it."""
     start_id: int
     end_id: int
@@ -54,9 +54,9 @@ class ChangeFeedTarget:
     filter_pushdown: bool
 
     def open(self) -> KeyGroupChangeFeed:
-        return open_change_feed(self.root.path, self.start_id, self.end_id,
+        return open_change_feed(self.location.path, self.start_id, self.end_id,
                                 operator=self.operator, state=self.state,
-                                filesystem=self.root.filesystem)
+                                filesystem=self.location.filesystem)
 
 
 def open_change_feed(path: str, start_id: int, end_id: int | None, *, operator: str | None,
