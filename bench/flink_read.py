@@ -1,7 +1,7 @@
 """Decoding a real Flink canonical savepoint vs reading the same state from statesource's format.
 
 Run: python bench/flink_read.py [--savepoint DIR] [--events 1000000 --keys 200000]
-         [--flink-python /path/to/python-with-apache-flink]
+         [--feed-keys 200000] [--flink-python /path/to/python-with-apache-flink]
 
 Without --savepoint, a savepoint of tests/fixtures/flink/FixtureJob.java is made
 with a real Flink (``apache-flink`` must be importable by --flink-python; Java 17)
@@ -9,7 +9,16 @@ and kept in the system's temp directory for later runs. The savepoint is then
 imported (``statesource import-flink``), and each keyed state of operator
 ``stateful`` is read in full from both: decode throughput in MB/s of Flink
 snapshot bytes and rows/s, and the ratio to the baseline, reading the imported
-checkpoint in the same run. Last, a point lookup: one key group's rows.
+checkpoint in the same run. Then a point lookup: one key group's rows.
+
+Last, the change feed between two retained Flink checkpoints of
+tests/fixtures/flink/ChangesJob.java (``--feed-keys`` keys, seven keyed states;
+0 skips this part), against a full read of one state of the later checkpoint,
+same run: once after 1% of the keys changed *clustered* in as few key groups as
+hold them, once after 1% changed *spread* over all keys (then every key group
+differs, and the feed must decode both sides of each). Checkpoints share no
+file, so every key group's bytes are read; only those whose bytes differ are
+decoded.
 """
 
 from __future__ import annotations
@@ -24,33 +33,97 @@ from pathlib import Path
 
 from timing import best_of
 
+from statesource.flink.changefeed import FlinkChangeFeed
 from statesource.flink.importer import import_flink
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.format.reader import Checkpoint
 from statesource.keygroups import assign_to_key_group
-from statesource.types import LONG
+from statesource.types import LONG, STRING
 
 ROOT = Path(__file__).resolve().parents[1]
-JOB = ROOT / "tests" / "fixtures" / "flink" / "FixtureJob.java"
+JOBS = ROOT / "tests" / "fixtures" / "flink"
+FEED_STATE = "count"
 
 
-def make_savepoint(target: Path, events: int, keys: int, flink_python: str) -> Path:
-    """A canonical savepoint of FixtureJob over ``events`` events and ``keys`` keys."""
+def _run_job(job: str, scratch: str, flink_python: str, *args: str) -> str:
+    """Compile and run one job of tests/fixtures/flink with the jars of ``flink_python``'s
+    pyflink; its standard output."""
     lib = subprocess.run([flink_python, "-c", "import pyflink, os; print(os.path.join("
                           "os.path.dirname(pyflink.__file__), 'lib'))"],
                          check=True, capture_output=True, text=True).stdout.strip()
     classpath = ":".join(str(p) for p in sorted(Path(lib).glob("*.jar")))
+    subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", scratch,
+                    str(JOBS / f"{job}.java")], check=True)
+    return subprocess.run(["java", "--add-opens", "java.base/java.util=ALL-UNNAMED",
+                           "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+                           "-cp", f"{scratch}:{classpath}", job, *args],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def make_savepoint(target: Path, events: int, keys: int, flink_python: str) -> Path:
+    """A canonical savepoint of FixtureJob over ``events`` events and ``keys`` keys."""
     with tempfile.TemporaryDirectory() as scratch:
-        subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", scratch, str(JOB)],
-                       check=True)
-        subprocess.run(["java", "--add-opens", "java.base/java.util=ALL-UNNAMED",
-                        "--add-opens", "java.base/java.lang=ALL-UNNAMED",
-                        "-cp", f"{scratch}:{classpath}", "FixtureJob", "128", "false",
-                        f"{scratch}/out", str(events), "20kb", str(keys)],
-                       check=True, stdout=subprocess.DEVNULL)
+        _run_job("FixtureJob", scratch, flink_python, "128", "false", f"{scratch}/out",
+                 str(events), "20kb", str(keys))
         (savepoint,) = Path(scratch, "out", "canonical").iterdir()
         shutil.copytree(savepoint, target)
     return target
+
+
+def make_checkpoints(target: Path, keys: int, flink_python: str) -> list[int]:
+    """Retained checkpoints of ChangesJob: ``keys`` keys, then 1% of them changed in as few
+    key groups as hold them, then 1% spread over all keys; the three checkpoint ids."""
+    names = [f"k{i}" for i in range(keys)]
+    by_group: dict[int, list[str]] = {}
+    for name in names:
+        by_group.setdefault(assign_to_key_group(name, STRING, 128), []).append(name)
+    clustered: list[str] = []
+    for group in sorted(by_group, key=lambda g: -len(by_group[g])):
+        clustered += by_group[group][:keys // 100 - len(clustered)]
+    phases = [names, clustered, names[::100]]
+    with tempfile.TemporaryDirectory() as scratch:
+        events = Path(scratch, "events.csv")
+        events.write_text("".join(f"{phase},add,{name},{'abcde'[seq % 5]},{seq}\n"
+                                  for seq, (phase, name) in enumerate(
+                                      (p, n) for p, members in enumerate(phases) for n in members)))
+        out = _run_job("ChangesJob", scratch, flink_python, str(events), f"{scratch}/out")
+        ids = [int(line.split()[3]) for line in out.splitlines() if line.startswith("PHASE ")]
+        (job,) = Path(scratch, "out", "checkpoints").iterdir()
+        for checkpoint_id in ids:
+            shutil.copytree(job / f"chk-{checkpoint_id}", target / f"chk-{checkpoint_id}")
+    return ids
+
+
+def bench_change_feed(keys: int, flink_python: str, repeats: int) -> None:
+    root = Path(tempfile.gettempdir()) / f"statesource-bench-flink-changes-{keys}"
+    if not root.exists():
+        print(f"making retained checkpoints of {keys:,} keys ...")
+        make_checkpoints(root, keys, flink_python)
+    ids = sorted(int(d.name[4:]) for d in root.iterdir())
+    end = FlinkCheckpoint.open(str(root), checkpoint_id=ids[-1])
+    op = end.snapshot.operator("tracker")
+    size = sum(h.stream.size for h in end.snapshot.keyed_handles(op))
+    rows = 0
+
+    def full_read() -> None:
+        nonlocal rows
+        rows = sum(t.num_rows for t in end.read_keyed_state(FEED_STATE, operator="tracker"))
+
+    full = best_of(repeats, full_read)
+    print(f"change feed: retained checkpoints {ids} under {root}, {size / 1e6:.1f} MB each;"
+          f" full read of state {FEED_STATE!r} ({rows:,} rows) {full:.2f} s")
+    for label, (start_id, end_id) in (("clustered", ids[:2]), ("spread", ids[1:])):
+        changes = 0
+
+        def read_feed(start_id: int = start_id, end_id: int = end_id) -> None:
+            nonlocal changes
+            feed = FlinkChangeFeed.open(str(root), start_id, end_id, operator="tracker",
+                                        state=FEED_STATE)
+            changes = sum(t.num_rows for t in feed.read())
+
+        seconds = best_of(repeats, read_feed)
+        print(f"  1% of keys changed, {label}: feed {start_id} -> {end_id} {seconds:.2f} s"
+              f" ({changes:,} change rows); ratio {seconds / full:.3f}x of the full read")
 
 
 def main() -> None:
@@ -58,6 +131,7 @@ def main() -> None:
     parser.add_argument("--savepoint", type=Path)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=200_000)
+    parser.add_argument("--feed-keys", type=int, default=200_000)
     parser.add_argument("--flink-python", default=sys.executable)
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
@@ -106,6 +180,8 @@ def main() -> None:
         print(f"point lookup (state 'events', key 7, key group {group}): Flink savepoint"
               f" {flink_lookup * 1000:.1f} ms, statesource checkpoint {base_lookup * 1000:.1f} ms"
               f" (ratio {base_lookup / flink_lookup:.3f}x)")
+    if args.feed_keys:
+        bench_change_feed(args.feed_keys, args.flink_python, args.repeats)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ own table, :func:`timer_schema`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ import pyarrow.fs as pafs
 from statesource.errors import StateNotFoundError
 from statesource.flink.declarations import operator_meta, stored_converter, value_avro
 from statesource.flink.header import StateInfo
+from statesource.flink.keyed import KeyGroupState
 from statesource.flink.metadata import OperatorSnapshot
 from statesource.flink.operator_state import OperatorShares, read_operator_states
 from statesource.flink.snapshot import FlinkSnapshot
@@ -92,15 +93,9 @@ class FlinkCheckpoint:
         """
         op = self._op(operator)
         info = self.snapshot.keyed_state_info(op, state)
-        convert = None if info.is_timer else stored_converter(info)
         wanted = None if key_groups is None else set(key_groups)
-        for key_group, states in self.snapshot.read_key_groups(op, (info.state_id,), wanted,
-                                                               listener):
-            found = states.get(info.state_id)
-            if found is None or not found.keys:
-                continue
-            stored = found.stored if convert is None else [convert(s) for s in found.stored]
-            yield key_group, found.keys, found.namespaces, stored
+        yield from _entries_of(info, self.snapshot.read_key_groups(op, (info.state_id,), wanted,
+                                                                   listener))
 
     def read_keyed_state(self, state: str | None = None, *, operator: str | None = None,
                          key_groups: KeyGroupRange | Collection[int] | None = None,
@@ -108,23 +103,29 @@ class FlinkCheckpoint:
         """One table per non-empty key group, in the format's data schema (timers: theirs)."""
         op = self._op(operator)
         info = self.snapshot.keyed_state_info(op, state)
-        header = self.snapshot.header(op)
-        assert header is not None
-        groups = self.entries(info.name, operator=op.operator_id, key_groups=key_groups,
-                              listener=listener)
+        wanted = None if key_groups is None else set(key_groups)
+        decoded = self.snapshot.read_key_groups(op, (info.state_id,), wanted, listener)
         if info.is_timer:
             timer = info.timer
             schema = timer_schema(timer.key.data_type(), timer.namespace.data_type())
-            for key_group, keys, namespaces, timestamps in groups:
+            for key_group, keys, namespaces, timestamps in _entries_of(info, decoded):
                 yield pa.Table.from_arrays(
                     [pa.array(np.full(len(keys), key_group, dtype=np.int32)),
                      timer.key.data_type().to_arrow(keys),
                      timer.namespace.data_type().to_arrow(namespaces),
                      pa.array(timestamps, pa.int64())], schema=schema)
             return
+        yield from self.keyed_tables(op, info, decoded)
+
+    def keyed_tables(self, op: OperatorSnapshot, info: StateInfo,
+                     decoded: Iterable[tuple[int, dict[int, KeyGroupState]]]
+                     ) -> Iterator[pa.Table]:
+        """Tables in the format's data schema of a keyed (non-timer) state, one per non-empty
+        key group, from decoded ``(key group, entries per state id)``."""
+        header = self.snapshot.header(op)
         meta = operator_meta(op.label, op.parallelism, op.max_parallelism, header)
         encoder = RowEncoder(meta.keyed_key_type, meta.keyed_state(info.name).declaration, None)
-        for _, batches, _ in encoder.encode(groups):
+        for _, batches, _ in encoder.encode(_entries_of(info, decoded)):
             yield pa.Table.from_batches(batches, schema=encoder.schema)
 
     def operator_state(self, name: str, *, operator: str | None = None) -> OperatorShares:
@@ -166,3 +167,16 @@ class FlinkCheckpoint:
                                          {r: s.avro for r, s in share.schemas.items()},
                                          share.rows, share.rows, share.size_bytes))
         return rows
+
+
+def _entries_of(info: StateInfo, decoded: Iterable[tuple[int, dict[int, KeyGroupState]]]
+                ) -> Iterator[tuple[int, list[Any], list[Any], list[Any]]]:
+    """``(key group, keys, namespaces, stored)`` of one state from decoded key groups, the
+    stored values converted to the shapes of its Avro schemas; empty key groups left out."""
+    convert = None if info.is_timer else stored_converter(info)
+    for key_group, states in decoded:
+        found = states.get(info.state_id)
+        if found is None or not found.keys:
+            continue
+        stored = found.stored if convert is None else [convert(s) for s in found.stored]
+        yield key_group, found.keys, found.namespaces, stored

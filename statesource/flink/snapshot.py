@@ -176,21 +176,38 @@ class FlinkSnapshot:
                         listener: ReadListener | None = None
                         ) -> Iterator[tuple[int, dict[int, KeyGroupState]]]:
         """``(key group, entries per state id)`` for the wanted key groups, ascending."""
-        header = self.header(op)
-        if header is None:
+        if self.header(op) is None:
             return
-        prefix_bytes = 1 if op.max_parallelism <= 128 else 2
         wanted = None if key_groups is None else set(key_groups)
         for piece in self.key_group_bytes(op):
             if wanted is not None and piece.key_group not in wanted:
                 continue
-            length = piece.end - piece.begin
-            if listener is not None:
-                listener(self.describe(piece.handle.stream), piece.begin, length)
-            data = self.read_bytes(piece.handle.stream, piece.begin, length)
-            yield piece.key_group, decode_key_group(
-                data, self.describe(piece.handle.stream), piece.begin, header,
-                piece.key_group, piece.handle.savepoint, prefix_bytes, state_ids)
+            data = self.piece_bytes(piece, listener)
+            yield piece.key_group, self.decode_piece(op, piece, data, state_ids)
+
+    def piece_bytes(self, piece: KeyGroupBytes, listener: ReadListener | None = None) -> bytes:
+        """The raw bytes of one key group (all states of the operator)."""
+        length = piece.end - piece.begin
+        if listener is not None:
+            listener(self.describe(piece.handle.stream), piece.begin, length)
+        return self.read_bytes(piece.handle.stream, piece.begin, length)
+
+    def decode_piece(self, op: OperatorSnapshot, piece: KeyGroupBytes, data: bytes,
+                     state_ids: Collection[int] | None = None) -> dict[int, KeyGroupState]:
+        """Entries per state id of one key group whose bytes (:meth:`piece_bytes`) are ``data``."""
+        header = self.header(op)
+        assert header is not None
+        prefix_bytes = 1 if op.max_parallelism <= 128 else 2
+        return decode_key_group(data, self.describe(piece.handle.stream), piece.begin, header,
+                                piece.key_group, piece.handle.savepoint, prefix_bytes,
+                                state_ids)
+
+    def header_bytes(self, op: OperatorSnapshot) -> bytes:
+        """The bytes of the header every key group of the operator is decoded with."""
+        header = self.header(op)
+        if header is None:
+            return b""
+        return self.read_bytes(self.keyed_handles(op)[0].stream, 0, header.data_start)
 
     # -- files -----------------------------------------------------------------------------
 

@@ -11,6 +11,11 @@ Checkpoints of one root share data files (incremental checkpoints reference
 unchanged key groups), so a key group whose rows are the same byte range of
 the same file in both checkpoints did not change, and it is skipped without
 reading it. Only the other key groups are read, from both sides, and diffed.
+
+The diff itself knows nothing of where rows come from: :class:`KeyGroupChangeFeed`
+diffs the key-group tables that a :class:`KeyGroupSides` delivers. Statesource
+checkpoints deliver them from the format's data files (:class:`ChangeFeed`);
+the ``flink`` bridge delivers them decoded from Flink snapshots.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.format.changefeed_arrow import KeyGroupPair, arrow_diffable, diff_tables
@@ -79,43 +85,41 @@ class ChangeCounts:
     """Key groups read from both checkpoints (all others were skipped unread)."""
 
 
-class ChangeFeed:
-    """The changes of one keyed state from checkpoint ``start`` to checkpoint ``end``."""
-
-    def __init__(self, start: Checkpoint, end: Checkpoint, *, operator: str | None = None,
-                 state: str | None = None) -> None:
-        if start.checkpoint_id > end.checkpoint_id:
-            raise InvalidArgumentError(
-                f"a change feed runs forward: start checkpoint {start.checkpoint_id} is after"
-                f" end checkpoint {end.checkpoint_id}"
-            )
-        if start.root != end.root:
-            raise InvalidArgumentError(
-                f"checkpoints {start.location} and {end.location} are not of one root"
-            )
-        self.start, self.end = start, end
-        end_op = end.operator(operator)
-        self.operator = end_op.uid
-        self.end_state = end_op.keyed_state(state)
-        self.start_state = _same_state(start, end_op, self.end_state)
-        self.key_type = end_op.keyed_key_type
-        self.declaration = self.end_state.declaration
-        self.schema = change_schema(self.key_type, self.declaration)
-
-    @classmethod
-    def open(cls, path: str, start_id: int, end_id: int | None = None, *,
-             operator: str | None = None, state: str | None = None) -> ChangeFeed:
-        """The feed between checkpoints ``start_id`` and ``end_id`` (default: the newest)."""
-        end = Checkpoint.open(path, checkpoint_id=end_id)
-        start = Checkpoint.open(end.root.path, checkpoint_id=start_id,
-                                filesystem=end.root.filesystem)
-        return cls(start, end, operator=operator, state=state)
+class KeyGroupSides(Protocol):
+    """Where a change feed's rows come from: one keyed state at both ends, by key group."""
 
     def changed_key_groups(self) -> list[int]:
-        """Key groups whose rows are not the same byte range of the same file in both."""
-        before = _ranges(self.start_state)
-        after = _ranges(self.end_state)
-        return sorted(kg for kg in before.keys() | after.keys() if before.get(kg) != after.get(kg))
+        """Key groups that may differ, ascending; all others are unchanged and never read."""
+        ...
+
+    def pairs(self, key_groups: list[int]) -> Iterator[KeyGroupPair]:
+        """``(key group, start rows, end rows)`` for ``key_groups`` (ascending), in the
+        format's data schema, None for a side without rows. A key group found unchanged
+        while reading (its bytes equal at both ends) may be left out."""
+        ...
+
+
+class KeyGroupChangeFeed:
+    """The changes of one keyed state between two snapshots, diffed key group by key group.
+
+    ``start_id`` and ``end_id`` are the snapshots' checkpoint ids; ``end_operator``
+    describes the operator in the end snapshot (its key type and key groups),
+    ``operator`` and ``state`` are the names there.
+    """
+
+    def __init__(self, end_operator: OperatorMeta, declaration: StateDeclaration,
+                 sides: KeyGroupSides, *, state: str, start_id: int, end_id: int) -> None:
+        self.end_operator = end_operator
+        self.key_type = end_operator.keyed_key_type
+        self.declaration = declaration
+        self.sides = sides
+        self.operator, self.state = end_operator.uid, state
+        self.start_id, self.end_id = start_id, end_id
+        self.schema = change_schema(self.key_type, declaration)
+
+    def changed_key_groups(self) -> list[int]:
+        """Key groups whose rows may differ (known from metadata alone): the rest are skipped."""
+        return self.sides.changed_key_groups()
 
     def read(self, key_groups: Any = None) -> Iterator[pa.Table]:
         """Tables of change rows in key-group order, each of one or more whole key groups.
@@ -131,13 +135,13 @@ class ChangeFeed:
             return
         if arrow_diffable(self.key_type, self.declaration):
             stored = data_schema(self.key_type, self.declaration)
-            for chunk in _chunks(self._pairs(wanted)):
+            for chunk in _chunks(self.sides.pairs(wanted)):
                 table = diff_tables(chunk, self.declaration, stored, self.schema)
                 if table.num_rows:
                     yield table
             return
         differ = _Differ(self.declaration, self.schema, self.key_type)
-        for key_group, before, after in self._pairs(wanted):
+        for key_group, before, after in self.sides.pairs(wanted):
             table = differ.table(key_group, self._entries(before), self._entries(after))
             if table.num_rows:
                 yield table
@@ -155,20 +159,74 @@ class ChangeFeed:
         return ChangeCounts(totals[INSERT], totals[UPDATE], totals[DELETE], tuple(sorted(groups)),
                             len(self.changed_key_groups()))
 
-    def _pairs(self, key_groups: list[int]
-               ) -> Iterator[tuple[int, pa.Table | None, pa.Table | None]]:
-        """``(key group, start rows, end rows)`` of each key group, None where it has none."""
-        sides = [self._tables(self.start, self.start_state, key_groups),
-                 self._tables(self.end, self.end_state, key_groups)]
-        heads = [next(side, None) for side in sides]
-        for key_group in key_groups:
-            pair: list[pa.Table | None] = [None, None]
-            for index, side in enumerate(sides):
-                head = heads[index]
-                if head is not None and head[0] == key_group:
-                    pair[index] = head[1]
-                    heads[index] = next(side, None)
-            yield key_group, pair[0], pair[1]
+    def _entries(self, table: pa.Table | None) -> dict[Any, tuple[Any, Any, Any]]:
+        """Identity of (key, namespace) -> (key, namespace, stored), for the Python diff."""
+        if table is None:
+            return {}
+        identity = _identity_of(self.key_type, self.declaration.namespace_type)
+        return {identity(key, namespace): (key, namespace, stored)
+                for key, namespace, stored in decode_entries(self.key_type, self.declaration,
+                                                             table)}
+
+
+def check_forward(start_id: int, end_id: int) -> None:
+    """A change feed runs from an earlier checkpoint to a later one (or the same: no changes)."""
+    if start_id > end_id:
+        raise InvalidArgumentError(
+            f"a change feed runs forward: start checkpoint {start_id} is after"
+            f" end checkpoint {end_id}"
+        )
+
+
+class ChangeFeed(KeyGroupChangeFeed):
+    """The changes of one keyed state from checkpoint ``start`` to checkpoint ``end`` of a root."""
+
+    def __init__(self, start: Checkpoint, end: Checkpoint, *, operator: str | None = None,
+                 state: str | None = None) -> None:
+        check_forward(start.checkpoint_id, end.checkpoint_id)
+        if start.root != end.root:
+            raise InvalidArgumentError(
+                f"checkpoints {start.location} and {end.location} are not of one root"
+            )
+        self.start, self.end = start, end
+        self.root = end.root
+        end_op = end.operator(operator)
+        self.end_state = end_op.keyed_state(state)
+        self.start_state = _same_state(start, end_op, self.end_state)
+        super().__init__(end_op, self.end_state.declaration,
+                         _CheckpointSides(start, end, end_op.uid, self.start_state,
+                                          self.end_state),
+                         state=self.end_state.name, start_id=start.checkpoint_id,
+                         end_id=end.checkpoint_id)
+
+    @classmethod
+    def open(cls, path: str, start_id: int, end_id: int | None = None, *,
+             operator: str | None = None, state: str | None = None,
+             filesystem: pafs.FileSystem | None = None) -> ChangeFeed:
+        """The feed between checkpoints ``start_id`` and ``end_id`` (default: the newest)."""
+        end = Checkpoint.open(path, checkpoint_id=end_id, filesystem=filesystem)
+        start = Checkpoint.open(end.root.path, checkpoint_id=start_id,
+                                filesystem=end.root.filesystem)
+        return cls(start, end, operator=operator, state=state)
+
+
+class _CheckpointSides:
+    """Key groups of a state in two statesource checkpoints, read from their data files."""
+
+    def __init__(self, start: Checkpoint, end: Checkpoint, operator: str,
+                 start_state: KeyedStateMeta | None, end_state: KeyedStateMeta) -> None:
+        self.start, self.end, self.operator = start, end, operator
+        self.start_state, self.end_state = start_state, end_state
+
+    def changed_key_groups(self) -> list[int]:
+        """Key groups whose rows are not the same byte range of the same file in both."""
+        before = _ranges(self.start_state)
+        after = _ranges(self.end_state)
+        return sorted(kg for kg in before.keys() | after.keys() if before.get(kg) != after.get(kg))
+
+    def pairs(self, key_groups: list[int]) -> Iterator[KeyGroupPair]:
+        return _merge_sides(key_groups, self._tables(self.start, self.start_state, key_groups),
+                           self._tables(self.end, self.end_state, key_groups))
 
     def _tables(self, checkpoint: Checkpoint, state: KeyedStateMeta | None,
                 key_groups: list[int]) -> Iterator[tuple[int, pa.Table]]:
@@ -178,14 +236,23 @@ class ChangeFeed:
                                                  key_groups=key_groups):
             yield table.column(KEY_GROUP)[0].as_py(), table
 
-    def _entries(self, table: pa.Table | None) -> dict[Any, tuple[Any, Any, Any]]:
-        """Identity of (key, namespace) -> (key, namespace, stored), for the Python diff."""
-        if table is None:
-            return {}
-        identity = _identity_of(self.key_type, self.declaration.namespace_type)
-        return {identity(key, namespace): (key, namespace, stored)
-                for key, namespace, stored in decode_entries(self.key_type, self.declaration,
-                                                             table)}
+
+def _merge_sides(key_groups: list[int], before: Iterator[tuple[int, pa.Table]],
+                after: Iterator[tuple[int, pa.Table]]) -> Iterator[KeyGroupPair]:
+    """``(key group, start rows, end rows)`` of each key group, None where a side has none.
+
+    ``before`` and ``after`` yield ``(key group, rows)`` in ascending key-group order.
+    """
+    sides = [before, after]
+    heads = [next(side, None) for side in sides]
+    for key_group in key_groups:
+        pair: list[pa.Table | None] = [None, None]
+        for index, side in enumerate(sides):
+            head = heads[index]
+            if head is not None and head[0] == key_group:
+                pair[index] = head[1]
+                heads[index] = next(side, None)
+        yield key_group, pair[0], pair[1]
 
 
 def _chunks(pairs: Iterator[KeyGroupPair]) -> Iterator[list[KeyGroupPair]]:

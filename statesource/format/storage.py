@@ -212,7 +212,7 @@ def confined(root: Location, path: str) -> Location:
     """
     check_relative_path(path, str(root))
     location = root.child(*path.split("/"))
-    if location.is_local and not _inside(root.path, location.path):
+    if location.is_local and not is_within(root.path, location.path):
         # Where it leads is not named: the message must not describe the world outside.
         raise CorruptCheckpointError(
             f"data file {path!r} leads outside the checkpoint root {root} (through a symlink)"
@@ -220,7 +220,8 @@ def confined(root: Location, path: str) -> Location:
     return location
 
 
-def _inside(directory: str, path: str) -> bool:
+def is_within(directory: str, path: str) -> bool:
+    """Whether local ``path``, symlinks resolved, is ``directory`` or inside it."""
     real_directory = os.path.realpath(directory)
     return os.path.commonpath([real_directory, os.path.realpath(path)]) == real_directory
 
@@ -256,7 +257,7 @@ def open_regular_file(location: Location, what: str, confine_to: Location | None
     the error says no more about the outside than that.
     """
     if (confine_to is not None and location.is_local
-            and not _inside(confine_to.path, location.path)):
+            and not is_within(confine_to.path, location.path)):
         raise CorruptCheckpointError(f"{what} {location} leads outside {confine_to} (a symlink)")
     kind = location.filesystem.get_file_info(location.path).type
     if kind == pafs.FileType.NotFound:

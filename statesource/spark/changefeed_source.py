@@ -1,28 +1,38 @@
 """``flinkstate`` with ``readChangeFeed``: the change feed of one keyed state as a DataFrame.
 
 Between checkpoints ``changeStartCheckpointId`` and ``changeEndCheckpointId``
-(default: the newest) of the root at ``path``. Planning reads only metadata:
-the partitions are the key groups whose bytes differ between the two
-checkpoints, split evenly; a task reads and diffs just its key groups.
+(default: the newest) of the root at ``path``: a directory of statesource
+checkpoints or of retained Flink ``chk-<id>`` checkpoints. Planning reads only
+metadata: the partitions are the key groups whose bytes differ between the two
+checkpoints (are not the same range of the same file), split evenly; a task
+reads and diffs just its key groups. With ``filterPushdown``, ``key`` and
+``key_group`` predicates prune those key groups, as for a state read.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from statesource.errors import InvalidArgumentError
-from statesource.format.changefeed import ChangeFeed
-from statesource.format.reader import Checkpoint
-from statesource.format.storage import Location
+from statesource.flink.changefeed import FlinkChangeFeed
+from statesource.flink.snapshot import find_flink_snapshot
+from statesource.format.changefeed import ChangeFeed, KeyGroupChangeFeed
+from statesource.format.columns import KEY, KEY_GROUP
+from statesource.format.storage import Location, resolve
+from statesource.spark.compat import pushdown_safe_by_default
 from statesource.spark.options import ReadOptions, parse_read_options
+from statesource.spark.planning import Pushdown
+from statesource.spark.pushdown import accept_filter
 from statesource.spark.schema import _spark_compatible
 
 _NOT_WITH_CHANGE_FEED = {"checkpoint_id": "checkpointId", "parallelism": "parallelism"}
@@ -33,19 +43,30 @@ _KEY_GROUPS_PER_TASK = 64
 class ChangeFeedTarget:
     """The feed a scan reads; small and picklable, as Spark ships it to every task."""
 
-    root: Location
+    location: Location
+    """Where the feed was opened: a root, or one checkpoint of it."""
     start_id: int
     end_id: int
     operator: str
     state: str
     spark: StructType
     spark_arrow: pa.Schema
+    filter_pushdown: bool
 
-    def open(self) -> ChangeFeed:
-        start, end = (Checkpoint.open(self.root.path, checkpoint_id=i,
-                                      filesystem=self.root.filesystem)
-                      for i in (self.start_id, self.end_id))
-        return ChangeFeed(start, end, operator=self.operator, state=self.state)
+    def open(self) -> KeyGroupChangeFeed:
+        return open_change_feed(self.location.path, self.start_id, self.end_id,
+                                operator=self.operator, state=self.state,
+                                filesystem=self.location.filesystem)
+
+
+def open_change_feed(path: str, start_id: int, end_id: int | None, *, operator: str | None,
+                     state: str | None, filesystem: pafs.FileSystem | None = None
+                     ) -> KeyGroupChangeFeed:
+    """The feed of a root of Flink ``chk-<id>`` checkpoints, or else of statesource ones."""
+    feed = (FlinkChangeFeed if find_flink_snapshot(resolve(path, filesystem)) is not None
+            else ChangeFeed)
+    return feed.open(path, start_id, end_id, operator=operator, state=state,
+                     filesystem=filesystem)
 
 
 def change_feed_target(options: dict[str, str]) -> ChangeFeedTarget | None:
@@ -63,14 +84,16 @@ def change_feed_target(options: dict[str, str]) -> ChangeFeedTarget | None:
         raise InvalidArgumentError(
             "option changeStartCheckpointId is required with readChangeFeed: the checkpoint"
             " the changes are counted from")
-    feed = ChangeFeed.open(parsed.path, parsed.change_start_checkpoint_id,
-                           parsed.change_end_checkpoint_id, operator=parsed.operator,
-                           state=parsed.state)
+    feed = open_change_feed(parsed.path, parsed.change_start_checkpoint_id,
+                            parsed.change_end_checkpoint_id, operator=parsed.operator,
+                            state=parsed.state)
     arrow = pa.schema([f.with_type(_spark_compatible(f.type)) for f in feed.schema])
     spark = from_arrow_schema(arrow)
-    return ChangeFeedTarget(feed.end.root, feed.start.checkpoint_id, feed.end.checkpoint_id,
-                            feed.operator, feed.end_state.name, spark,
-                            to_arrow_schema(spark, timezone="UTC"))
+    pushdown = (pushdown_safe_by_default() if parsed.filter_pushdown is None
+                else parsed.filter_pushdown)
+    return ChangeFeedTarget(resolve(parsed.path), feed.start_id, feed.end_id, feed.operator,
+                            feed.state, spark, to_arrow_schema(spark, timezone="UTC"),
+                            pushdown)
 
 
 def _refuse_feed_options(parsed: ReadOptions) -> None:
@@ -92,9 +115,12 @@ class ChangeFeedReader(DataSourceReader):
 
     def __init__(self, target: ChangeFeedTarget) -> None:
         self.target = target
+        self.pushdown = Pushdown()
 
     def partitions(self) -> list[InputPartition]:
-        changed = self.target.open().changed_key_groups()
+        allowed = self.pushdown.key_groups
+        changed = [kg for kg in self.target.open().changed_key_groups()
+                   if allowed is None or kg in allowed]
         count = max(1, min(-(-len(changed) // _KEY_GROUPS_PER_TASK) * (os.cpu_count() or 1),
                            len(changed)))
         size = -(-len(changed) // count) if changed else 1
@@ -105,5 +131,31 @@ class ChangeFeedReader(DataSourceReader):
         if partition.value is None:  # Spark's stand-in when partitions() found nothing
             return
         arrow = self.target.spark_arrow
-        for table in self.target.open().read(set(partition.value)):
+        feed = self.target.open()
+        keys = self.pushdown.keys
+        wanted = None if keys is None else feed.key_type.to_arrow(keys)
+        for table in feed.read(set(partition.value)):
+            if wanted is not None:
+                table = table.filter(pc.is_in(table.column(KEY), value_set=wanted))
             yield from table.cast(arrow).to_batches()
+
+
+class PushdownChangeFeedReader(ChangeFeedReader):
+    """Also prunes by pushed ``key`` and ``key_group`` predicates (a separate class, as
+    Spark refuses a reader with ``pushFilters`` unless Python filter pushdown is on)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Accept key and key_group predicates; return the rest to Spark. Every call starts
+        from no restriction (Spark may push into one reader twice)."""
+        self.pushdown = Pushdown()
+        operator = self.target.open().end_operator
+        for predicate in filters:
+            if not accept_filter(predicate, operator, operator.parallelism, self.pushdown,
+                                 (KEY_GROUP,)):
+                yield predicate
+
+
+def change_feed_reader(target: ChangeFeedTarget) -> ChangeFeedReader:
+    """The reader of a change feed: with pushdown if ``filterPushdown`` is on."""
+    return PushdownChangeFeedReader(target) if target.filter_pushdown else ChangeFeedReader(
+        target)

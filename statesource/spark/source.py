@@ -14,24 +14,18 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
-    EqualTo,
     Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
     InputPartition,
-    LessThan,
-    LessThanOrEqual,
 )
 from pyspark.sql.types import StructType
 
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
-from statesource.format.columns import KEY, KEY_GROUP
+from statesource.format.columns import KEY_GROUP
 from statesource.format.ipc import ReadListener
 from statesource.keygroups import check_parallelism
 from statesource.spark.changefeed_source import (
-    ChangeFeedReader,
     ChangeFeedTarget,
+    change_feed_reader,
     change_feed_target,
 )
 from statesource.spark.compat import pushdown_safe_by_default
@@ -45,19 +39,14 @@ from statesource.spark.planning import (
     KeyGroupSlice,
     Pushdown,
     ScanTarget,
-    accept_key_filter,
-    key_groups_matching,
     plan_slices,
     read_slice,
 )
+from statesource.spark.pushdown import accept_filter
 from statesource.spark.schema import OPERATOR_INDEX, output_schema
 from statesource.spark.snapshots import key_group_weights, open_snapshot, timer_output
 from statesource.spark.write_plan import plan_write
 from statesource.spark.writer import FlinkStateWriter
-
-_COMPARISON_TYPES = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
-_COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
-                LessThanOrEqual: "<="}
 
 
 def open_target(options: dict[str, str] | ReadOptions) -> ScanTarget:
@@ -134,7 +123,7 @@ class FlinkStateDataSource(DataSource):
                 f" a user-supplied schema ({schema.simpleString()}) is not supported"
             )
         if isinstance(source, ChangeFeedTarget):
-            return ChangeFeedReader(source)
+            return change_feed_reader(source)
         if isinstance(source, OperatorStateTarget):
             return OperatorStateReader(source)
         if source.filter_pushdown:
@@ -201,27 +190,5 @@ class PushdownFlinkStateReader(FlinkStateReader):
                 yield predicate
 
     def _accept(self, predicate: Filter) -> bool:
-        attribute = getattr(predicate, "attribute", None)
-        if attribute is None or len(attribute) != 1:
-            return False
-        column = attribute[0]
-        if column == KEY:
-            if isinstance(predicate, EqualTo):
-                return accept_key_filter(self._operator(), (predicate.value,), self.pushdown)
-            if isinstance(predicate, In):
-                return accept_key_filter(self._operator(), tuple(predicate.value), self.pushdown)
-            return False
-        if column not in (KEY_GROUP, OPERATOR_INDEX):
-            return False
-        if isinstance(predicate, In):
-            operator, bound = "in", tuple(predicate.value)
-        elif isinstance(predicate, _COMPARISON_TYPES) and type(predicate) in _COMPARISONS:
-            operator, bound = _COMPARISONS[type(predicate)], predicate.value
-        else:
-            return False
-        matching = key_groups_matching(column, operator, bound, self._operator(),
-                                       self.target.parallelism)
-        if matching is None:
-            return False
-        self.pushdown.restrict_key_groups(matching)
-        return True
+        return accept_filter(predicate, self._operator(), self.target.parallelism,
+                             self.pushdown, (KEY_GROUP, OPERATOR_INDEX))

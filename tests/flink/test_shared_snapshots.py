@@ -7,6 +7,7 @@ import json
 import pytest
 
 from flink_snapshots import JAVA_SNAPSHOTS, expected, only, shared_path
+from statesource.flink.changefeed import FlinkChangeFeed
 from statesource.flink.metadata import operator_id_of, parse_metadata
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.keygroups import assign_to_key_group, operator_index_for_key_group
@@ -101,6 +102,43 @@ def test_earlier_checkpoint_is_a_prefix_of_the_final_state():
         (row,) = rows
         assert 0 < row["value"] <= want["count"]
         assert [r["list_element"] for r in tags[key][1]] == want["tags"][:row["value"]]
+
+
+def _plain_state(checkpoint, truth) -> dict:
+    """Each state of the checkpoint as truth's shape: key -> value, list or dict."""
+    states = {name: _rows_by_key(checkpoint, name) for name in truth["states"]}
+    return {
+        "count": {k: rows[0]["value"] for k, (_, rows) in states["count"].items()},
+        "tags": {k: [r["list_element"] for r in rows] for k, (_, rows) in states["tags"].items()},
+        "sum_by_tag": {k: {r["user_key"]: r["user_value"] for r in rows}
+                       for k, (_, rows) in states["sum_by_tag"].items()},
+        "last_seq_ttl": {k: (rows[0]["value"], rows[0]["ttl_timestamp"])
+                         for k, (_, rows) in states["last_seq_ttl"].items()},
+    }
+
+
+def test_change_feed_from_checkpoint_4_to_7_is_the_difference_of_their_states():
+    """Both retained checkpoints hold the job's final state: checkpoint 4 was taken after
+    the job had consumed all its events, as its decoding shows (every key, every state equals
+    expected_state.json, TTL timestamps equal checkpoint 7's). The difference of the two
+    states is therefore empty, and so must the feed be, although no key group is the same
+    file range (each checkpoint wrote its own files): every key group is compared."""
+    truth = expected("java")
+    root = str(shared_path("java", "checkpoints"))
+    four = _plain_state(FlinkCheckpoint.open(root, checkpoint_id=4), truth)
+    seven = _plain_state(FlinkCheckpoint.open(root, checkpoint_id=7), truth)
+    final = {name: {key: want[name] for key, want in truth["state"].items()}
+             for name in ("count", "tags", "sum_by_tag")}
+    for state in final:
+        assert four[state] == final[state]
+    assert {k: v for k, (v, _) in four["last_seq_ttl"].items()} == {
+        key: want["last_seq_ttl"] for key, want in truth["state"].items()}
+    assert four == seven
+    for state in truth["states"]:
+        feed = FlinkChangeFeed.open(root, 4, 7, operator="stateful", state=state)
+        assert len(feed.changed_key_groups()) == 128
+        assert [t for t in feed.read() if t.num_rows] == []
+        assert feed.counts().inserts + feed.counts().updates + feed.counts().deletes == 0
 
 
 def test_directory_of_checkpoints_opens_the_newest_or_the_one_asked_for():

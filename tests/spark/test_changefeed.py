@@ -6,14 +6,17 @@ import json
 from datetime import datetime
 
 import pytest
+from pyspark.sql.datasource import EqualTo
+from pyspark.sql.functions import col
 
 from sample_state import KEYS, descriptors, populate
 from statesource import CheckpointWriter
 from statesource.format.changefeed import ChangeFeed
-from statesource.keygroups import key_group_range_for_operator
+from statesource.keygroups import assign_to_key_group, key_group_range_for_operator
 from statesource.spark.source import FlinkStateDataSource
 from statesource.state.clock import ManualClock
 from statesource.state.keyed_backend import KeyedStateBackend
+from statesource.types import STRING
 
 MAX_PARALLELISM = 128
 STATES = [d.name for d in descriptors()]
@@ -115,3 +118,19 @@ def test_only_changed_key_groups_are_planned(chain):
 def test_change_feed_option_errors(chain, options, message):
     with pytest.raises(Exception, match=message):
         FlinkStateDataSource({"path": chain, "state": "value", **options}).schema()
+
+
+def test_key_pushdown_into_the_change_feed(spark, chain):
+    wanted = KEYS[3]
+    df = feed(spark, chain, state="list", changeStartCheckpointId="1",
+              changeEndCheckpointId="3", filterPushdown="true").where(col("key") == wanted)
+    expected = [row for table in ChangeFeed.open(chain, 1, 3, state="list").read()
+                for row in table.to_pylist() if row["key"] == wanted]
+    assert expected
+    assert canonical(plain(r) for r in df.collect()) == canonical(expected)
+    source = FlinkStateDataSource({"path": chain, "state": "list", "readChangeFeed": "true",
+                                   "filterPushdown": "true", "changeStartCheckpointId": "1"})
+    reader = source.reader(source.schema())
+    assert list(reader.pushFilters([EqualTo(("key",), wanted)])) == []
+    assert [p.value for p in reader.partitions()] == [
+        (assign_to_key_group(wanted, STRING, MAX_PARALLELISM),)]
