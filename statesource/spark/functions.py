@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from statesource.keygroups.columns import key_groups_of_column, operator_indexes_of_columns
-from statesource.spark.jvm_session import load_shim
+from statesource.spark.jvm_session import load_shim, shim_class
 from statesource.spark.schema import spark_output
 from statesource.types import DataType
 
@@ -34,8 +34,8 @@ def register_functions(spark: Any, *, use_jvm: bool = True, python_fallback: boo
 
         # flink_key_group is a Catalyst expression (no per-row conversion of keys to Java
         # strings); the operator index, integer arithmetic, is a plain Java UDF.
-        spark._jvm.org.statesource.shim.FlinkKeyGroupExpression.register(
-            spark._jsparkSession, KEY_GROUP_FUNCTION)
+        shim_class(spark, "FlinkKeyGroupExpression").register(spark._jsparkSession,
+                                                              KEY_GROUP_FUNCTION)
         spark.udf.registerJavaFunction(OPERATOR_INDEX_FUNCTION, _OPERATOR_INDEX_UDF,
                                        IntegerType())
         return "jvm"

@@ -50,3 +50,16 @@ def _tell_once(reason: str) -> None:
     _told.append(reason)
     _LOG.warning("statesource: the JVM shim is unavailable, using the slower Python path"
                  " instead (`statesource jvm status` explains). Reason: %s", reason)
+
+
+def shim_class(spark: Any, name: str) -> Any:
+    """A class of the loaded shim, from any Python thread.
+
+    ``ADD JAR`` puts the jar on the session's class loader and makes it the
+    context class loader of the one JVM thread that ran it; py4j looks classes
+    up through the calling thread's context loader, and each Python thread has
+    a JVM thread of its own. So the loader is set on this thread first.
+    """
+    loader = spark._jsparkSession.sharedState().jarClassLoader()
+    spark._jvm.java.lang.Thread.currentThread().setContextClassLoader(loader)
+    return getattr(spark._jvm.org.statesource.shim, name)
