@@ -14,13 +14,12 @@ from typing import Any
 import pyarrow as pa
 
 from statesource.keygroups.columns import key_groups_of_column, operator_indexes_of_columns
-from statesource.spark.jvm_session import load_shim, shim_class
-from statesource.spark.schema import spark_output
-from statesource.types import DataType
-
-KEY_GROUP_FUNCTION = "flink_key_group"
-OPERATOR_INDEX_FUNCTION = "flink_operator_index"
-_OPERATOR_INDEX_UDF = "org.statesource.shim.FlinkOperatorIndexUdf"
+from statesource.spark.jvm_plan import load_shim
+from statesource.spark.jvm_session import (
+    KEY_GROUP_FUNCTION,
+    OPERATOR_INDEX_FUNCTION,
+    register_java_functions,
+)
 
 
 def register_functions(spark: Any, *, use_jvm: bool = True, python_fallback: bool = True) -> str:
@@ -30,14 +29,7 @@ def register_functions(spark: Any, *, use_jvm: bool = True, python_fallback: boo
     ``use_jvm=False`` forces the Python implementation (the tests compare the two).
     """
     if use_jvm and load_shim(spark):
-        from pyspark.sql.types import IntegerType
-
-        # flink_key_group is a Catalyst expression (no per-row conversion of keys to Java
-        # strings); the operator index, integer arithmetic, is a plain Java UDF.
-        shim_class(spark, "FlinkKeyGroupExpression").register(spark._jsparkSession,
-                                                              KEY_GROUP_FUNCTION)
-        spark.udf.registerJavaFunction(OPERATOR_INDEX_FUNCTION, _OPERATOR_INDEX_UDF,
-                                       IntegerType())
+        register_java_functions(spark)
         return "jvm"
     if not python_fallback:
         return "none"
@@ -50,28 +42,6 @@ def register_functions(spark: Any, *, use_jvm: bool = True, python_fallback: boo
     spark.udf.register(KEY_GROUP_FUNCTION, key_group_udf)
     spark.udf.register(OPERATOR_INDEX_FUNCTION, operator_index_udf)
     return "python"
-
-
-def jvm_subtask_column(df: Any, key: str, key_type: DataType, max_parallelism: int,
-                       parallelism: int) -> Any | None:
-    """The Flink subtask of each row's ``key``, computed in the JVM; None where it cannot be.
-
-    The writer shuffles rows by subtask before its Python tasks write them; with
-    the shim that costs no Python pass. The Java functions read the key type off
-    the column's Spark type, so they are used only when that type is exactly the
-    one ``flinkstate`` reads for ``key_type`` (an ``int`` column holding the keys
-    of a ``long`` state hashes differently). The write tasks recompute every key
-    group anyway, so a shuffle is never trusted, only made cheap.
-    """
-    expected = spark_output([pa.field(key, key_type.arrow_type)]).spark[key].dataType
-    given = df.schema[key].dataType
-    if given.simpleString() != expected.simpleString() or register_functions(
-            df.sparkSession, python_fallback=False) != "jvm":
-        return None
-    from pyspark.sql.functions import col
-
-    return flink_operator_index(flink_key_group(col(key), max_parallelism), max_parallelism,
-                                parallelism)
 
 
 def flink_key_group(key: Any, max_parallelism: Any) -> Any:

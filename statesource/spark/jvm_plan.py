@@ -30,6 +30,7 @@ from pyspark.sql.types import StructField, StructType
 from statesource.format.columns import data_schema
 from statesource.format.reader import Checkpoint
 from statesource.spark.changefeed_source import ChangeFeedTarget
+from statesource.spark.jvm_session import add_shim_jar
 from statesource.spark.operator_state import OperatorStateTarget
 from statesource.spark.options import parse_read_options
 from statesource.spark.planning import EXACT_KEY_TYPES, ScanTarget, plan_slices
@@ -40,6 +41,16 @@ PYTHON_SOURCE_NAME = "flinkstate-python"
 PLAN_OPTION = "statesource.jvmplan"
 """Set (to anything) by the JVM provider to ask for a plan; Spark lower-cases option keys."""
 PLAN_METADATA = "statesource.jvmPlan"
+
+
+def load_shim(spark: Any) -> bool:
+    """Put the JVM reader and functions on ``spark``; False (said once why) if unavailable.
+
+    The Python source is registered under its second name first: the JVM
+    provider plans through it and hands it what it does not serve.
+    """
+    spark.dataSource.register(FlinkStatePythonSource)
+    return add_shim_jar(spark)
 
 
 class FlinkStatePythonSource(FlinkStateDataSource):

@@ -16,32 +16,50 @@ from statesource.errors import JvmShimUnavailableError
 from statesource.jvm import ensure_jar
 
 _LOG = logging.getLogger("statesource.jvm")
+KEY_GROUP_FUNCTION = "flink_key_group"
+OPERATOR_INDEX_FUNCTION = "flink_operator_index"
+_OPERATOR_INDEX_UDF = "org.statesource.shim.FlinkOperatorIndexUdf"
 _LOADED_CONF = "statesource.jvm.loadedJar"
 """Set on a session once the shim's jar is added to it, so that a second call adds nothing."""
 _told: list[str] = []  # the one reason given, once per process
 
 
-def load_shim(spark: Any) -> bool:
-    """Add the shim's jar to ``spark`` (building it at first use); False if it is unavailable."""
+def add_shim_jar(spark: Any) -> bool:
+    """Add the shim's jar to ``spark`` (building it at first use); False if it is unavailable.
+
+    Use :func:`statesource.spark.jvm_plan.load_shim`, which also registers the
+    Python source the JVM provider delegates to.
+    """
     try:
         jar = ensure_jar()
     except JvmShimUnavailableError as error:
         _tell_once(str(error))
         return False
-    from statesource.spark.jvm_plan import FlinkStatePythonSource
-
-    if spark.conf.get(_LOADED_CONF, None) == str(jar):
+    if shim_loaded(spark):
         return True
     quoted = str(jar).replace("\\", "\\\\").replace("'", "\\'")
     try:
-        # The JVM provider plans through, and hands what it does not serve to, this name.
-        spark.dataSource.register(FlinkStatePythonSource)
         spark.sql(f"ADD JAR '{quoted}'")
         spark.conf.set(_LOADED_CONF, str(jar))
     except Exception as error:  # noqa: BLE001 - any failure to load means the Python path
         _tell_once(f"Spark could not load {jar}: {str(error).splitlines()[0]}")
         return False
     return True
+
+
+def shim_loaded(spark: Any) -> bool:
+    """Whether the shim's jar is on this session (never builds or adds it)."""
+    return spark.conf.get(_LOADED_CONF, None) is not None
+
+
+def register_java_functions(spark: Any) -> None:
+    """``flink_key_group`` (a Catalyst expression) and ``flink_operator_index`` (a Java UDF)
+    from the loaded shim."""
+    from pyspark.sql.types import IntegerType
+
+    shim_class(spark, "FlinkKeyGroupExpression").register(spark._jsparkSession,
+                                                          KEY_GROUP_FUNCTION)
+    spark.udf.registerJavaFunction(OPERATOR_INDEX_FUNCTION, _OPERATOR_INDEX_UDF, IntegerType())
 
 
 def _tell_once(reason: str) -> None:

@@ -29,7 +29,13 @@ from statesource.format.edit import CheckpointEdit
 from statesource.format.metadata import DataFile, KeyedStateMeta
 from statesource.keygroups import key_groups
 from statesource.model import StateDeclaration, StateKind
-from statesource.spark.functions import jvm_subtask_column
+from statesource.spark.jvm_session import (
+    KEY_GROUP_FUNCTION,
+    OPERATOR_INDEX_FUNCTION,
+    register_java_functions,
+    shim_loaded,
+)
+from statesource.spark.schema import spark_output
 from statesource.spark.write_plan import (
     NewCheckpoint,
     WriteTarget,
@@ -39,6 +45,7 @@ from statesource.spark.write_plan import (
     plan_state,
 )
 from statesource.spark.write_task import delete_files, key_column, write_partition
+from statesource.types import DataType
 
 _ORDER = "__statesource_order"
 _SUBTASK = "__statesource_subtask"
@@ -260,6 +267,30 @@ def _by_subtask(df: Any, target: WriteTarget) -> tuple[Any, WriteTarget]:
         schema = StructType([*df.schema.fields]).add(_SUBTASK, IntegerType())
         with_subtask = df.mapInArrow(_subtask_column(target), schema)
     return with_subtask.repartition(target.parallelism, _SUBTASK), target
+
+
+def jvm_subtask_column(df: Any, key: str, key_type: DataType, max_parallelism: int,
+                       parallelism: int) -> Any | None:
+    """The Flink subtask of each row's ``key``, computed in the JVM; None where it cannot be.
+
+    With the shim loaded on the session the shuffle costs no Python pass. The
+    Java functions read the key type off the column's Spark type, so they are
+    used only when that type is exactly the one ``flinkstate`` reads for
+    ``key_type`` (an ``int`` column holding the keys of a ``long`` state hashes
+    differently). The write tasks recompute every key group anyway, so a
+    shuffle is never trusted, only made cheap.
+    """
+    expected = spark_output([pa.field(key, key_type.arrow_type)]).spark[key].dataType
+    spark = df.sparkSession
+    if (df.schema[key].dataType.simpleString() != expected.simpleString()
+            or not shim_loaded(spark)):
+        return None
+    from pyspark.sql import functions as F
+
+    register_java_functions(spark)
+    key_group = F.call_function(KEY_GROUP_FUNCTION, F.col(key), F.lit(max_parallelism))
+    return F.call_function(OPERATOR_INDEX_FUNCTION, key_group, F.lit(max_parallelism),
+                           F.lit(parallelism))
 
 
 def _subtask_column(target: WriteTarget) -> Callable[[Iterator[pa.RecordBatch]],

@@ -23,9 +23,9 @@ from statesource.spark import jvm_session
 from statesource.spark.functions import (
     flink_key_group,
     flink_operator_index,
-    jvm_subtask_column,
     register_functions,
 )
+from statesource.spark.writer import jvm_subtask_column
 from statesource.types import Row, RowKind, parse_type
 
 
@@ -147,11 +147,13 @@ def test_without_javac_the_python_path_serves_and_says_so_once(spark, tmp_path, 
 
 
 @pytest.fixture
-def jdk():
+def jdk(spark):
+    """The shim loaded on the shared session (the writer uses its functions only then)."""
     try:
         find_javac()
     except JvmShimUnavailableError as error:
         pytest.skip(f"the Java shim needs a JDK, and this machine has none: {error}")
+    assert register_functions(spark) == "jvm"
 
 
 @pytest.mark.parametrize("parallelism", [1, 3, 7])
