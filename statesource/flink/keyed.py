@@ -25,7 +25,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from statesource.errors import CorruptCheckpointError
+from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from statesource.flink.binary import INT_AT, BinaryReader
 from statesource.flink.header import KeyedHeader, StateInfo
 from statesource.flink.serializers import ListType, MapType
@@ -79,29 +79,48 @@ def _state(header: KeyedHeader, reader: BinaryReader, state_id: int) -> StateInf
 
 def _native(r: BinaryReader, header: KeyedHeader,
             wanted: Collection[int] | None) -> dict[int, KeyGroupState]:
+    """Every state section of the key group, up to the last wanted one.
+
+    Values are not framed here, so a state whose values statesource cannot
+    delimit (Kryo) ends the walk: states after it in the key group cannot be
+    found, and reading one of them fails naming the state that blocks it.
+    """
     result: dict[int, KeyGroupState] = {}
-    read_key = header.key.read
-    while not r.at_end():
+    remaining = None if wanted is None else set(wanted)
+    while not r.at_end() and (remaining is None or remaining):
         info = _state(header, r, r.i16())
-        out = result.setdefault(info.state_id, KeyGroupState())
-        count = r.count("entry count")
-        if info.is_timer:
-            read_timer = info.timer.read
-            for _ in range(count):
-                timestamp, key, namespace = read_timer(r)
-                out.keys.append(key)
-                out.namespaces.append(namespace)
-                out.stored.append(timestamp)
-            continue
-        read_namespace, read_value = info.namespace.read, info.value.read
-        keys, namespaces, stored = out.keys, out.namespaces, out.stored
-        for _ in range(count):
-            namespaces.append(read_namespace(r))
-            keys.append(read_key(r))
-            stored.append(read_value(r))
+        try:
+            _native_section(r, header, info, result.setdefault(info.state_id, KeyGroupState()))
+        except IncompatibleCheckpointError as error:
+            raise IncompatibleCheckpointError(
+                f"state {info.name!r} of a native snapshot: {error}; the states after it in"
+                " each key group cannot be found either") from None
+        if remaining is not None:
+            remaining.discard(info.state_id)
     if wanted is not None:
         result = {sid: entries for sid, entries in result.items() if sid in wanted}
     return result
+
+
+def _native_section(r: BinaryReader, header: KeyedHeader, info: StateInfo,
+                    out: KeyGroupState) -> None:
+    """One state's entries in a native key group: a count, then (namespace, key, value)s."""
+    read_key = header.key.read
+    count = r.count("entry count")
+    if info.is_timer:
+        read_timer = info.timer.read
+        for _ in range(count):
+            timestamp, key, namespace = read_timer(r)
+            out.keys.append(key)
+            out.namespaces.append(namespace)
+            out.stored.append(timestamp)
+        return
+    read_namespace, read_value = info.namespace.read, info.value.read
+    keys, namespaces, stored = out.keys, out.namespaces, out.stored
+    for _ in range(count):
+        namespaces.append(read_namespace(r))
+        keys.append(read_key(r))
+        stored.append(read_value(r))
 
 
 def _canonical(r: BinaryReader, header: KeyedHeader, key_group: int, prefix_bytes: int,
