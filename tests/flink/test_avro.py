@@ -1,0 +1,139 @@
+"""flink-avro values: Flink's DataOutputEncoder layout, snapshot versions, and hostile bytes.
+
+The bytes here are built by hand from that layout (fixed-width big-endian
+numbers, 4-byte lengths, union indexes and enum ordinals, varint block
+counts); test_types.py checks the same decoder against a real Flink job.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from datetime import date
+from decimal import Decimal
+
+import pytest
+
+from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
+from statesource.flink.avro import AVRO_SNAPSHOT, read_avro_snapshot
+from statesource.flink.binary import BinaryReader
+
+SOURCE = "state-file"
+
+
+def utf(text: str) -> bytes:
+    raw = text.encode()
+    return struct.pack(">H", len(raw)) + raw
+
+
+def snapshot(schema, version: int = 2, runtime: str = "org.apache.avro.generic.GenericRecord"):
+    payload = (utf(runtime) if version >= 2 else b"") + utf(json.dumps(schema))
+    return read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(payload, SOURCE), version)
+
+
+def string(text: str) -> bytes:
+    return struct.pack(">i", len(text.encode())) + text.encode()
+
+
+RECORD = {"type": "record", "name": "R", "fields": [
+    {"name": "n", "type": "int"},
+    {"name": "s", "type": ["null", "string"]},
+    {"name": "xs", "type": {"type": "array", "items": "long"}},
+    {"name": "m", "type": {"type": "map", "values": "double"}},
+    {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+    {"name": "d", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "money", "type": {"type": "bytes", "logicalType": "decimal", "precision": 6,
+                               "scale": 2}},
+]}
+VALUE = (struct.pack(">i", 7) + struct.pack(">i", 1) + string("hé")
+         + b"\x02" + struct.pack(">qq", 5, -1) + b"\x01" + struct.pack(">q", 9) + b"\x00"
+         + b"\x01" + string("k") + struct.pack(">d", 0.5) + b"\x00"
+         + struct.pack(">i", 1) + struct.pack(">i", 19000)
+         + struct.pack(">i", 2) + (-1234).to_bytes(2, "big", signed=True))
+DECODED = {"n": 7, "s": "hé", "xs": [5, -1, 9], "m": {"k": 0.5}, "e": "B",
+           "d": date(2022, 1, 8), "money": Decimal("-12.34")}
+
+
+def test_a_value_decodes_consuming_exactly_its_bytes():
+    avro = snapshot(RECORD)
+    r = BinaryReader(VALUE + b"next", SOURCE)
+    assert avro.read(r) == DECODED
+    assert r.data[r.pos:] == b"next"
+    assert avro.avro() == RECORD and avro.runtime_class.endswith("GenericRecord")
+
+
+def test_version_1_holds_only_the_schema():
+    avro = snapshot(RECORD, version=1)
+    assert avro.runtime_class == "org.apache.avro.generic.GenericRecord"
+    assert avro.read(BinaryReader(VALUE, SOURCE)) == DECODED
+
+
+def test_an_unknown_snapshot_version_is_refused_naming_it():
+    with pytest.raises(IncompatibleCheckpointError, match="version 3 .*reads versions 1, 2"):
+        snapshot(RECORD, version=3)
+
+
+def test_a_schema_statesource_cannot_map_keeps_the_bytes_flink_wrote():
+    schema = ["null", "int", "string"]
+    avro = snapshot(schema, runtime="java.lang.Object")
+    assert avro.avro() == {"type": "bytes", "java-class": "java.lang.Object",
+                           "avro-schema": schema}
+    raw = struct.pack(">i", 2) + string("abc")
+    r = BinaryReader(raw + b"\x99", SOURCE)
+    assert avro.read(r) == raw and r.remaining() == 1
+
+
+@pytest.mark.parametrize("cut", [1, 5, 11, len(VALUE) - 1])
+def test_a_truncated_value_names_the_file_and_offset(cut):
+    avro = snapshot(RECORD)
+    with pytest.raises(CorruptCheckpointError, match=r"state-file: .* at byte offset \d+"):
+        avro.read(BinaryReader(VALUE[:cut], SOURCE))
+
+
+@pytest.mark.parametrize("schema, data, problem", [
+    ("string", struct.pack(">i", 0x7FFFFFFF) + b"abc", "invalid Avro string length 2147483647"),
+    ("bytes", struct.pack(">i", -1), "invalid Avro bytes length -1"),
+    ({"type": "array", "items": "long"}, b"\xff\xff\xff\x7f", "invalid Avro block count"),
+    ({"type": "array", "items": "null"}, b"\xff\xff\xff\x7f", "invalid Avro block count"),
+    ({"type": "map", "values": "int"}, b"\x90\x4e" + b"\0" * 8, "invalid Avro block count"),
+    (["null", "int"], struct.pack(">i", 2), "invalid union branch 2"),
+    ({"type": "enum", "name": "E", "symbols": ["A"]}, struct.pack(">i", -1),
+     "invalid enum ordinal -1"),
+    ("string", struct.pack(">i", 2) + b"\xff\xfe", "invalid UTF-8"),
+])
+def test_hostile_values_are_refused_never_misread(schema, data, problem):
+    avro = snapshot(schema)
+    with pytest.raises(CorruptCheckpointError, match=f"state-file: {problem}.* at byte offset 0"):
+        avro.read(BinaryReader(data, SOURCE))
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("{not json", "not valid JSON"),
+    ('{"type": "record", "name": "R", "fields": [{"name": "a", "type": "Nope"}]}',
+     "not valid Avro: unknown Avro type 'Nope'"),
+    ('{"type": "enum", "name": "E"}', "not valid Avro: enum 'E' has no symbols"),
+    ("[]", "not valid Avro: an empty Avro union"),
+    ("42", "not valid Avro"),
+])
+def test_a_garbage_schema_names_the_file_and_offset(text, problem):
+    payload = utf("org.apache.avro.generic.GenericRecord") + utf(text)
+    with pytest.raises(CorruptCheckpointError,
+                       match=f"state-file: the Avro schema of .* at byte offset 39 is {problem}"):
+        read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(payload, SOURCE), 2)
+
+
+def test_a_huge_declared_schema_length_is_refused():
+    payload = utf("org.apache.avro.generic.GenericRecord") + b"\xff\xff{}"
+    with pytest.raises(CorruptCheckpointError, match="truncated: needs 65535 bytes"):
+        read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(payload, SOURCE), 2)
+
+
+def test_recursive_references_are_delimited_and_kept_as_bytes():
+    schema = {"type": "record", "name": "Node", "namespace": "n", "fields": [
+        {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
+    avro = snapshot(schema)
+    data = (struct.pack(">i", 1) + struct.pack(">i", 1) + struct.pack(">i", 2)
+            + struct.pack(">i", 0))
+    r = BinaryReader(data + b"after", SOURCE)
+    assert avro.read(r) == data and r.data[r.pos:] == b"after"
+    assert avro.avro()["type"] == "bytes"  # recursion does not map to Arrow
