@@ -56,6 +56,7 @@ def test_avro_generic_and_reflect_values_decode_to_the_expected_state(kind):
     expected = truth()
     profiles = rows_by_key(checkpoint, "profile")
     points = rows_by_key(checkpoint, "point")
+    pojo_points = rows_by_key(checkpoint, "point_pojo")  # the same objects, as a POJO
     visits = rows_by_key(checkpoint, "visits")
     assert sorted(profiles) == sorted(points) == sorted(visits) == sorted(
         map(int, expected["keys"]))
@@ -65,6 +66,7 @@ def test_avro_generic_and_reflect_values_decode_to_the_expected_state(kind):
         assert profile["key_group"] == group
         _same_profile(profile["value"], want["profile"])
         assert [r["value"] for r in points[int(key)]] == [want["point"]]
+        assert [r["value"] for r in pojo_points[int(key)]] == [want["point"]]
         assert [r["list_element"] for r in visits[int(key)]] == want["visits"]
 
 
