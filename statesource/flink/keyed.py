@@ -28,7 +28,7 @@ from typing import Any
 from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from statesource.flink.binary import INT_AT, BinaryReader
 from statesource.flink.header import KeyedHeader, StateInfo
-from statesource.flink.serializers import ListType, MapType
+from statesource.flink.serializers import ListType, MapType, duplicate_user_key
 from statesource.flink.snappy import unframe
 from statesource.model import StateKind
 
@@ -174,7 +174,7 @@ def _canonical(r: BinaryReader, header: KeyedHeader, key_group: int, prefix_byte
     else:
         if pos != end:
             raise r.error("bytes after the end of the key group", pos)
-    return {sid: _grouped(header.states[sid], entries) for sid, entries in result.items()}
+    return {sid: _grouped(header.states[sid], entries, r) for sid, entries in result.items()}
 
 
 class _PairDecoder:
@@ -234,14 +234,19 @@ class _PairDecoder:
         return value.read_whole(vr)
 
 
-def _grouped(info: StateInfo, entries: KeyGroupState) -> KeyGroupState:
+def _grouped(info: StateInfo, entries: KeyGroupState, reader: BinaryReader) -> KeyGroupState:
     """Canonical map state has one pair per user key: gather them into one dict per entry."""
     if info.is_timer or info.kind is not StateKind.MAP:
         return entries
     maps: dict[tuple[Any, Any], dict[Any, Any]] = {}
     for key, namespace, (user_key, value) in zip(entries.keys, entries.namespaces,
                                                  entries.stored):
-        maps.setdefault((key, namespace), {})[user_key] = value
+        mapping = maps.setdefault((key, namespace), {})
+        if user_key in mapping:
+            raise duplicate_user_key(
+                f"{reader.source}, state {info.name!r} of the key group at byte offset"
+                f" {reader.base}", user_key)
+        mapping[user_key] = value
     grouped = KeyGroupState()
     for (key, namespace), mapping in maps.items():
         grouped.keys.append(key)

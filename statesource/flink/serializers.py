@@ -138,9 +138,12 @@ class MapType(FlinkType):
 
     def read(self, r: BinaryReader) -> dict[Any, Any]:
         read_key, read_value = self.key.read, self.value.read
-        entries = {}
+        entries: dict[Any, Any] = {}
         for _ in range(r.count("map size")):
+            at = r.pos
             key = read_key(r)
+            if key in entries:
+                raise duplicate_user_key(f"{r.source}, byte offset {r.base + at}", key)
             entries[key] = None if r.boolean() else read_value(r)
         return entries
 
@@ -162,6 +165,18 @@ class MapType(FlinkType):
             return {k: converted(v) for k, v in value.items()}
         convert_key = self.key.to_value
         return [{"key": convert_key(k), "value": converted(v)} for k, v in value.items()]
+
+
+def duplicate_user_key(where: str, key: Any) -> IncompatibleCheckpointError:
+    """A map holding one user key twice: Java's ``equals`` told them apart, Python's cannot.
+
+    It happens with keys of a class without ``equals`` (each object its own
+    key) or with 0.0 and -0.0; merging them would silently drop entries.
+    """
+    return IncompatibleCheckpointError(
+        f"{where}: a map holds the user key {key!r} twice: Java"
+        " told them apart (a key class without equals and hashCode, or 0.0 and -0.0), and"
+        " statesource would have to merge them")
 
 
 class TtlType(FlinkType):

@@ -137,3 +137,26 @@ def test_recursive_references_are_delimited_and_kept_as_bytes():
     r = BinaryReader(data + b"after", SOURCE)
     assert avro.read(r) == data and r.data[r.pos:] == b"after"
     assert avro.avro()["type"] == "bytes"  # recursion does not map to Arrow
+
+
+def test_a_map_holding_one_user_key_twice_is_refused_never_merged():
+    """Java keeps keys of a class without equals apart; merging them would drop entries."""
+    from statesource.flink import serializers
+    from statesource.flink.header import StateInfo
+    from statesource.flink.keyed import KeyGroupState, _grouped
+
+    base = "org.apache.flink.api.common.typeutils.base."
+    string, long = (serializers._Primitive(name, *serializers._SIMPLE[name]) for name in (
+        base + "StringSerializer$StringSerializerSnapshot",
+        base + "LongSerializer$LongSerializerSnapshot"))
+    native = serializers.MapType("map", string, long)
+    entry = b"\x02a" + b"\x00" + struct.pack(">q", 1)
+    assert native.read(BinaryReader(struct.pack(">i", 1) + entry, SOURCE)) == {"a": 1}
+    with pytest.raises(IncompatibleCheckpointError, match="state-file, byte offset 15: a map"
+                                                          " holds the user key 'a' twice"):
+        native.read(BinaryReader(struct.pack(">i", 2) + entry + entry, SOURCE))
+    info = StateInfo(0, "m", 0, {"KEYED_STATE_TYPE": "MAP"},
+                     {"VALUE_SERIALIZER": native, "NAMESPACE_SERIALIZER": long})
+    pairs = KeyGroupState([7, 7], [None, None], [("a", 1), ("a", 2)])
+    with pytest.raises(IncompatibleCheckpointError, match="state 'm' .* user key 'a' twice"):
+        _grouped(info, pairs, BinaryReader(b"", SOURCE))
