@@ -172,3 +172,19 @@ def test_schema_that_is_not_avro_names_the_file_and_offset(tmp_path):
     path = _corrupted(tmp_path, "native", b'"name":"Visit","fields"', b'"name":"Visit","fieldz"')
     with pytest.raises(CorruptCheckpointError, match=r"byte offset \d+ is not valid Avro"):
         FlinkCheckpoint.open(path).operator("typed")
+
+
+def test_inspect_gives_the_reason_a_native_kryo_state_cannot_be_read(capsys):
+    assert main(["inspect", str(TYPES / "native")]) == 0
+    out = capsys.readouterr().out
+    money = out[out.index("  money "):]
+    assert "not readable here: its AvroFixtureJob$Money values are Kryo bytes" in money
+    assert out.count("not readable here") == 1
+    assert main(["inspect", str(TYPES / "canonical")]) == 0
+    assert "not readable here" not in capsys.readouterr().out
+
+
+def test_import_flink_of_a_native_kryo_state_fails_naming_it_and_leaves_nothing(tmp_path, capsys):
+    assert main(["import-flink", str(TYPES / "native"), str(tmp_path)]) == 1
+    assert "state 'money' of a native snapshot" in capsys.readouterr().err
+    assert not [path for path in tmp_path.rglob("*") if path.is_file()]
