@@ -97,7 +97,7 @@ def stored_converter(info: StateInfo) -> _Convert | None:
 
 
 def opaque_classes(flink_type: FlinkType) -> list[str]:
-    """Java classes of the Kryo values anywhere inside a type (native snapshots cannot skip them)."""
+    """Java classes of the Kryo values anywhere in a type (native snapshots cannot skip them)."""
     if isinstance(flink_type, OpaqueType):
         return [flink_type.java_class]
     found = []
