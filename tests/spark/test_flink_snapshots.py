@@ -147,3 +147,14 @@ def test_avro_values_and_struct_user_keys_through_spark(spark, kind):
     pairs = load(spark, path, operator="typed", state="pairs")
     assert pairs.where("user_key.f0 = 'u1' and user_key.f1 = 1").count() == len(
         [k for k, w in truth.items() if '["u1", 1]' in w["pairs"]])
+
+
+def test_kryo_values_of_a_canonical_savepoint_through_spark(spark):
+    path = str(FIXTURES / "types" / "canonical")
+    money = load(spark, path, operator="kryo", state="money")
+    assert money.schema["value"].dataType.simpleString() == "binary"
+    values = [r.value for r in money.collect()]
+    assert len(values) == 10 and all(v.endswith(b"EU" + bytes([ord("R") | 0x80])) for v in values)
+    (meta,) = [r for r in spark.read.format("flinkstate-metadata").load(path).collect()
+               if r.state_name == "money"]
+    assert "AvroFixtureJob$Money" in str(meta)
