@@ -57,6 +57,7 @@ def test_avro_generic_and_reflect_values_decode_to_the_expected_state(kind):
     profiles = rows_by_key(checkpoint, "profile")
     points = rows_by_key(checkpoint, "point")
     pojo_points = rows_by_key(checkpoint, "point_pojo")  # the same objects, as a POJO
+    scores = rows_by_key(checkpoint, "score")  # a SpecificRecord
     visits = rows_by_key(checkpoint, "visits")
     assert sorted(profiles) == sorted(points) == sorted(visits) == sorted(
         map(int, expected["keys"]))
@@ -67,6 +68,7 @@ def test_avro_generic_and_reflect_values_decode_to_the_expected_state(kind):
         _same_profile(profile["value"], want["profile"])
         assert [r["value"] for r in points[int(key)]] == [want["point"]]
         assert [r["value"] for r in pojo_points[int(key)]] == [want["point"]]
+        assert [r["value"] for r in scores[int(key)]] == [want["score"]]
         assert [r["list_element"] for r in visits[int(key)]] == want["visits"]
 
 
@@ -79,6 +81,14 @@ def test_avro_schemas_come_from_the_snapshot():
     assert "level: string" in str(profile.arrow_type)
     point = op.keyed_state("point").schemas["value"]
     assert [f["name"] for f in point.avro["fields"]] == ["label", "x"]
+    summaries = {s.state_name: s for s in FlinkCheckpoint.open(str(TYPES / "canonical"))
+                 .summaries()}
+    assert summaries["score"].value_types["value"]["name"] == "Score"
+    snapshot = FlinkCheckpoint.open(str(TYPES / "canonical")).snapshot
+    classes = {info.name: info.value.runtime_class for info in snapshot.header(
+        snapshot.operator("typed")).states if info.name in ("profile", "point", "score")}
+    assert classes == {"profile": "org.apache.avro.generic.GenericRecord",
+                       "point": "AvroFixtureJob$Point", "score": "AvroFixtureJob$Score"}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -129,7 +139,7 @@ def test_import_flink_keeps_avro_values_and_struct_user_keys(tmp_path, capsys):
     assert main(["import-flink", source, str(tmp_path)]) == 0
     flink = FlinkCheckpoint.open(source)
     imported = Checkpoint.open(str(tmp_path))
-    for state in ("profile", "point", "visits", "pairs", "rows", "pojos"):
+    for state in ("profile", "point", "score", "visits", "pairs", "rows", "pojos"):
         assert imported.operator("typed").keyed_state(state).declaration == \
             flink.operator("typed").keyed_state(state).declaration
         want = [t.to_pylist() for t in flink.read_keyed_state(state, operator="typed")]
