@@ -144,6 +144,10 @@ def test_avro_values_and_struct_user_keys_through_spark(spark, kind):
     assert pojos.schema["user_key"].dataType.simpleString() == "struct<bucket:int,user:string>"
     assert {json.dumps([r.user_key.user, r.user_key.bucket]): r.user_value
             for r in pojos.collect()} == truth["3"]["pojos"]
+    (nested,) = load(spark, path, operator="typed", state="pojos",
+                     flattenCollections="false").where("key = 3").collect()
+    assert {json.dumps([k.user, k.bucket]): v for k, v in nested.map_value.items()} == \
+        truth["3"]["pojos"]
     pairs = load(spark, path, operator="typed", state="pairs")
     assert pairs.where("user_key.f0 = 'u1' and user_key.f1 = 1").count() == len(
         [k for k, w in truth.items() if '["u1", 1]' in w["pairs"]])
