@@ -137,7 +137,7 @@ class _Compiler:
             if kind == "bytes" and schema.get("logicalType") == "decimal":
                 convert = _decimal(schema.get("scale", 0))
             if convert is not None:
-                return (lambda r: convert(read(r))), False
+                return _converted(read, convert, schema.get("logicalType")), False
             return read, kind == "null"
         if kind == "record" or kind == "error":
             return self._record(schema, namespace)
@@ -155,7 +155,7 @@ class _Compiler:
             convert = (_decimal(schema.get("scale", 0))
                        if schema.get("logicalType") == "decimal" else None)
             read = ((lambda r: r.take(size)) if convert is None
-                    else (lambda r: convert(r.take(size))))
+                    else _converted(lambda r: r.take(size), convert, "decimal"))
             self._define(schema, namespace, read, size == 0)
             return read, size == 0
         if kind == "array":
@@ -226,10 +226,35 @@ class _Compiler:
         return read, not readers
 
 
+def _converted(read: _Read, convert: Callable[[Any], Any], logical: str) -> _Read:
+    """A logical type's reader: the underlying value, converted (dates end at year 9999)."""
+    def converted(r: BinaryReader) -> Any:
+        at = r.pos
+        value = read(r)
+        try:
+            return convert(value)
+        except (OverflowError, ValueError):
+            raise IncompatibleCheckpointError(
+                f"{r.source}: the {logical} value {value!r} at byte offset {r.base + at} is"
+                " outside the range of Python's date and time types") from None
+    return converted
+
+
 def _decimal(scale: Any) -> Callable[[bytes], Decimal]:
     if type(scale) is not int or scale < 0:
         raise _BadSchema(f"invalid decimal scale {scale!r}")
     return lambda raw: Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale)
+
+
+def _bounded(read: _Read) -> _Read:
+    """A reader that refuses values nested deeper than Python's recursion allows."""
+    def bounded(r: BinaryReader) -> Any:
+        at = r.pos
+        try:
+            return read(r)
+        except RecursionError:
+            raise r.error("an Avro value nested too deeply", at) from None
+    return bounded
 
 
 class AvroFlinkType(FlinkType):
@@ -242,11 +267,10 @@ class AvroFlinkType(FlinkType):
         self.unmapped: str | None = None
         try:
             ValueSchema.parse(schema)
-        except StateSourceError as error:
-            self.unmapped = str(error)
-            self.__dict__["read"] = self._raw(read)
-        else:
-            self.__dict__["read"] = read
+        except (StateSourceError, RecursionError) as error:
+            self.unmapped = str(error) or "nested too deeply"
+            read = self._raw(read)
+        self.__dict__["read"] = _bounded(read)
 
     @staticmethod
     def _raw(read: _Read) -> _Read:
@@ -278,20 +302,21 @@ def read_avro_snapshot(name: str, r: BinaryReader, version: int) -> AvroFlinkTyp
     at = r.pos
     if version not in _SUPPORTED_VERSIONS:
         raise IncompatibleCheckpointError(
-            f"{r.source}: {name} version {version} at byte offset {at} is not supported;"
+            f"{r.source}: {name} version {version} at byte offset {r.base + at} is not"
+            " supported;"
             f" statesource reads versions {', '.join(map(str, _SUPPORTED_VERSIONS))}")
     runtime_class = r.utf() if version >= 2 else GENERIC_RECORD
     schema_at = r.pos
     text = r.utf()
     try:
         schema = json.loads(text)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise CorruptCheckpointError(
             f"{r.source}: the Avro schema of {runtime_class} at byte offset {r.base + schema_at}"
             f" is not valid JSON: {error}") from None
     try:
         read, _ = _Compiler().compile(schema, None)
-    except (_BadSchema, TypeError, AttributeError) as error:
+    except (_BadSchema, TypeError, AttributeError, RecursionError) as error:
         raise CorruptCheckpointError(
             f"{r.source}: the Avro schema of {runtime_class} at byte offset {r.base + schema_at}"
             f" is not valid Avro: {error}") from None

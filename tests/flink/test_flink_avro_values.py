@@ -160,3 +160,25 @@ def test_a_map_holding_one_user_key_twice_is_refused_never_merged():
     pairs = KeyGroupState([7, 7], [None, None], [("a", 1), ("a", 2)])
     with pytest.raises(IncompatibleCheckpointError, match="state 'm' .* user key 'a' twice"):
         _grouped(info, pairs, BinaryReader(b"", SOURCE))
+
+
+def test_deeply_nested_schemas_and_values_are_refused_not_crashed():
+    deep = "[" * 5000 + "]" * 5000
+    with pytest.raises(CorruptCheckpointError, match="at byte offset 39 is not valid"):
+        read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(
+            utf("org.apache.avro.generic.GenericRecord") + utf(deep), SOURCE), 2)
+    schema = {"type": "record", "name": "Node", "fields": [
+        {"name": "next", "type": ["null", "Node"]}]}
+    avro = snapshot(schema)
+    nested = struct.pack(">i", 1) * 20000 + struct.pack(">i", 0)
+    with pytest.raises(CorruptCheckpointError, match="nested too deeply at byte offset 0"):
+        avro.read(BinaryReader(nested, SOURCE))
+
+
+def test_a_timestamp_beyond_the_year_9999_is_refused_naming_it():
+    avro = snapshot({"type": "long", "logicalType": "timestamp-millis"})
+    assert avro.read(BinaryReader(struct.pack(">q", -1), SOURCE)).isoformat() == \
+        "1969-12-31T23:59:59.999000+00:00"
+    with pytest.raises(IncompatibleCheckpointError,
+                       match="timestamp-millis value 9223372036854775807 at byte offset 0"):
+        avro.read(BinaryReader(struct.pack(">q", 2**63 - 1), SOURCE))
