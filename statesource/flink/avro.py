@@ -137,7 +137,7 @@ class _Compiler:
             if kind == "bytes" and schema.get("logicalType") == "decimal":
                 convert = _decimal(schema.get("scale", 0))
             if convert is not None:
-                return _converted(read, convert, schema.get("logicalType")), False
+                return _converted(read, convert, str(schema.get("logicalType"))), False
             return read, kind == "null"
         if kind == "record" or kind == "error":
             return self._record(schema, namespace)
