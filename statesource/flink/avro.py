@@ -89,6 +89,8 @@ def _block_counts(r: BinaryReader, zero_width: bool) -> Any:
 
 
 def _time_of_day(micros: int) -> time:
+    if not 0 <= micros < 86_400_000_000:
+        raise ValueError(f"{micros} microseconds is not a time of day")
     return (_MIDNIGHT + timedelta(microseconds=micros)).time()
 
 

@@ -182,3 +182,11 @@ def test_a_timestamp_beyond_the_year_9999_is_refused_naming_it():
     with pytest.raises(IncompatibleCheckpointError,
                        match="timestamp-millis value 9223372036854775807 at byte offset 0"):
         avro.read(BinaryReader(struct.pack(">q", 2**63 - 1), SOURCE))
+
+
+def test_a_time_of_day_outside_one_day_is_refused_not_wrapped():
+    avro = snapshot({"type": "int", "logicalType": "time-millis"})
+    assert str(avro.read(BinaryReader(struct.pack(">i", 86_399_999), SOURCE))) == "23:59:59.999000"
+    for millis in (86_400_000, -1):
+        with pytest.raises(IncompatibleCheckpointError, match=f"time-millis value {millis} "):
+            avro.read(BinaryReader(struct.pack(">i", millis), SOURCE))
