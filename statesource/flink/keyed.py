@@ -31,6 +31,7 @@ from statesource.flink.header import KeyedHeader, StateInfo
 from statesource.flink.serializers import ListType, MapType, duplicate_user_key
 from statesource.flink.snappy import unframe
 from statesource.model import StateKind
+from statesource.schema import hashable_record
 
 END_OF_KEY_GROUP = 0xFFFF
 META_DATA_FOLLOWS = 0x80
@@ -220,7 +221,7 @@ class _PairDecoder:
         value = self.value
         if self.kind is StateKind.MAP:
             assert isinstance(value, MapType)
-            user_key = value.key.read(kr)
+            user_key = hashable_record(value.key.read(kr))
             return (user_key, None if vr.boolean() else value.value.read_whole(vr))
         if self.kind is StateKind.LIST:
             assert isinstance(value, ListType)

@@ -26,7 +26,7 @@ from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointErr
 from statesource.flink.avro import AVRO_SNAPSHOT, read_avro_snapshot
 from statesource.flink.binary import BinaryReader
 from statesource.flink.flink_type import FlinkType
-from statesource.schema import RecordKey
+from statesource.schema import RecordKey, hashable_record
 from statesource.types import (
     BOOLEAN,
     BYTE,
@@ -138,10 +138,11 @@ class MapType(FlinkType):
 
     def read(self, r: BinaryReader) -> dict[Any, Any]:
         read_key, read_value = self.key.read, self.value.read
+        hashable = not isinstance(self.key, _Primitive)
         entries: dict[Any, Any] = {}
         for _ in range(r.count("map size")):
             at = r.pos
-            key = read_key(r)
+            key = hashable_record(read_key(r)) if hashable else read_key(r)
             if key in entries:
                 raise duplicate_user_key(f"{r.source}, byte offset {r.base + at}", key)
             entries[key] = None if r.boolean() else read_value(r)

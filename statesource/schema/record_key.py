@@ -2,7 +2,7 @@
 
 A map state's stored value is a dict keyed by user key; a record-typed user
 key (a Flink ``Tuple``, ``Row`` or POJO, or a record schema) takes the dict
-shape of its Avro schema, which Python cannot hash. :class:`RecordKey` is
+shape of its Avro schema, which Python cannot hash (nor an array's list). :class:`RecordKey` is
 that dict with a hash over its contents, so the model's shape stays "a dict
 of user keys" whatever their type. It must not be changed once used as a key.
 """
@@ -30,5 +30,9 @@ def _frozen(value: Any) -> Any:
 
 
 def hashable_record(value: Any) -> Any:
-    """``value`` as a :class:`RecordKey` if it is a record (a dict), else unchanged."""
-    return RecordKey(value) if type(value) is dict else value
+    """``value`` hashable: a record (a dict) as a :class:`RecordKey`, a list as a tuple."""
+    if type(value) is dict:
+        return RecordKey(value)
+    if type(value) is list:
+        return tuple(value)
+    return value

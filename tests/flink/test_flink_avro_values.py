@@ -190,3 +190,17 @@ def test_a_time_of_day_outside_one_day_is_refused_not_wrapped():
     for millis in (86_400_000, -1):
         with pytest.raises(IncompatibleCheckpointError, match=f"time-millis value {millis} "):
             avro.read(BinaryReader(struct.pack(">i", millis), SOURCE))
+
+
+def test_avro_records_and_arrays_as_map_user_keys_are_hashable():
+    from statesource.flink.serializers import MapType
+
+    key = snapshot({"type": "record", "name": "K", "fields": [
+        {"name": "tags", "type": {"type": "array", "items": "int"}}]})
+    value = snapshot("int")
+    entry = b"\x01" + struct.pack(">i", 5) + b"\x00" + b"\x00" + struct.pack(">i", 9)
+    (found,) = MapType("map", key, value).read(
+        BinaryReader(struct.pack(">i", 1) + entry, SOURCE)).items()
+    assert found == ({"tags": [5]}, 9) and hash(found[0])
+    arrays = MapType("map", snapshot({"type": "array", "items": "int"}), value)
+    assert arrays.read(BinaryReader(struct.pack(">i", 1) + entry, SOURCE)) == {(5,): 9}
