@@ -2,8 +2,9 @@
 
 ``AvroSerializerSnapshot`` carries, after its version, the runtime class
 (version 2 on; ``GenericRecord``, a generated ``SpecificRecord`` or any class
-Avro serializes by reflection) and the writer's Avro schema, each as Java
-``writeUTF`` text. Version 1 carries the schema only.
+Avro serializes by reflection) and the writer's Avro schema: as Java
+``writeUTF`` text up to version 2, as Flink's ``StringValue`` strings (no
+64 KB limit) from version 3. Version 1 carries the schema only.
 
 The values are not Avro's binary encoding: the serializer drives Avro's datum
 writer through Flink's own ``DataOutputEncoder``, which writes to a Java
@@ -40,7 +41,7 @@ from statesource.schema import ValueSchema
 
 AVRO_SNAPSHOT = "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot"
 GENERIC_RECORD = "org.apache.avro.generic.GenericRecord"
-_SUPPORTED_VERSIONS = (1, 2)
+_SUPPORTED_VERSIONS = (1, 2, 3)
 _ZERO_WIDTH_ITEMS = 1 << 20
 """Most items of an array or map whose items take no bytes (nulls): a bound on allocation."""
 
@@ -299,6 +300,15 @@ class AvroFlinkType(FlinkType):
         return f"Avro {self.runtime_class}"
 
 
+def _string_value(r: BinaryReader) -> str:
+    """Flink's ``StringUtils.writeString`` text (a ``StringValue``), never null here."""
+    at = r.pos
+    text = r.flink_string()
+    if text is None:
+        raise r.error("a null string where the Avro snapshot needs text", at)
+    return text
+
+
 def read_avro_snapshot(name: str, r: BinaryReader, version: int) -> AvroFlinkType:
     """The payload of an ``AvroSerializerSnapshot`` of ``version`` at the reader's position."""
     at = r.pos
@@ -307,9 +317,10 @@ def read_avro_snapshot(name: str, r: BinaryReader, version: int) -> AvroFlinkTyp
             f"{r.source}: {name} version {version} at byte offset {r.base + at} is not"
             " supported;"
             f" statesource reads versions {', '.join(map(str, _SUPPORTED_VERSIONS))}")
-    runtime_class = r.utf() if version >= 2 else GENERIC_RECORD
+    read_text = r.utf if version <= 2 else (lambda: _string_value(r))
+    runtime_class = read_text() if version >= 2 else GENERIC_RECORD
     schema_at = r.pos
-    text = r.utf()
+    text = read_text()
     try:
         schema = json.loads(text)
     except (ValueError, RecursionError) as error:

@@ -26,8 +26,18 @@ def utf(text: str) -> bytes:
     return struct.pack(">H", len(raw)) + raw
 
 
-def snapshot(schema, version: int = 2, runtime: str = "org.apache.avro.generic.GenericRecord"):
-    payload = (utf(runtime) if version >= 2 else b"") + utf(json.dumps(schema))
+def string_value(text: str) -> bytes:
+    """Flink's StringValue of ASCII text: varint of length + 1, then one byte per character."""
+    size, out = len(text) + 1, bytearray()
+    while size >= 0x80:
+        out.append(size & 0x7F | 0x80)
+        size >>= 7
+    return bytes(out) + bytes([size]) + text.encode("ascii")
+
+
+def snapshot(schema, version: int = 3, runtime: str = "org.apache.avro.generic.GenericRecord"):
+    text = utf if version <= 2 else string_value
+    payload = (text(runtime) if version >= 2 else b"") + text(json.dumps(schema))
     return read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(payload, SOURCE), version)
 
 
@@ -62,15 +72,26 @@ def test_a_value_decodes_consuming_exactly_its_bytes():
     assert avro.avro() == RECORD and avro.runtime_class.endswith("GenericRecord")
 
 
-def test_version_1_holds_only_the_schema():
-    avro = snapshot(RECORD, version=1)
-    assert avro.runtime_class == "org.apache.avro.generic.GenericRecord"
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_every_snapshot_version_gives_the_schema(version):
+    avro = snapshot(RECORD, version=version, runtime="com.example.R")
+    assert avro.runtime_class == ("com.example.R" if version > 1
+                                  else "org.apache.avro.generic.GenericRecord")
     assert avro.read(BinaryReader(VALUE, SOURCE)) == DECODED
 
 
+def test_a_version_3_schema_longer_than_64_kb_reads():
+    schema = {"type": "record", "name": "Wide", "fields": [
+        {"name": f"field_{i:05}", "type": "int"} for i in range(3000)]}
+    assert len(json.dumps(schema)) > 65535
+    avro = snapshot(schema)
+    value = b"".join(struct.pack(">i", i) for i in range(3000))
+    assert avro.read(BinaryReader(value, SOURCE))["field_02999"] == 2999
+
+
 def test_an_unknown_snapshot_version_is_refused_naming_it():
-    with pytest.raises(IncompatibleCheckpointError, match="version 3 .*reads versions 1, 2"):
-        snapshot(RECORD, version=3)
+    with pytest.raises(IncompatibleCheckpointError, match="version 4 .*reads versions 1, 2, 3"):
+        read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(b"", SOURCE), 4)
 
 
 def test_a_schema_statesource_cannot_map_keeps_the_bytes_flink_wrote():
@@ -204,3 +225,13 @@ def test_avro_records_and_arrays_as_map_user_keys_are_hashable():
     assert found == ({"tags": [5]}, 9) and hash(found[0])
     arrays = MapType("map", snapshot({"type": "array", "items": "int"}), value)
     assert arrays.read(BinaryReader(struct.pack(">i", 1) + entry, SOURCE)) == {(5,): 9}
+
+
+def test_version_3_text_that_is_null_or_garbage_names_the_offset():
+    with pytest.raises(CorruptCheckpointError, match="a null string .* at byte offset 0"):
+        read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(b"\x00", SOURCE), 3)
+    payload = string_value("org.apache.avro.generic.GenericRecord") + string_value("{oops")
+    with pytest.raises(CorruptCheckpointError, match="at byte offset 38 is not valid JSON"):
+        read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(payload, SOURCE), 3)
+    with pytest.raises(CorruptCheckpointError, match="truncated"):
+        read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(b"\xff\xff\x03abc", SOURCE), 3)
