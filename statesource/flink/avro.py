@@ -145,22 +145,9 @@ class _Compiler:
         if kind == "record" or kind == "error":
             return self._record(schema, namespace)
         if kind == "enum":
-            symbols = schema.get("symbols")
-            if not isinstance(symbols, list) or not symbols:
-                raise _BadSchema(f"enum {schema.get('name')!r} has no symbols")
-            self._define(schema, namespace, lambda r: symbols[_read_index(r, len(symbols),
-                                                                          "enum ordinal")], False)
-            return self.named[self._full_name(schema, namespace)][0], False
+            return self._enum(schema, namespace)
         if kind == "fixed":
-            size = schema.get("size")
-            if type(size) is not int or size < 0:
-                raise _BadSchema(f"fixed {schema.get('name')!r} has no valid size")
-            convert = (_decimal(schema.get("scale", 0))
-                       if schema.get("logicalType") == "decimal" else None)
-            read = ((lambda r: r.take(size)) if convert is None
-                    else _converted(lambda r: r.take(size), convert, "decimal"))
-            self._define(schema, namespace, read, size == 0)
-            return read, size == 0
+            return self._fixed(schema, namespace)
         if kind == "array":
             items, zero = self.compile(schema.get("items"), namespace)
             return (lambda r: [items(r) for count in _block_counts(r, zero)
@@ -200,6 +187,31 @@ class _Compiler:
             raise _BadSchema(f"unknown Avro type {name!r}")
         full = full if full in self.named else name
         return (lambda r: cell[0](r)), self.zero_width[full]
+
+    def _enum(self, schema: Mapping, namespace: str | None) -> tuple[_Read, bool]:
+        symbols = schema.get("symbols")
+        if not isinstance(symbols, list) or not symbols:
+            raise _BadSchema(f"enum {schema.get('name')!r} has no symbols")
+        count = len(symbols)
+
+        def read(r: BinaryReader) -> Any:
+            return symbols[_read_index(r, count, "enum ordinal")]
+
+        self._define(schema, namespace, read, False)
+        return read, False
+
+    def _fixed(self, schema: Mapping, namespace: str | None) -> tuple[_Read, bool]:
+        size = schema.get("size")
+        if type(size) is not int or size < 0:
+            raise _BadSchema(f"fixed {schema.get('name')!r} has no valid size")
+
+        def raw(r: BinaryReader) -> bytes:
+            return r.take(size)
+
+        read = (_converted(raw, _decimal(schema.get("scale", 0)), "decimal")
+                if schema.get("logicalType") == "decimal" else raw)
+        self._define(schema, namespace, read, size == 0)
+        return read, size == 0
 
     def _union(self, branches: list, namespace: str | None) -> tuple[_Read, bool]:
         if not branches:
