@@ -235,3 +235,20 @@ def test_version_3_text_that_is_null_or_garbage_names_the_offset():
         read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(payload, SOURCE), 3)
     with pytest.raises(CorruptCheckpointError, match="truncated"):
         read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(b"\xff\xff\x03abc", SOURCE), 3)
+
+
+def test_fixed_decimals_times_and_local_timestamps():
+    from datetime import datetime, time
+
+    schema = {"type": "record", "name": "T", "fields": [
+        {"name": "price", "type": {"type": "fixed", "name": "P", "size": 3,
+                                   "logicalType": "decimal", "precision": 6, "scale": 3}},
+        {"name": "at", "type": {"type": "long", "logicalType": "time-micros"}},
+        {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        {"name": "uuid", "type": {"type": "string", "logicalType": "uuid"}}]}
+    uuid = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    data = ((123456).to_bytes(3, "big", signed=True) + struct.pack(">q", 3_600_000_001)
+            + struct.pack(">q", 86_400_123) + string(uuid))
+    assert snapshot(schema).read(BinaryReader(data, SOURCE)) == {
+        "price": Decimal("123.456"), "at": time(1, 0, 0, 1),
+        "local": datetime(1970, 1, 2, 0, 0, 0, 123000), "uuid": uuid}
