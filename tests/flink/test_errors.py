@@ -42,9 +42,13 @@ def _read_all(path):
             pass
 
 
-def test_unknown_metadata_version(canonical):
-    _patch(canonical / "_metadata", 4, (99).to_bytes(4, "big"))
-    with pytest.raises(UnsupportedFormatVersionError, match="metadata version 99"):
+@pytest.mark.parametrize("version, writer", [(5, "Flink 1.x"), (7, "newer than 2.3"),
+                                             (99, "newer than 2.3")])
+def test_unknown_metadata_version(canonical, version, writer):
+    _patch(canonical / "_metadata", 4, version.to_bytes(4, "big"))
+    with pytest.raises(UnsupportedFormatVersionError,
+                       match=f"metadata version {version} \\(written by .*{writer}.*reads"
+                             " version 6"):
         FlinkCheckpoint.open(str(canonical))
 
 
