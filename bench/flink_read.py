@@ -19,6 +19,14 @@ hold them, once after 1% changed *spread* over all keys (then every key group
 differs, and the feed must decode both sides of each). Checkpoints share no
 file, so every key group's bytes are read; only those whose bytes differ are
 decoded.
+checkpoint in the same run. Last, a point lookup: one key group's rows.
+
+With ``--flink-source DIR`` (an apache/flink checkout, as for
+tests/fixtures/flink/generate.py) it also measures Avro decoding: a canonical
+savepoint of AvroFixtureJob (``--avro-events``, 50,000 keys) holds the same
+objects in state ``point`` (flink-avro, by reflection) and ``point_pojo``
+(Flink's POJO serializer), and the richer GenericRecord state ``profile``;
+rows/s of each, and the Avro/POJO ratio, in the same run.
 """
 
 from __future__ import annotations
@@ -124,6 +132,36 @@ def bench_change_feed(keys: int, flink_python: str, repeats: int) -> None:
         seconds = best_of(repeats, read_feed)
         print(f"  1% of keys changed, {label}: feed {start_id} -> {end_id} {seconds:.2f} s"
               f" ({changes:,} change rows); ratio {seconds / full:.3f}x of the full read")
+def avro_vs_pojo(flink_source: Path, flink_python: str, events: int, repeats: int) -> None:
+    """Rows/s of Avro-valued states vs the same values through the POJO serializer."""
+    savepoint = Path(tempfile.gettempdir()) / f"statesource-bench-flink-avro-{events}"
+    if not savepoint.exists():
+        print(f"making an Avro savepoint of {events:,} events over 50,000 keys ...")
+        lib = subprocess.run([flink_python, "-c", "import pyflink, os; print(os.path.join("
+                              "os.path.dirname(pyflink.__file__), 'lib'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+        import pyspark
+
+        sys.path.insert(0, str(JOBS))
+        from generate import types_savepoints
+
+        classpath = ":".join(str(p) for p in sorted(Path(lib).glob("*.jar")))
+        with tempfile.TemporaryDirectory() as scratch:
+            out = types_savepoints(classpath, scratch, flink_source,
+                                   Path(pyspark.__file__).parent / "jars", events, 50_000)
+            (canonical,) = (out / "canonical").iterdir()
+            shutil.copytree(canonical, savepoint)
+    flink = FlinkCheckpoint.open(str(savepoint))
+    rates = {}
+    for state in ("point_pojo", "point", "profile"):
+        count = sum(t.num_rows for t in flink.read_keyed_state(state, operator="typed"))
+        seconds = best_of(repeats, lambda state=state: [None for _ in flink.read_keyed_state(
+            state, operator="typed")])
+        rates[state] = count / seconds
+        print(f"state {state!r}: {count:,} rows in {seconds:.2f} s, {rates[state]:,.0f} rows/s")
+    print(f"Avro (reflect) point vs POJO point: {rates['point'] / rates['point_pojo']:.2f}x;"
+          f" Avro GenericRecord profile (15 fields): {rates['profile'] / rates['point_pojo']:.2f}x"
+          " of the POJO rows/s")
 
 
 def main() -> None:
@@ -134,7 +172,15 @@ def main() -> None:
     parser.add_argument("--feed-keys", type=int, default=200_000)
     parser.add_argument("--flink-python", default=sys.executable)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--flink-source", type=Path,
+                        help="an apache/flink checkout: also measure Avro vs POJO values")
+    parser.add_argument("--avro-events", type=int, default=200_000)
+    parser.add_argument("--avro-only", action="store_true")
     args = parser.parse_args()
+    if args.flink_source is not None:
+        avro_vs_pojo(args.flink_source, args.flink_python, args.avro_events, args.repeats)
+        if args.avro_only:
+            return
     savepoint = args.savepoint or Path(tempfile.gettempdir()) / (
         f"statesource-bench-flink-{args.events}-{args.keys}")
     if not savepoint.exists():

@@ -111,8 +111,11 @@ def inspect_flink(snapshot: FlinkCheckpoint) -> int:
         key_type = next((r.key_type for r in rows if r.key_type), "none")
         print(f"\noperator {label}: parallelism {op.parallelism}, max parallelism"
               f" {op.max_parallelism}, key type {key_type}")
+        unreadable = snapshot.unreadable_states(op.operator_id)
         for row in rows:
             print(f"  {row.state_name:<36} {row.kind:<18} {json.dumps(row.value_types)}")
+            if row.state_name in unreadable and row.key_type is not None:
+                print(f"  {'':<36} not readable here: {unreadable[row.state_name]}")
     return 0
 
 

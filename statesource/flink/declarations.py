@@ -13,12 +13,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.header import KeyedHeader, StateInfo
-from statesource.flink.serializers import FlinkType, ListType, MapType
+from statesource.flink.serializers import FlinkType, ListType, MapType, OpaqueType
 from statesource.format.metadata import KeyedStateMeta, OperatorMeta
 from statesource.model import StateDeclaration, StateKind, TtlConfig
-from statesource.schema import ValueSchema
+from statesource.schema import ValueSchema, hashable_record
 
 UNKNOWN_TTL = TtlConfig(ttl=timedelta.max // timedelta(milliseconds=1) * timedelta(milliseconds=1))
 """TTL of states whose Flink snapshot holds last-access timestamps but not the duration."""
@@ -75,13 +74,10 @@ def stored_converter(info: StateInfo) -> _Convert | None:
     ttl = info.ttl
     value_type = types.get("element") or types.get("user_value") or next(iter(types.values()))
     key_type = types.get("user_key")
-    if key_type is not None and not _plain(key_type):
-        raise IncompatibleCheckpointError(
-            f"map state {info.name!r} has composite user keys ({key_type.describe()}), which"
-            " statesource cannot store yet")
-    if _plain(value_type):
+    convert_key = None if key_type is None or _plain(key_type) else key_type.to_value
+    if _plain(value_type) and convert_key is None:
         return None
-    convert_value = value_type.to_value
+    convert_value = (lambda value: value) if _plain(value_type) else value_type.to_value
 
     def one(value: Any) -> Any:
         if value is None:
@@ -93,6 +89,34 @@ def stored_converter(info: StateInfo) -> _Convert | None:
     if kind is StateKind.LIST:
         return lambda stored: [one(v) for v in stored]
     if kind is StateKind.MAP:
-        return lambda stored: {k: one(v) for k, v in stored.items()}
+        if convert_key is None:
+            return lambda stored: {k: one(v) for k, v in stored.items()}
+        return lambda stored: {hashable_record(convert_key(k)): one(v) for k, v in stored.items()}
     return one
 
+
+
+def opaque_classes(flink_type: FlinkType) -> list[str]:
+    """Java classes of the Kryo values anywhere in a type (native snapshots cannot skip them)."""
+    if isinstance(flink_type, OpaqueType):
+        return [flink_type.java_class]
+    found = []
+    for attribute in vars(flink_type).values():
+        for child in attribute if isinstance(attribute, list) else [attribute]:
+            child = child[1] if isinstance(child, tuple) else child
+            if isinstance(child, FlinkType):
+                found += opaque_classes(child)
+    return found
+
+
+def native_blockers(header: KeyedHeader) -> dict[str, str]:
+    """Why each state with Kryo values cannot be read from a native snapshot, by state name."""
+    reasons = {}
+    for info in header.states:
+        classes = [c for t in info.serializers.values() for c in opaque_classes(t)]
+        if classes:
+            reasons[info.name] = (
+                f"its {', '.join(sorted(set(classes)))} values are Kryo bytes, not framed in a"
+                " native snapshot: it, and the states after it in each key group, read only"
+                " from a canonical savepoint")
+    return reasons

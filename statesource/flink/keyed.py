@@ -25,12 +25,13 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from statesource.errors import CorruptCheckpointError
+from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from statesource.flink.binary import INT_AT, BinaryReader
 from statesource.flink.header import KeyedHeader, StateInfo
-from statesource.flink.serializers import ListType, MapType
+from statesource.flink.serializers import ListType, MapType, duplicate_user_key
 from statesource.flink.snappy import unframe
 from statesource.model import StateKind
+from statesource.schema import hashable_record
 
 END_OF_KEY_GROUP = 0xFFFF
 META_DATA_FOLLOWS = 0x80
@@ -79,29 +80,48 @@ def _state(header: KeyedHeader, reader: BinaryReader, state_id: int) -> StateInf
 
 def _native(r: BinaryReader, header: KeyedHeader,
             wanted: Collection[int] | None) -> dict[int, KeyGroupState]:
+    """Every state section of the key group, up to the last wanted one.
+
+    Values are not framed here, so a state whose values statesource cannot
+    delimit (Kryo) ends the walk: states after it in the key group cannot be
+    found, and reading one of them fails naming the state that blocks it.
+    """
     result: dict[int, KeyGroupState] = {}
-    read_key = header.key.read
-    while not r.at_end():
+    remaining = None if wanted is None else set(wanted)
+    while not r.at_end() and (remaining is None or remaining):
         info = _state(header, r, r.i16())
-        out = result.setdefault(info.state_id, KeyGroupState())
-        count = r.count("entry count")
-        if info.is_timer:
-            read_timer = info.timer.read
-            for _ in range(count):
-                timestamp, key, namespace = read_timer(r)
-                out.keys.append(key)
-                out.namespaces.append(namespace)
-                out.stored.append(timestamp)
-            continue
-        read_namespace, read_value = info.namespace.read, info.value.read
-        keys, namespaces, stored = out.keys, out.namespaces, out.stored
-        for _ in range(count):
-            namespaces.append(read_namespace(r))
-            keys.append(read_key(r))
-            stored.append(read_value(r))
+        try:
+            _native_section(r, header, info, result.setdefault(info.state_id, KeyGroupState()))
+        except IncompatibleCheckpointError as error:
+            raise IncompatibleCheckpointError(
+                f"state {info.name!r} of a native snapshot: {error}; the states after it in"
+                " each key group cannot be found either") from None
+        if remaining is not None:
+            remaining.discard(info.state_id)
     if wanted is not None:
         result = {sid: entries for sid, entries in result.items() if sid in wanted}
     return result
+
+
+def _native_section(r: BinaryReader, header: KeyedHeader, info: StateInfo,
+                    out: KeyGroupState) -> None:
+    """One state's entries in a native key group: a count, then (namespace, key, value)s."""
+    read_key = header.key.read
+    count = r.count("entry count")
+    if info.is_timer:
+        read_timer = info.timer.read
+        for _ in range(count):
+            timestamp, key, namespace = read_timer(r)
+            out.keys.append(key)
+            out.namespaces.append(namespace)
+            out.stored.append(timestamp)
+        return
+    read_namespace, read_value = info.namespace.read, info.value.read
+    keys, namespaces, stored = out.keys, out.namespaces, out.stored
+    for _ in range(count):
+        namespaces.append(read_namespace(r))
+        keys.append(read_key(r))
+        stored.append(read_value(r))
 
 
 def _canonical(r: BinaryReader, header: KeyedHeader, key_group: int, prefix_bytes: int,
@@ -155,7 +175,7 @@ def _canonical(r: BinaryReader, header: KeyedHeader, key_group: int, prefix_byte
     else:
         if pos != end:
             raise r.error("bytes after the end of the key group", pos)
-    return {sid: _grouped(header.states[sid], entries) for sid, entries in result.items()}
+    return {sid: _grouped(header.states[sid], entries, r) for sid, entries in result.items()}
 
 
 class _PairDecoder:
@@ -201,7 +221,7 @@ class _PairDecoder:
         value = self.value
         if self.kind is StateKind.MAP:
             assert isinstance(value, MapType)
-            user_key = value.key.read(kr)
+            user_key = hashable_record(value.key.read(kr))
             return (user_key, None if vr.boolean() else value.value.read_whole(vr))
         if self.kind is StateKind.LIST:
             assert isinstance(value, ListType)
@@ -215,14 +235,19 @@ class _PairDecoder:
         return value.read_whole(vr)
 
 
-def _grouped(info: StateInfo, entries: KeyGroupState) -> KeyGroupState:
+def _grouped(info: StateInfo, entries: KeyGroupState, reader: BinaryReader) -> KeyGroupState:
     """Canonical map state has one pair per user key: gather them into one dict per entry."""
     if info.is_timer or info.kind is not StateKind.MAP:
         return entries
     maps: dict[tuple[Any, Any], dict[Any, Any]] = {}
     for key, namespace, (user_key, value) in zip(entries.keys, entries.namespaces,
                                                  entries.stored):
-        maps.setdefault((key, namespace), {})[user_key] = value
+        mapping = maps.setdefault((key, namespace), {})
+        if user_key in mapping:
+            raise duplicate_user_key(
+                f"{reader.source}, state {info.name!r} of the key group at byte offset"
+                f" {reader.base}", user_key)
+        mapping[user_key] = value
     grouped = KeyGroupState()
     for (key, namespace), mapping in maps.items():
         grouped.keys.append(key)

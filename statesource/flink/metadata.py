@@ -120,9 +120,12 @@ def parse_metadata(data: bytes, source: str) -> SnapshotMetadata:
         raise CorruptCheckpointError(f"{source} is not a Flink _metadata file (bad magic number)")
     version = reader.i32()
     if version not in SUPPORTED_VERSIONS:
+        written_by = ("Flink 1.x" if version < min(SUPPORTED_VERSIONS)
+                      else "a Flink release newer than 2.3")
         raise UnsupportedFormatVersionError(
-            f"{source} has Flink metadata version {version}; statesource reads version"
-            f" {', '.join(map(str, SUPPORTED_VERSIONS))} (Flink 2.x)"
+            f"{source} has Flink metadata version {version} (written by {written_by});"
+            f" statesource reads version {', '.join(map(str, SUPPORTED_VERSIONS))}, which"
+            " every Flink 2.0 to 2.3 release writes"
         )
     checkpoint_id = reader.i64()
     if checkpoint_id < 0:

@@ -18,7 +18,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from statesource.errors import StateNotFoundError
-from statesource.flink.declarations import operator_meta, stored_converter, value_avro
+from statesource.flink.declarations import (
+    native_blockers,
+    operator_meta,
+    stored_converter,
+    value_avro,
+)
 from statesource.flink.header import StateInfo
 from statesource.flink.keyed import KeyGroupState
 from statesource.flink.metadata import OperatorSnapshot
@@ -73,6 +78,17 @@ class FlinkCheckpoint:
     def timer_states(self, operator: str | None = None) -> list[StateInfo]:
         header = self.snapshot.header(self._op(operator))
         return [info for info in (header.states if header else ()) if info.is_timer]
+
+    def unreadable_states(self, operator: str | None = None) -> dict[str, str]:
+        """Keyed states this snapshot's format cannot deliver, with the reason, by name.
+
+        Only native snapshots (and checkpoints) have such states: those with
+        Kryo values, whose bytes are not framed there.
+        """
+        op = self._op(operator)
+        header = self.snapshot.header(op)
+        native = any(not h.savepoint for h in self.snapshot.keyed_handles(op))
+        return native_blockers(header) if header is not None and native else {}
 
     def key_group_weights(self, operator: str | None = None) -> dict[int, int]:
         """Bytes per non-empty key group: what Spark partitions are balanced by."""

@@ -9,8 +9,9 @@ each known snapshot becomes a :class:`FlinkType` that reads one value from a
 namespaces) and its Avro schema (for values).
 
 Kryo's snapshot is understood but its values are not: they read as raw bytes
-(:class:`OpaqueType`) where the file frames each value. A snapshot of an
-unknown serializer (Avro, a custom one) has a payload of unknown length, so
+(:class:`OpaqueType`) where the file frames each value. Avro values are
+decoded by the schema in their snapshot (:mod:`statesource.flink.avro`).
+A snapshot of an unknown serializer (a custom one) has a payload of unknown length, so
 nothing after it in the header can be found: reading that file fails with an
 error naming the serializer's class. States of other operators, and operator
 states, stay readable.
@@ -22,7 +23,10 @@ from collections.abc import Callable
 from typing import Any
 
 from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
+from statesource.flink.avro import AVRO_SNAPSHOT, read_avro_snapshot
 from statesource.flink.binary import BinaryReader
+from statesource.flink.flink_type import FlinkType
+from statesource.schema import RecordKey, hashable_record
 from statesource.types import (
     BOOLEAN,
     BYTE,
@@ -46,37 +50,6 @@ from statesource.types import (
 COMPOSITE_MAGIC = 911108
 NESTED_MAGIC = 1333245
 _ROW_KINDS = {kind.byte_value: kind for kind in RowKind}
-
-
-class FlinkType:
-    """One Flink serializer: how to read a value, its length, its types."""
-
-    serializer: str
-    length: int = -1
-    """Bytes of every value, or -1 when values vary in size (as Flink's ``getLength``)."""
-
-    def read(self, r: BinaryReader) -> Any:
-        raise NotImplementedError
-
-    def read_whole(self, r: BinaryReader) -> Any:
-        """A value that fills all of ``r`` (a canonical savepoint frames each value)."""
-        return self.read(r)
-
-    def data_type(self) -> DataType:
-        """The statesource type of keys and namespaces of this serializer."""
-        raise IncompatibleCheckpointError(
-            f"values of {self.serializer} cannot be a key or namespace type in statesource")
-
-    def avro(self) -> Any:
-        """The Avro schema of values of this serializer."""
-        return self.data_type().to_avro()
-
-    def to_value(self, value: Any) -> Any:
-        """A decoded value in the shape its Avro schema takes (records as dicts)."""
-        return value
-
-    def describe(self) -> str:
-        return self.serializer.rsplit(".", 1)[-1].split("$")[0]
 
 
 class _Primitive(FlinkType):
@@ -165,9 +138,13 @@ class MapType(FlinkType):
 
     def read(self, r: BinaryReader) -> dict[Any, Any]:
         read_key, read_value = self.key.read, self.value.read
-        entries = {}
+        hashable = not isinstance(self.key, _Primitive)
+        entries: dict[Any, Any] = {}
         for _ in range(r.count("map size")):
-            key = read_key(r)
+            at = r.pos
+            key = hashable_record(read_key(r)) if hashable else read_key(r)
+            if key in entries:
+                raise duplicate_user_key(f"{r.source}, byte offset {r.base + at}", key)
             entries[key] = None if r.boolean() else read_value(r)
         return entries
 
@@ -189,6 +166,18 @@ class MapType(FlinkType):
             return {k: converted(v) for k, v in value.items()}
         convert_key = self.key.to_value
         return [{"key": convert_key(k), "value": converted(v)} for k, v in value.items()]
+
+
+def duplicate_user_key(where: str, key: Any) -> IncompatibleCheckpointError:
+    """A map holding one user key twice: Java's ``equals`` told them apart, Python's cannot.
+
+    It happens with keys of a class without ``equals`` (each object its own
+    key) or with 0.0 and -0.0; merging them would silently drop entries.
+    """
+    return IncompatibleCheckpointError(
+        f"{where}: a map holds the user key {key!r} twice: Java"
+        " told them apart (a key class without equals and hashCode, or 0.0 and -0.0), and"
+        " statesource would have to merge them")
 
 
 class TtlType(FlinkType):
@@ -297,7 +286,8 @@ class PojoFlinkType(FlinkType):
         self.pojo_class = pojo_class
         self.fields = fields
 
-    def read(self, r: BinaryReader) -> dict[str, Any] | None:
+    def read(self, r: BinaryReader) -> RecordKey | None:
+        """The fields by name (hashable: a POJO may be a map state's user key)."""
         at = r.pos
         flags = r.u8()
         if flags & self._NULL:
@@ -305,7 +295,8 @@ class PojoFlinkType(FlinkType):
         if not flags & self._NO_SUBCLASS:
             raise r.error(f"a subclass of POJO {self.pojo_class} (flags {flags:#x}) is not"
                           " supported", at)
-        return {name: None if r.boolean() else field.read(r) for name, field in self.fields}
+        return RecordKey({name: None if r.boolean() else field.read(r)
+                          for name, field in self.fields})
 
     def avro(self) -> Any:
         name = self.pojo_class.rsplit(".", 1)[-1].replace("$", "_")
@@ -360,13 +351,15 @@ def read_snapshot(r: BinaryReader) -> FlinkType:
     """One ``writeVersionedSnapshot``: class name, version, payload."""
     at = r.pos
     name = r.utf()
-    r.i32()  # the snapshot's version
+    version = r.i32()
     simple = _SIMPLE.get(name)
     if simple is not None:
         return _Primitive(name, *simple)
     reader = _COMPOSITES.get(name)
     if reader is not None:
         return reader(name, r)
+    if name == AVRO_SNAPSHOT:
+        return read_avro_snapshot(name, r, version)
     raise IncompatibleCheckpointError(
         f"{r.source}: serializer snapshot {name} at byte offset {at} is not supported; its"
         " payload cannot be skipped, so the states of this file cannot be read")

@@ -137,11 +137,12 @@ class FlinkSnapshot:
     def _read_header(self, handle: KeyedHandle) -> KeyedHeader:
         probe = min([o for o in handle.offsets if o] or [handle.stream.size])
         while True:
-            data = self.read_bytes(handle.stream, 0, min(max(probe, 1), handle.stream.size))
+            length = min(max(probe, 1), handle.stream.size)
+            data = self.read_bytes(handle.stream, 0, length)
             try:
                 return read_keyed_header(BinaryReader(data, self.describe(handle.stream)))
             except CorruptCheckpointError:
-                if len(data) >= handle.stream.size:
+                if length >= handle.stream.size:  # the whole stream: the header is bad
                     raise
                 probe = max(probe * 4, _HEADER_PROBE)
 
@@ -225,8 +226,18 @@ class FlinkSnapshot:
         return str(self.file_location(stream))
 
     def read_bytes(self, stream: StreamHandle, offset: int, length: int) -> bytes:
+        """Exactly ``length`` bytes at ``offset``, or an error (a short read is never data)."""
         if stream.inline is not None:
-            return stream.inline[offset:offset + length]
+            data = stream.inline[offset:offset + length]
+        else:
+            data = self._read_file(stream, offset, length)
+        if len(data) != length:
+            raise CorruptCheckpointError(
+                f"{self.describe(stream)}: {length} bytes at offset {offset} were asked for,"
+                f" {len(data)} could be read: the file is truncated or changed while read")
+        return data
+
+    def _read_file(self, stream: StreamHandle, offset: int, length: int) -> bytes:
         location = self.file_location(stream)
         try:
             with location.filesystem.open_input_file(location.path) as handle:

@@ -21,6 +21,7 @@ from statesource.errors import StateSourceError
 from statesource.format.ipc import split_batches
 from statesource.keyequality import decoded_key_canonicalizer
 from statesource.model import VALUE_ROLES, StateDeclaration, StateKind, snapshot_expirer_for
+from statesource.schema import hashable_record
 from statesource.types import DataType
 
 KEY_GROUP = "key_group"
@@ -236,5 +237,6 @@ def decode_entries(key_type: DataType, declaration: StateDeclaration,
     starts = entry_starts(keys, namespaces)
     for start, end in zip(starts, starts[1:]):
         entry: list | dict = (items[start:end] if kind is StateKind.LIST
-                              else dict(zip(values[0][start:end], items[start:end])))
+                              else dict(zip(map(hashable_record, values[0][start:end]),
+                                            items[start:end])))
         yield keys[start], namespaces[start], entry

@@ -42,9 +42,13 @@ def _read_all(path):
             pass
 
 
-def test_unknown_metadata_version(canonical):
-    _patch(canonical / "_metadata", 4, (99).to_bytes(4, "big"))
-    with pytest.raises(UnsupportedFormatVersionError, match="metadata version 99"):
+@pytest.mark.parametrize("version, writer", [(5, "Flink 1.x"), (7, "newer than 2.3"),
+                                             (99, "newer than 2.3")])
+def test_unknown_metadata_version(canonical, version, writer):
+    _patch(canonical / "_metadata", 4, version.to_bytes(4, "big"))
+    with pytest.raises(UnsupportedFormatVersionError,
+                       match=f"metadata version {version} \\(written by .*{writer}.*reads"
+                             " version 6"):
         FlinkCheckpoint.open(str(canonical))
 
 
@@ -147,3 +151,18 @@ def test_key_groups_beyond_max_parallelism_are_corruption(canonical):
     _patch(canonical / "_metadata", HANDLE_TYPE_OFFSET + 1, (100).to_bytes(4, "big"))
     with pytest.raises(CorruptCheckpointError, match="key groups 100..163"):
         FlinkCheckpoint.open(str(canonical))
+
+
+def test_a_short_read_is_an_error_not_a_hang(canonical, monkeypatch):
+    """A file that shrinks after its size was checked reads short: that is corruption, and the
+    header probe, which used to retry while it read less than the whole stream, stops."""
+    checkpoint = FlinkCheckpoint.open(str(canonical))
+    snapshot = checkpoint.snapshot
+    read_file = type(snapshot)._read_file
+
+    def shrinking(self, stream, offset, length):
+        return read_file(self, stream, offset, length)[: max(length // 2, 0)]
+
+    monkeypatch.setattr(type(snapshot), "_read_file", shrinking)
+    with pytest.raises(CorruptCheckpointError, match="bytes at offset 0 were asked for"):
+        _read_all(canonical)

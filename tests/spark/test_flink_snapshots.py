@@ -123,3 +123,42 @@ def test_window_state_and_timers_of_a_compressed_savepoint(spark):
     assert got == {k: w["sum"] for k, w in truth.items()}
     timers = load(spark, path, operator="windows", state="_timer_state/event_window-timers")
     assert timers.where("timestamp = namespace.end - 1").count() == len(truth)
+
+
+@pytest.mark.parametrize("kind", ["canonical", "native"])
+def test_avro_values_and_struct_user_keys_through_spark(spark, kind):
+    path = str(FIXTURES / "types" / kind)
+    truth = json.loads((FIXTURES / "types" / "expected.json").read_text())["keys"]
+    profiles = load(spark, path, operator="typed", state="profile")
+    assert "value:struct<user:string,visits:int,total:bigint" in profiles.schema.simpleString()
+    got = {r.key: (r.value.user, r.value.visits, r.value.level, r.value.nick, r.value.home.zip,
+                   r.value.counts, r.value.tags) for r in profiles.collect()}
+    assert got == {int(k): (w["profile"]["user"], w["profile"]["visits"], w["profile"]["level"],
+                            w["profile"]["nick"], w["profile"]["home"]["zip"],
+                            w["profile"]["counts"], w["profile"]["tags"])
+                   for k, w in truth.items()}
+    visits = load(spark, path, operator="typed", state="visits", flattenCollections="false")
+    assert {r.key: [v.asDict() for v in r.list_value] for r in visits.collect()} == {
+        int(k): w["visits"] for k, w in truth.items()}
+    pojos = load(spark, path, operator="typed", state="pojos").where("key = 3")
+    assert pojos.schema["user_key"].dataType.simpleString() == "struct<bucket:int,user:string>"
+    assert {json.dumps([r.user_key.user, r.user_key.bucket]): r.user_value
+            for r in pojos.collect()} == truth["3"]["pojos"]
+    (nested,) = load(spark, path, operator="typed", state="pojos",
+                     flattenCollections="false").where("key = 3").collect()
+    assert {json.dumps([k.user, k.bucket]): v for k, v in nested.map_value.items()} == \
+        truth["3"]["pojos"]
+    pairs = load(spark, path, operator="typed", state="pairs")
+    assert pairs.where("user_key.f0 = 'u1' and user_key.f1 = 1").count() == len(
+        [k for k, w in truth.items() if '["u1", 1]' in w["pairs"]])
+
+
+def test_kryo_values_of_a_canonical_savepoint_through_spark(spark):
+    path = str(FIXTURES / "types" / "canonical")
+    money = load(spark, path, operator="kryo", state="money")
+    assert money.schema["value"].dataType.simpleString() == "binary"
+    values = [r.value for r in money.collect()]
+    assert len(values) == 10 and all(v.endswith(b"EU" + bytes([ord("R") | 0x80])) for v in values)
+    (meta,) = [r for r in spark.read.format("flinkstate-metadata").load(path).collect()
+               if r.state_name == "money"]
+    assert "AvroFixtureJob$Money" in str(meta)
