@@ -100,16 +100,18 @@ def jvm_plan(source: ScanTarget | OperatorStateTarget | ChangeFeedTarget,
     groups: dict[str, list[int]] = {name: [] for name in
                                     ("keyGroup", "file", "batchCount", "offset", "length",
                                      "rows", "crc32")}
-    for index, data_file in enumerate(state.files):
+    for data_file in state.files:
         location = snapshot.data_file(data_file.path)  # confined to the root, or an error
         files.append({"path": os.path.realpath(location.path), "name": str(location),
                       "sizeBytes": data_file.size_bytes})
-        for loc in data_file.locations:
-            for name, value in (("keyGroup", loc.key_group), ("file", index),
-                                ("batchCount", loc.batch_count), ("offset", loc.offset),
-                                ("length", loc.length), ("rows", loc.rows),
-                                ("crc32", loc.crc32)):
-                groups[name].append(value)
+    index_of = {id(data_file): index for index, data_file in enumerate(state.files)}
+    # By key group: an incremental checkpoint's files overlap, and the JVM cuts slices from
+    # this order.
+    for data_file, loc in sorted(state.key_group_locations(), key=lambda pair: pair[1].key_group):
+        for name, value in (("keyGroup", loc.key_group), ("file", index_of[id(data_file)]),
+                            ("batchCount", loc.batch_count), ("offset", loc.offset),
+                            ("length", loc.length), ("rows", loc.rows), ("crc32", loc.crc32)):
+            groups[name].append(value)
     weights = key_group_weights(snapshot, source.operator, source.state)
     slices = plan_slices(weights, source.max_parallelism, source.parallelism, None)
     return {

@@ -20,7 +20,8 @@ from statesource import Checkpoint, CheckpointWriter
 from statesource.checkpointing.writer import SubtaskBackends
 from statesource.model import TtlConfig
 from statesource.spark import write_state
-from statesource.spark.jvm_plan import FlinkStatePythonSource
+from statesource.spark.jvm_plan import FlinkStatePythonSource, jvm_plan
+from statesource.spark.source import open_target
 from statesource.state.clock import ManualClock
 from statesource.state.descriptors import (
     ListStateDescriptor,
@@ -254,10 +255,11 @@ def test_incremental_checkpoints_read_alike(jvm, tmp_path):
                 truth[f"k{i}"] = i * checkpoint_id
             writer.write(checkpoint_id, {"op": [backend]})
     assert Checkpoint.open(str(tmp_path)).metadata.format_version == 3
-    on_jvm, on_python = both(jvm, str(tmp_path), state="counts")
-    assert "JVM columnar" in scan_of(on_jvm)
-    assert rows_of(on_jvm) == rows_of(on_python)
-    assert {r.key: r.value for r in on_jvm.collect()} == truth
+    for parallelism in ("1", "4", "32"):  # one slice, and slices the files cut across
+        on_jvm, on_python = both(jvm, str(tmp_path), state="counts", parallelism=parallelism)
+        assert "JVM columnar" in scan_of(on_jvm)
+        assert rows_of(on_jvm) == rows_of(on_python)
+        assert {r.key: r.value for r in on_jvm.collect()} == truth
 
 
 FLINK_SAVEPOINT = Path(__file__).resolve().parents[1] / "fixtures" / "flink" / "mp256" / "canonical"
@@ -310,3 +312,20 @@ def test_writes_reach_the_python_writer(jvm, typed_root, tmp_path):
     on_jvm, on_python = both(jvm, fresh, state="day")
     assert rows_of(on_jvm) == rows_of(on_python)
     assert sorted(rows_of(on_jvm.drop("key_group", "operator_index"))) == sorted(rows_of(later))
+
+
+def test_the_plan_lists_key_groups_in_order_across_overlapping_files(tmp_path):
+    """The JVM cuts partitions from the plan's order; an incremental checkpoint's files overlap,
+    so listing locations file by file would put a changed key group after the others."""
+    backend = KeyedStateBackend("string", 32)
+    counts = backend.get_state(ValueStateDescriptor("counts", "long"))
+    with CheckpointWriter(str(tmp_path), incremental=True) as writer:
+        for checkpoint_id, keys in ((1, range(200)), (2, range(0, 200, 37))):
+            for i in keys:
+                backend.set_current_key(f"k{i}")
+                counts.update(i)
+            writer.write(checkpoint_id, {"op": [backend]})
+    options = {"path": str(tmp_path), "state": "counts"}
+    plan = jvm_plan(open_target(options), options)
+    groups = plan["keyGroups"]["keyGroup"]
+    assert groups == sorted(set(groups)) and len(set(plan["keyGroups"]["file"])) == 2

@@ -11,7 +11,7 @@ import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
 
-/** Partitions are the Python planner's key-group slices, thinned to the key groups pushed. */
+/** Partitions are key-group slices, thinned to the key groups pushed. */
 final class FlinkStateScan implements Scan, Batch {
   private final ReadPlan plan;
   private final StructType required;
@@ -40,8 +40,19 @@ final class FlinkStateScan implements Scan, Batch {
     return this;
   }
 
+  /**
+   * The Python planner's slices; one partition when no column needs a data file (count(*),
+   * key_group, operator_index): those rows come from the metadata, and a task per slice would
+   * cost more than it does.
+   */
   @Override
   public InputPartition[] planInputPartitions() {
+    if (KeyGroupBatchReader.fromMetadata(required.fieldNames())) {
+      int[] members = java.util.stream.IntStream.range(0, plan.keyGroup.length)
+          .filter(i -> allowed == null || allowed.get(plan.keyGroup[i])).toArray();
+      return members.length == 0 ? new InputPartition[0]
+          : new InputPartition[] {new KeyGroupPartition(members)};
+    }
     List<InputPartition> partitions = new ArrayList<>();
     int next = 0;
     for (int[] slice : plan.slices) {

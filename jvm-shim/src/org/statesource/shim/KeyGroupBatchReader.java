@@ -71,9 +71,13 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
     this.plan = plan;
     this.columns = columns;
     this.entries = entries;
-    this.fromMetadata = Arrays.stream(columns)
-        .allMatch(c -> KEY_GROUP.equals(c) || OPERATOR_INDEX.equals(c));
+    this.fromMetadata = fromMetadata(columns);
     this.allocator = ShimMemory.ROOT.newChildAllocator("flinkstate-partition", 0, Long.MAX_VALUE);
+  }
+
+  /** Whether these columns come from the metadata alone: key_group and operator_index. */
+  static boolean fromMetadata(String[] columns) {
+    return Arrays.stream(columns).allMatch(c -> KEY_GROUP.equals(c) || OPERATOR_INDEX.equals(c));
   }
 
   @Override

@@ -58,6 +58,11 @@ final class ReadPlan implements Serializable {
     length = longs(groups.path("length"));
     rows = longs(groups.path("rows"));
     crc32 = longs(groups.path("crc32"));
+    for (int i = 1; i < keyGroup.length; i++) {
+      if (keyGroup[i] <= keyGroup[i - 1]) {  // slices are cut from this order
+        throw new IllegalStateException("flinkstate plan: key groups out of order at entry " + i);
+      }
+    }
     JsonNode planned = root.path("slices");
     slices = new int[planned.size()][];
     for (int i = 0; i < planned.size(); i++) {
