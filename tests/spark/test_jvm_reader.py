@@ -329,3 +329,21 @@ def test_the_plan_lists_key_groups_in_order_across_overlapping_files(tmp_path):
     plan = jvm_plan(open_target(options), options)
     groups = plan["keyGroups"]["keyGroup"]
     assert groups == sorted(set(groups)) and len(set(plan["keyGroups"]["file"])) == 2
+
+
+def test_a_bare_count_is_one_row_from_the_metadata(jvm, typed_root, tmp_path):
+    """count(*) without filters is pushed whole: no aggregate or shuffle in Spark, one row even
+    for a state with no entries; with a filter Spark counts the rows read."""
+    df = jvm.read.format("flinkstate").option("state", "stamp").load(typed_root)
+    counted = df.selectExpr("count(*) AS n", "count(*) AS m")
+    plan = scan_of(counted)
+    assert "count(*) from the metadata" in plan and "HashAggregate" not in plan
+    assert tuple(counted.collect()[0]) == (350, 350)
+    assert df.where("key_group < 10").count() == df.where("key_group < 10").collect().__len__()
+    backend = KeyedStateBackend("string", 16)
+    backend.get_state(ValueStateDescriptor("empty", "long"))
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    on_jvm, on_python = both(jvm, str(tmp_path), state="empty")
+    assert on_jvm.count() == on_python.count() == 0
+    assert jvm.read.format("flinkstate").option("state", "empty").load(str(tmp_path)) \
+        .selectExpr("count(*)").collect()[0][0] == 0

@@ -17,12 +17,16 @@ final class FlinkStateScan implements Scan, Batch {
   private final StructType required;
   private final BitSet allowed;
   private final Filter[] pushed;
+  private final boolean counting;
 
-  FlinkStateScan(ReadPlan plan, StructType required, BitSet allowed, Filter[] pushed) {
+  /** {@code counting}: {@code required} is count(*) columns, answered from the metadata. */
+  FlinkStateScan(ReadPlan plan, StructType required, BitSet allowed, Filter[] pushed,
+      boolean counting) {
     this.plan = plan;
     this.required = required;
     this.allowed = allowed;
     this.pushed = pushed;
+    this.counting = counting;
   }
 
   @Override
@@ -32,7 +36,8 @@ final class FlinkStateScan implements Scan, Batch {
 
   @Override
   public String description() {
-    return "flinkstate (JVM columnar) pruned by " + Arrays.toString(pushed);
+    return "flinkstate (JVM columnar) " + (counting ? "count(*) from the metadata"
+        : "pruned by " + Arrays.toString(pushed));
   }
 
   @Override
@@ -47,10 +52,11 @@ final class FlinkStateScan implements Scan, Batch {
    */
   @Override
   public InputPartition[] planInputPartitions() {
-    if (KeyGroupBatchReader.fromMetadata(required.fieldNames())) {
+    if (counting || KeyGroupBatchReader.fromMetadata(required.fieldNames())) {
       int[] members = java.util.stream.IntStream.range(0, plan.keyGroup.length)
           .filter(i -> allowed == null || allowed.get(plan.keyGroup[i])).toArray();
-      return members.length == 0 ? new InputPartition[0]
+      // A pushed count(*) is one row even over no key group.
+      return members.length == 0 && !counting ? new InputPartition[0]
           : new InputPartition[] {new KeyGroupPartition(members)};
     }
     List<InputPartition> partitions = new ArrayList<>();
@@ -74,6 +80,7 @@ final class FlinkStateScan implements Scan, Batch {
 
   @Override
   public PartitionReaderFactory createReaderFactory() {
-    return new KeyGroupReaderFactory(plan, required.fieldNames());
+    return counting ? new CountReaderFactory(plan, required.size())
+        : new KeyGroupReaderFactory(plan, required.fieldNames());
   }
 }

@@ -3,7 +3,11 @@ package org.statesource.shim;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.List;
+import org.apache.spark.sql.connector.expressions.aggregate.AggregateFunc;
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
+import org.apache.spark.sql.connector.expressions.aggregate.CountStar;
 import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
 import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.sources.EqualTo;
@@ -13,6 +17,8 @@ import org.apache.spark.sql.sources.GreaterThanOrEqual;
 import org.apache.spark.sql.sources.In;
 import org.apache.spark.sql.sources.LessThan;
 import org.apache.spark.sql.sources.LessThanOrEqual;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
@@ -25,7 +31,7 @@ import org.apache.spark.sql.types.StructType;
  * fresh builder serves each query: nothing pushed into one scan leaks into another.
  */
 final class FlinkStateScanBuilder implements SupportsPushDownFilters,
-    SupportsPushDownRequiredColumns {
+    SupportsPushDownRequiredColumns, SupportsPushDownAggregates {
   private static final String KEY = "key";
   private static final String KEY_GROUP = "key_group";
   private static final String OPERATOR_INDEX = "operator_index";
@@ -35,6 +41,7 @@ final class FlinkStateScanBuilder implements SupportsPushDownFilters,
   private StructType required;
   private BitSet allowed;
   private Filter[] used = new Filter[0];
+  private int counts;
 
   FlinkStateScanBuilder(StructType schema, ReadPlan plan) {
     this.plan = plan;
@@ -83,9 +90,40 @@ final class FlinkStateScanBuilder implements SupportsPushDownFilters,
     return used;
   }
 
+  /**
+   * A bare {@code count(*)} (Spark offers aggregates only when no filter is left for it to
+   * evaluate) is answered whole from the metadata's row counts: no partial aggregate, no
+   * shuffle.
+   */
+  @Override
+  public boolean pushAggregation(Aggregation aggregation) {
+    if (aggregation.groupByExpressions().length != 0) {
+      return false;
+    }
+    for (AggregateFunc function : aggregation.aggregateExpressions()) {
+      if (!(function instanceof CountStar)) {
+        return false;
+      }
+    }
+    counts = aggregation.aggregateExpressions().length;
+    return true;
+  }
+
+  @Override
+  public boolean supportCompletePushDown(Aggregation aggregation) {
+    return pushAggregation(aggregation);
+  }
+
   @Override
   public Scan build() {
-    return new FlinkStateScan(plan, required, allowed, used);
+    if (counts > 0) {
+      StructField[] fields = new StructField[counts];
+      for (int i = 0; i < counts; i++) {
+        fields[i] = new StructField("count(*)", DataTypes.LongType, false, Metadata.empty());
+      }
+      return new FlinkStateScan(plan, new StructType(fields), allowed, used, true);
+    }
+    return new FlinkStateScan(plan, required, allowed, used, false);
   }
 
   /** The key groups that can hold rows matching {@code filter}, or null when it cannot prune. */
