@@ -347,3 +347,40 @@ def test_a_bare_count_is_one_row_from_the_metadata(jvm, typed_root, tmp_path):
     assert on_jvm.count() == on_python.count() == 0
     assert jvm.read.format("flinkstate").option("state", "empty").load(str(tmp_path)) \
         .selectExpr("count(*)").collect()[0][0] == 0
+
+
+KEYS_BY_TYPE = {
+    "string": [f"user-{i}" for i in range(300)] + ["", "ünï", "\U0001f600"],
+    "char": ["a", "b", "ß", "Z"],
+    "int": list(range(-150, 150)),
+    "long": [i * 10_000_000_000 for i in range(-50, 50)],
+    "short": list(range(-40, 40)),
+    "byte": list(range(-20, 20)),
+    "boolean": [True, False],
+}
+
+
+@pytest.mark.parametrize("key_type", sorted(KEYS_BY_TYPE))
+def test_key_lookups_return_exactly_the_keys_rows(jvm, tmp_path, key_type):
+    """The reader returns only the span of a batch that may hold the pushed keys; lookups of
+    present and absent keys, alone and in IN lists, must still return exactly their rows."""
+    keys = KEYS_BY_TYPE[key_type]
+    backend = KeyedStateBackend(key_type, 8)  # few key groups: many keys share each batch
+    values = backend.get_state(ValueStateDescriptor("v", "long"))
+    for i, key in enumerate(keys):
+        backend.set_current_key(key)
+        values.update(i)
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    df = jvm.read.format("flinkstate").load(str(tmp_path))
+    df.createOrReplaceTempView("lookups")
+    present = keys[:: max(1, len(keys) // 7)]
+    absent = {"string": "nobody", "char": "q", "int": 999, "long": 7, "short": 99,
+              "byte": 99, "boolean": None}[key_type]
+    for key in present:
+        rows = df.where(df.key == key).collect()
+        assert [(r.key, r.value) for r in rows] == [(key, keys.index(key))]
+    wanted = present[:3] + ([absent] if absent is not None else [])
+    rows = df.where(df.key.isin(wanted)).collect()
+    assert sorted(r.value for r in rows) == sorted(keys.index(k) for k in wanted if k in keys)
+    if absent is not None:
+        assert df.where(df.key == absent).count() == 0

@@ -17,15 +17,20 @@ final class FlinkStateScan implements Scan, Batch {
   private final StructType required;
   private final BitSet allowed;
   private final Filter[] pushed;
+  private final Object[] keys;
   private final boolean counting;
 
-  /** {@code counting}: {@code required} is count(*) columns, answered from the metadata. */
+  /**
+   * {@code keys}: the values of a pushed key filter (null: none); {@code counting}:
+   * {@code required} is count(*) columns, answered from the metadata.
+   */
   FlinkStateScan(ReadPlan plan, StructType required, BitSet allowed, Filter[] pushed,
-      boolean counting) {
+      Object[] keys, boolean counting) {
     this.plan = plan;
     this.required = required;
     this.allowed = allowed;
     this.pushed = pushed;
+    this.keys = keys;
     this.counting = counting;
   }
 
@@ -81,6 +86,6 @@ final class FlinkStateScan implements Scan, Batch {
   @Override
   public PartitionReaderFactory createReaderFactory() {
     return counting ? new CountReaderFactory(plan, required.size())
-        : new KeyGroupReaderFactory(plan, required.fieldNames());
+        : new KeyGroupReaderFactory(plan, required.fieldNames(), keys);
   }
 }

@@ -41,6 +41,7 @@ final class FlinkStateScanBuilder implements SupportsPushDownFilters,
   private StructType required;
   private BitSet allowed;
   private Filter[] used = new Filter[0];
+  private Object[] keys;
   private int counts;
 
   FlinkStateScanBuilder(StructType schema, ReadPlan plan) {
@@ -67,12 +68,16 @@ final class FlinkStateScanBuilder implements SupportsPushDownFilters,
   @Override
   public Filter[] pushFilters(Filter[] filters) {
     allowed = null;
+    keys = null;
     List<Filter> accepted = new ArrayList<>();
     if (plan.filterPushdown) {
       for (Filter filter : filters) {
         BitSet groups = keyGroupsMatching(filter);
         if (groups != null) {
           accepted.add(filter);
+          if (keys == null) {
+            keys = keyValues(filter);
+          }
           if (allowed == null) {
             allowed = groups;
           } else {
@@ -121,9 +126,23 @@ final class FlinkStateScanBuilder implements SupportsPushDownFilters,
       for (int i = 0; i < counts; i++) {
         fields[i] = new StructField("count(*)", DataTypes.LongType, false, Metadata.empty());
       }
-      return new FlinkStateScan(plan, new StructType(fields), allowed, used, true);
+      return new FlinkStateScan(plan, new StructType(fields), allowed, used, null, true);
     }
-    return new FlinkStateScan(plan, required, allowed, used, false);
+    return new FlinkStateScan(plan, required, allowed, used, keys, false);
+  }
+
+  /**
+   * The keys an accepted {@code key = v} / {@code key IN (...)} filter names, for the reader to
+   * skip the rows of its key groups that hold other keys; null for any other filter.
+   */
+  private static Object[] keyValues(Filter filter) {
+    if (filter instanceof EqualTo equal && KEY.equals(equal.attribute())) {
+      return new Object[] {equal.value()};
+    }
+    if (filter instanceof In in && KEY.equals(in.attribute())) {
+      return in.values();
+    }
+    return null;
   }
 
   /** The key groups that can hold rows matching {@code filter}, or null when it cannot prune. */

@@ -7,6 +7,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.Channels;
 import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
@@ -17,8 +18,12 @@ import org.apache.arrow.flatbuf.Message;
 import org.apache.arrow.flatbuf.MessageHeader;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.BitVector;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.IntVector;
+import org.apache.arrow.vector.SmallIntVector;
+import org.apache.arrow.vector.TinyIntVector;
 import org.apache.arrow.vector.TimeStampMilliTZVector;
 import org.apache.arrow.vector.TimeStampMilliVector;
 import org.apache.arrow.vector.TimeStampMicroTZVector;
@@ -26,11 +31,13 @@ import org.apache.arrow.vector.TimeStampMicroVector;
 import org.apache.arrow.vector.TimeStampVector;
 import org.apache.arrow.vector.ValueVector;
 import org.apache.arrow.vector.VectorLoader;
+import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ReadChannel;
 import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
 import org.apache.arrow.vector.ipc.message.MessageSerializer;
 import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.arrow.vector.util.TransferPair;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -46,6 +53,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
   private static final String KEY_GROUP = "key_group";
   private static final String OPERATOR_INDEX = "operator_index";
+  private static final String KEY = "key";
   /** Rows per batch of columns made from the metadata alone (bounded whatever it claims). */
   private static final int METADATA_BATCH_ROWS = 1 << 16;
 
@@ -53,6 +61,8 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
   private final String[] columns;
   private final int[] entries;
   private final boolean fromMetadata;
+  private final Object[] keys;
+  private final byte[][] keyBytes;
   private long metadataRows;
   private final BufferAllocator allocator;
   private VectorSchemaRoot root;
@@ -67,10 +77,15 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
   private int entry = -1;
   private ColumnarBatch current;
 
-  KeyGroupBatchReader(ReadPlan plan, String[] columns, int[] entries) {
+  /** {@code keys}: the values of a pushed key filter, whose rows are the only ones needed. */
+  KeyGroupBatchReader(ReadPlan plan, String[] columns, int[] entries, Object[] keys) {
     this.plan = plan;
     this.columns = columns;
     this.entries = entries;
+    this.keys = keys;
+    this.keyBytes = keys == null ? null : Arrays.stream(keys)
+        .map(k -> k instanceof String text ? text.getBytes(StandardCharsets.UTF_8) : null)
+        .toArray(byte[][]::new);
     this.fromMetadata = fromMetadata(columns);
     this.allocator = ShimMemory.ROOT.newChildAllocator("flinkstate-partition", 0, Long.MAX_VALUE);
   }
@@ -86,15 +101,87 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
     if (fromMetadata) {
       return nextFromMetadata();
     }
-    while (remaining == 0) {
-      releaseRange();
-      if (position == entries.length) {
+    while (true) {
+      while (remaining == 0) {
+        releaseRange();
+        if (position == entries.length) {
+          return false;
+        }
+        openKeyGroup(entries[position++]);
+      }
+      loadNextBatch();
+      int[] span = keySpan();
+      if (span[1] > 0) {
+        current = new ColumnarBatch(outputVectors(span[0], span[1]), span[1]);
+        return true;
+      }
+    }
+  }
+
+  /**
+   * The rows {@code [first, first + count)} of the batch that may hold a pushed key: all rows
+   * without a key filter. Spark applies every filter to what is returned, so the span needs only
+   * to cover the matches; a key of a type this cannot compare keeps the whole batch.
+   */
+  private int[] keySpan() {
+    int rows = root.getRowCount();
+    if (keys == null) {
+      return new int[] {0, rows};
+    }
+    FieldVector key = root.getVector(KEY);
+    int first = -1;
+    int last = -1;
+    for (int row = 0; row < rows; row++) {
+      if (mayMatch(key, row)) {
+        first = first < 0 ? row : first;
+        last = row;
+      }
+    }
+    return first < 0 ? new int[] {0, 0} : new int[] {first, last - first + 1};
+  }
+
+  private boolean mayMatch(FieldVector key, int row) {
+    if (key.isNull(row)) {
+      return false;
+    }
+    for (int i = 0; i < keys.length; i++) {
+      Object value = keys[i];
+      if (value != null && mayEqual(key, row, value, keyBytes[i])) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static boolean mayEqual(FieldVector key, int row, Object value, byte[] utf8) {
+    if (key instanceof VarCharVector text && utf8 != null) {
+      int start = text.getStartOffset(row);
+      if (text.getEndOffset(row) - start != utf8.length) {
         return false;
       }
-      openKeyGroup(entries[position++]);
+      ArrowBuf data = text.getDataBuffer();
+      for (int i = 0; i < utf8.length; i++) {
+        if (data.getByte(start + i) != utf8[i]) {
+          return false;
+        }
+      }
+      return true;
     }
-    loadNextBatch();
-    current = new ColumnarBatch(outputVectors(), root.getRowCount());
+    if (key instanceof BigIntVector longs && value instanceof Long number) {
+      return longs.get(row) == number;
+    }
+    if (key instanceof IntVector ints && value instanceof Integer number) {
+      return ints.get(row) == number;
+    }
+    if (key instanceof SmallIntVector shorts && value instanceof Short number) {
+      return shorts.get(row) == number;
+    }
+    if (key instanceof TinyIntVector bytes && value instanceof Byte number) {
+      return bytes.get(row) == number;
+    }
+    if (key instanceof BitVector bits && value instanceof Boolean flag) {
+      return (bits.get(row) == 1) == flag;
+    }
     return true;
   }
 
@@ -233,15 +320,21 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
     }
   }
 
-  private ColumnVector[] outputVectors() {
-    int rows = root.getRowCount();
+  private ColumnVector[] outputVectors(int first, int rows) {
     ColumnVector[] vectors = new ColumnVector[columns.length];
     for (int i = 0; i < columns.length; i++) {
       String column = columns[i];
       if (OPERATOR_INDEX.equals(column)) {
         vectors[i] = new BorrowedArrowColumnVector(operatorIndexes(rows));
       } else {
-        vectors[i] = new BorrowedArrowColumnVector(sparkReady(root.getVector(column), rows));
+        FieldVector vector = root.getVector(column);
+        if (rows != root.getRowCount()) {
+          TransferPair slice = vector.getTransferPair(allocator);
+          slice.splitAndTransfer(first, rows);
+          vector = (FieldVector) slice.getTo();
+          derived.add(vector);
+        }
+        vectors[i] = new BorrowedArrowColumnVector(sparkReady(vector, rows));
       }
     }
     return vectors;

@@ -12,10 +12,12 @@ final class KeyGroupReaderFactory implements PartitionReaderFactory {
 
   private final ReadPlan plan;
   private final String[] columns;
+  private final Object[] keys;
 
-  KeyGroupReaderFactory(ReadPlan plan, String[] columns) {
+  KeyGroupReaderFactory(ReadPlan plan, String[] columns, Object[] keys) {
     this.plan = plan;
     this.columns = columns;
+    this.keys = keys;
   }
 
   @Override
@@ -25,7 +27,8 @@ final class KeyGroupReaderFactory implements PartitionReaderFactory {
 
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-    return new KeyGroupBatchReader(plan, columns, ((KeyGroupPartition) partition).entries());
+    return new KeyGroupBatchReader(plan, columns, ((KeyGroupPartition) partition).entries(),
+        keys);
   }
 
   @Override
