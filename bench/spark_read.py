@@ -10,7 +10,7 @@ Writes one checkpoint of Value-state entries and the same rows
 - a point lookup by key, pruned to one key group by filter pushdown
   (goal: JVM reader at most 0.05x; Parquet cannot skip on key);
 - flink_key_group over every key, against the same query without it
-  (goal: the Java UDF at most 1.3x), and the Python fallback of the function;
+  (goal: the shim's JVM function at most 1.3x), and the Python fallback of the function;
 and, in fresh processes, the latency of a first query in a new session with
 the shim's jar cached and with a cold build of it.
 """
@@ -152,7 +152,7 @@ def main() -> None:
         register_functions(spark, use_jvm=False)
         python_udf = timed(with_udf)
         print(f"flink_key_group over {args.entries:,} keys (Parquet scan, same query without the"
-              f" function = 1.00x, {without:.2f} s): Java UDF {java_udf:.2f} s"
+              f" function = 1.00x, {without:.2f} s): JVM function {java_udf:.2f} s"
               f" ({java_udf / without:.2f}x; goal <= 1.3x), Python fallback {python_udf:.2f} s"
               f" ({python_udf / without:.2f}x)")
         spark.stop()
