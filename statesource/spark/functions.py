@@ -22,17 +22,14 @@ from statesource.spark.jvm_session import (
 )
 
 
-def register_functions(spark: Any, *, use_jvm: bool = True, python_fallback: bool = True) -> str:
-    """Register both functions on ``spark``; returns the path taken: ``"jvm"``, ``"python"``, or
-    ``"none"`` when the shim is unavailable and ``python_fallback`` is False.
+def register_functions(spark: Any, *, use_jvm: bool = True) -> str:
+    """Register both functions on ``spark``; returns ``"jvm"`` or ``"python"``, the path taken.
 
     ``use_jvm=False`` forces the Python implementation (the tests compare the two).
     """
     if use_jvm and load_shim(spark):
         register_java_functions(spark)
         return "jvm"
-    if not python_fallback:
-        return "none"
     from pyspark.sql.functions import arrow_udf
 
     # The functions' pa.Array type hints make them scalar Arrow UDFs; pyarrow has no stubs, so

@@ -60,7 +60,7 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
   private final ReadPlan plan;
   private final String[] columns;
   private final int[] entries;
-  private final boolean fromMetadata;
+  private final boolean metadataOnly;
   private final Object[] keys;
   private final byte[][] keyBytes;
   private long metadataRows;
@@ -86,7 +86,7 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
     this.keyBytes = keys == null ? null : Arrays.stream(keys)
         .map(k -> k instanceof String text ? text.getBytes(StandardCharsets.UTF_8) : null)
         .toArray(byte[][]::new);
-    this.fromMetadata = fromMetadata(columns);
+    this.metadataOnly = fromMetadata(columns);
     this.allocator = ShimMemory.ROOT.newChildAllocator("flinkstate-partition", 0, Long.MAX_VALUE);
   }
 
@@ -98,7 +98,7 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
   @Override
   public boolean next() throws IOException {
     closeDerived();
-    if (fromMetadata) {
+    if (metadataOnly) {
       return nextFromMetadata();
     }
     while (true) {
