@@ -29,7 +29,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("vocabulary", ("statesource.model", "statesource.redistribution")),
     ("sides", ("statesource.state", "statesource.format")),
     ("bridges", ("statesource.checkpointing", "statesource.skew", "statesource.plot",
-                 "statesource.rescale", "statesource.flink", "statesource.jvm")),
+                 "statesource.rescale", "statesource.flink", "statesource.jvm",
+                 "statesource.sources")),
     ("top", ("statesource.spark", "statesource.demo", "statesource.cli")),
     # The curated public API imports every layer, so nothing inside the package may import it.
     ("public API", (PACKAGE,)),

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from statesource.errors import IncompatibleCheckpointError, StateSourceError
 from statesource.flink.changefeed import FlinkChangeFeed, open_flink_snapshot
 from statesource.flink.reader import FlinkCheckpoint
-from statesource.flink.snapshot import find_flink_snapshot
 from statesource.format import Checkpoint
 from statesource.format.changefeed import ChangeFeed, KeyGroupChangeFeed
 from statesource.format.metadata import OperatorMeta
+from statesource.format.source import FLINK
 from statesource.format.storage import resolve
+from statesource.sources import kind_of
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -36,7 +37,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    flink = [find_flink_snapshot(resolve(path)) is not None for path in (args.start, args.end)]
+    flink = [kind_of(resolve(path)) == FLINK for path in (args.start, args.end)]
     operators: list[OperatorMeta]
     feed_of: Callable[[str, str], KeyGroupChangeFeed]
     if any(flink):

@@ -12,14 +12,15 @@ from datetime import datetime, timezone
 from statesource.checks import check_int
 from statesource.errors import InvalidArgumentError
 from statesource.flink.reader import FlinkCheckpoint
-from statesource.flink.snapshot import find_flink_snapshot
 from statesource.format import Checkpoint
 from statesource.format.metadata import OperatorMeta
+from statesource.format.source import FLINK
 from statesource.format.storage import resolve
 from statesource.plot import require_matplotlib
 from statesource.rescale import check_parallelism_for
 from statesource.schema import ValueSchema
 from statesource.skew import Distribution, KeyGroupBalance, describe_per_subtask, imbalance
+from statesource.sources import kind_of
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -65,7 +66,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_arguments(args)
-    if find_flink_snapshot(resolve(args.path), args.checkpoint_id) is not None:
+    if kind_of(resolve(args.path), args.checkpoint_id) == FLINK:
         return inspect_flink(FlinkCheckpoint.open(args.path, checkpoint_id=args.checkpoint_id))
     checkpoint = Checkpoint.open(args.path, checkpoint_id=args.checkpoint_id)
     meta = checkpoint.metadata

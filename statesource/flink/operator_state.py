@@ -10,7 +10,6 @@ int size and its (key, value) pairs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from statesource.errors import (
@@ -22,22 +21,11 @@ from statesource.flink.binary import BinaryReader
 from statesource.flink.header import StateInfo, read_state_info
 from statesource.flink.metadata import OperatorSnapshot
 from statesource.flink.snappy import unframe
+from statesource.format.source import OperatorStateShares
 from statesource.model import DistributionMode
 from statesource.schema import ValueSchema
 
 SUPPORTED_VERSIONS = (6,)
-
-
-@dataclass
-class OperatorShares:
-    """One operator state across the subtasks: each subtask's list (or dict for broadcast)."""
-
-    name: str
-    mode: DistributionMode
-    schemas: dict[str, ValueSchema]
-    values: list[Any]
-    size_bytes: int = 0
-    rows: int = field(default=0)
 
 
 def _header(r: BinaryReader) -> tuple[dict[str, StateInfo], bool]:
@@ -63,9 +51,9 @@ def _schemas(info: StateInfo, mode: DistributionMode) -> dict[str, ValueSchema]:
     return {"element": ValueSchema.parse(info.value.avro())}
 
 
-def read_operator_states(snapshot: Any, op: OperatorSnapshot) -> dict[str, OperatorShares]:
+def read_operator_states(snapshot: Any, op: OperatorSnapshot) -> dict[str, OperatorStateShares]:
     """Every operator state of ``op`` (a :class:`FlinkSnapshot`'s), by name."""
-    shares: dict[str, OperatorShares] = {}
+    shares: dict[str, OperatorStateShares] = {}
     for subtask in op.subtasks:
         for handle in subtask.operator:
             source = snapshot.describe(handle.stream)
@@ -81,7 +69,7 @@ def read_operator_states(snapshot: Any, op: OperatorSnapshot) -> dict[str, Opera
                 share = shares.get(state.name)
                 if share is None:
                     empty: type = dict if state.mode is DistributionMode.BROADCAST else list
-                    share = OperatorShares(state.name, state.mode, _schemas(info, state.mode),
+                    share = OperatorStateShares(state.name, state.mode, _schemas(info, state.mode),
                                            [empty() for _ in range(op.parallelism)])
                     shares[state.name] = share
                 share.size_bytes += handle.stream.size

@@ -4,8 +4,9 @@ Spark's planning, ``inspect`` and the importer work on operators described by
 statesource's :class:`OperatorMeta` and on key groups delivered as Arrow tables
 in the format's data schema. :class:`FlinkCheckpoint` offers exactly that over
 a Flink savepoint or checkpoint, so those consumers need no Flink-specific
-path: only timers (which statesource's own format does not keep) have their
-own table, :func:`timer_schema`.
+path (:class:`~statesource.format.source.StateSource`): only timers, which
+statesource's own format does not keep, have their own table,
+:func:`~statesource.format.columns.timer_schema`.
 """
 
 from __future__ import annotations
@@ -27,28 +28,27 @@ from statesource.flink.declarations import (
 from statesource.flink.header import StateInfo
 from statesource.flink.keyed import KeyGroupState
 from statesource.flink.metadata import OperatorSnapshot
-from statesource.flink.operator_state import OperatorShares, read_operator_states
+from statesource.flink.operator_state import read_operator_states
 from statesource.flink.snapshot import FlinkSnapshot
-from statesource.format.columns import KEY, KEY_GROUP, NAMESPACE, RowEncoder
+from statesource.format.columns import RowEncoder, timer_schema
 from statesource.format.ipc import ReadListener
 from statesource.format.metadata import OperatorMeta
-from statesource.format.reader import StateSummary
+from statesource.format.source import (
+    FLINK,
+    OperatorStateShares,
+    SourceRef,
+    StateSummary,
+    TimerState,
+)
 from statesource.format.storage import Location
 from statesource.keygroups import KeyGroupRange
-from statesource.types import DataType
-
-TIMESTAMP = "timestamp"
-
-
-def timer_schema(key_type: DataType, namespace_type: DataType) -> pa.Schema:
-    """Rows of a timer state: one per registered timer."""
-    return pa.schema([pa.field(KEY_GROUP, pa.int32()), pa.field(KEY, key_type.arrow_type),
-                      pa.field(NAMESPACE, namespace_type.arrow_type),
-                      pa.field(TIMESTAMP, pa.int64())])
 
 
 class FlinkCheckpoint:
-    """A Flink savepoint or checkpoint, read like a statesource checkpoint."""
+    """A Flink savepoint or checkpoint, read like a statesource checkpoint (a
+    :class:`~statesource.format.source.StateSource`)."""
+
+    kind = FLINK
 
     def __init__(self, snapshot: FlinkSnapshot) -> None:
         self.snapshot = snapshot
@@ -66,6 +66,9 @@ class FlinkCheckpoint:
     def checkpoint_id(self) -> int:
         return self.snapshot.checkpoint_id
 
+    def ref(self) -> SourceRef:
+        return SourceRef(self.kind, self.location, self.checkpoint_id)
+
     def _op(self, uid: str | None) -> OperatorSnapshot:
         return self.snapshot.operator(uid)
 
@@ -75,9 +78,15 @@ class FlinkCheckpoint:
         return operator_meta(op.label, op.parallelism, op.max_parallelism,
                              self.snapshot.header(op))
 
-    def timer_states(self, operator: str | None = None) -> list[StateInfo]:
+    def timer_states(self, operator: str | None = None) -> list[TimerState]:
         header = self.snapshot.header(self._op(operator))
-        return [info for info in (header.states if header else ()) if info.is_timer]
+        return [TimerState(info.name, info.timer.key.data_type(),
+                           info.timer.namespace.data_type())
+                for info in (header.states if header else ()) if info.is_timer]
+
+    def arrow_layout(self, operator: str, state: str) -> None:
+        """None: a Flink snapshot's key groups are Flink's serialized streams."""
+        return None
 
     def unreadable_states(self, operator: str | None = None) -> dict[str, str]:
         """Keyed states this snapshot's format cannot deliver, with the reason, by name.
@@ -90,8 +99,10 @@ class FlinkCheckpoint:
         native = any(not h.savepoint for h in self.snapshot.keyed_handles(op))
         return native_blockers(header) if header is not None and native else {}
 
-    def key_group_weights(self, operator: str | None = None) -> dict[int, int]:
-        """Bytes per non-empty key group: what Spark partitions are balanced by."""
+    def key_group_weights(self, operator: str | None = None, state: str | None = None
+                          ) -> dict[int, int]:
+        """Bytes per non-empty key group, all states together: rows are known only once
+        decoded, and a key group's states lie in one stream."""
         op = self._op(operator)
         return {piece.key_group: piece.end - piece.begin
                 for piece in self.snapshot.key_group_bytes(op)}
@@ -144,7 +155,8 @@ class FlinkCheckpoint:
         for _, batches, _ in encoder.encode(_entries_of(info, decoded)):
             yield pa.Table.from_batches(batches, schema=encoder.schema)
 
-    def operator_state(self, name: str, *, operator: str | None = None) -> OperatorShares:
+    def operator_state(self, name: str, *, operator: str | None = None
+                       ) -> OperatorStateShares:
         """Operator state ``name``: its mode, value schemas and every subtask's share."""
         op = self._op(operator)
         shares = read_operator_states(self.snapshot, op)

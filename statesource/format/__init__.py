@@ -14,8 +14,9 @@ from statesource.format.commit import (
 )
 from statesource.format.datafile import write_keyed_file, write_operator_state_file
 from statesource.format.metadata import FORMAT_VERSION, CheckpointMeta
-from statesource.format.reader import Checkpoint, StateSummary
+from statesource.format.reader import Checkpoint
 from statesource.format.retention import RetentionPlan, retain
+from statesource.format.source import SourceRef, StateSource, StateSummary
 
 __all__ = [
     "FORMAT_VERSION",
@@ -25,6 +26,8 @@ __all__ = [
     "CheckpointMeta",
     "NonExclusiveCommitWarning",
     "RetentionPlan",
+    "SourceRef",
+    "StateSource",
     "StateSummary",
     "commit_checkpoint",
     "retain",

@@ -41,6 +41,17 @@ VALUE_COLUMNS: dict[StateKind, tuple[tuple[str, str], ...]] = {
 """Per kind: (column name, schema role) of the value columns, in column order."""
 
 
+TIMER_TIMESTAMP = "timestamp"
+
+
+def timer_schema(key_type: DataType, namespace_type: DataType) -> pa.Schema:
+    """Rows of a timer state (Flink's, which the format reads but does not store): one per
+    registered timer."""
+    return pa.schema([pa.field(KEY_GROUP, pa.int32()), pa.field(KEY, key_type.arrow_type),
+                      pa.field(NAMESPACE, namespace_type.arrow_type),
+                      pa.field(TIMER_TIMESTAMP, pa.int64())])
+
+
 def data_schema(key_type: DataType, declaration: StateDeclaration) -> pa.Schema:
     """The Arrow schema of a data file of this state (derived, never stored apart)."""
     fields = [

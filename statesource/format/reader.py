@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
 from itertools import groupby
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +26,14 @@ from statesource.format.metadata import (
     OperatorMeta,
 )
 from statesource.format.operator_columns import decode_operator_state, operator_state_schema
+from statesource.format.source import (
+    STATESOURCE,
+    ArrowLayout,
+    OperatorStateShares,
+    SourceRef,
+    StateSummary,
+    TimerState,
+)
 from statesource.format.storage import (
     METADATA_FILE,
     Location,
@@ -40,23 +46,6 @@ from statesource.format.storage import (
 )
 from statesource.keygroups import KeyGroupRange
 from statesource.redistribution import OldOperatorState
-
-
-@dataclass(frozen=True)
-class StateSummary:
-    """One state of one operator, as listings and the metadata view show it."""
-
-    checkpoint_id: int
-    operator_uid: str
-    parallelism: int
-    max_parallelism: int
-    state_name: str
-    kind: str
-    key_type: str | None
-    value_types: dict[str, Any]
-    entries: int | None
-    rows: int | None
-    size_bytes: int | None
 
 
 def read_metadata(directory: Location, file_name: str = METADATA_FILE) -> CheckpointMeta:
@@ -84,7 +73,9 @@ def read_metadata(directory: Location, file_name: str = METADATA_FILE) -> Checkp
 
 
 class Checkpoint:
-    """One committed checkpoint, opened by reading its metadata."""
+    """One committed checkpoint, opened by reading its metadata (a :class:`StateSource`)."""
+
+    kind = STATESOURCE
 
     def __init__(self, location: Location, metadata: CheckpointMeta) -> None:
         self.location = location
@@ -115,6 +106,9 @@ class Checkpoint:
     def root(self) -> Location:
         """The directory of checkpoints this one belongs to; data paths are relative to it."""
         return self.location.parent
+
+    def ref(self) -> SourceRef:
+        return SourceRef(self.kind, self.location, self.checkpoint_id)
 
     def data_file(self, path: str) -> Location:
         """Where a data file the metadata names lies (confined to the root)."""
@@ -172,6 +166,27 @@ class Checkpoint:
                 _check_key_group(file, location, table)
                 yield table
 
+    def key_group_weights(self, operator: str, state: str) -> dict[int, int]:
+        """Rows per non-empty key group."""
+        meta = self.operator(operator).keyed_state(state)
+        return {loc.key_group: loc.rows for _, loc in meta.key_group_locations()}
+
+    def timer_states(self, operator: str | None = None) -> list[TimerState]:
+        """None: statesource checkpoints keep no timers."""
+        self.operator(operator)
+        return []
+
+    def arrow_layout(self, operator: str, state: str) -> ArrowLayout:
+        op = self.operator(operator)
+        meta = op.keyed_state(state)
+        index_of = {data_file.path: index for index, data_file in enumerate(meta.files)}
+        return ArrowLayout(
+            data_schema(op.keyed_key_type, meta.declaration),
+            tuple((self.data_file(f.path), f.size_bytes) for f in meta.files),
+            tuple(sorted(((index_of[data_file.path], loc)
+                          for data_file, loc in meta.key_group_locations()),
+                         key=lambda piece: piece[1].key_group)))
+
     def _checked_range(self, op: OperatorMeta, key_groups: KeyGroupRange | Collection[int] | None
                        ) -> KeyGroupRange | Collection[int]:
         full = KeyGroupRange(0, op.max_parallelism - 1)
@@ -222,6 +237,12 @@ class Checkpoint:
                                  self.read_operator_state(meta.name, operator=op.uid),
                                  holders=sorted(p.subtask for p in meta.partitions))
                 for meta in op.operator_states]
+
+    def operator_state(self, name: str, *, operator: str | None = None) -> OperatorStateShares:
+        meta = self.operator(operator).operator_state(name)
+        return OperatorStateShares(meta.name, meta.mode, dict(meta.schemas),
+                                   self.read_operator_state(name, operator=operator),
+                                   meta.size_bytes, meta.rows)
 
     def read_operator_state(self, name: str, *, operator: str | None = None,
                             verify: bool = True) -> list[list | dict]:

@@ -18,18 +18,15 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from statesource.errors import InvalidArgumentError
-from statesource.flink.changefeed import FlinkChangeFeed
-from statesource.flink.snapshot import find_flink_snapshot
-from statesource.format.changefeed import ChangeFeed, KeyGroupChangeFeed
+from statesource.format.changefeed import KeyGroupChangeFeed
 from statesource.format.columns import KEY, KEY_GROUP
 from statesource.format.storage import Location, resolve
-from statesource.spark.compat import pushdown_safe_by_default
+from statesource.sources import kind_of, open_change_feed
 from statesource.spark.options import ReadOptions, parse_read_options
 from statesource.spark.planning import Pushdown
 from statesource.spark.pushdown import accept_filter
@@ -52,21 +49,13 @@ class ChangeFeedTarget:
     spark: StructType
     spark_arrow: pa.Schema
     filter_pushdown: bool
+    kind: str
+    """Of the snapshots: decided once, when the feed was planned."""
 
     def open(self) -> KeyGroupChangeFeed:
         return open_change_feed(self.location.path, self.start_id, self.end_id,
                                 operator=self.operator, state=self.state,
-                                filesystem=self.location.filesystem)
-
-
-def open_change_feed(path: str, start_id: int, end_id: int | None, *, operator: str | None,
-                     state: str | None, filesystem: pafs.FileSystem | None = None
-                     ) -> KeyGroupChangeFeed:
-    """The feed of a root of Flink ``chk-<id>`` checkpoints, or else of statesource ones."""
-    feed = (FlinkChangeFeed if find_flink_snapshot(resolve(path, filesystem)) is not None
-            else ChangeFeed)
-    return feed.open(path, start_id, end_id, operator=operator, state=state,
-                     filesystem=filesystem)
+                                filesystem=self.location.filesystem, kind=self.kind)
 
 
 def change_feed_target(options: dict[str, str]) -> ChangeFeedTarget | None:
@@ -84,16 +73,16 @@ def change_feed_target(options: dict[str, str]) -> ChangeFeedTarget | None:
         raise InvalidArgumentError(
             "option changeStartCheckpointId is required with readChangeFeed: the checkpoint"
             " the changes are counted from")
+    root = resolve(parsed.path)
+    kind = kind_of(root)
     feed = open_change_feed(parsed.path, parsed.change_start_checkpoint_id,
                             parsed.change_end_checkpoint_id, operator=parsed.operator,
-                            state=parsed.state)
+                            state=parsed.state, kind=kind)
     arrow = pa.schema([f.with_type(_spark_compatible(f.type)) for f in feed.schema])
     spark = from_arrow_schema(arrow)
-    pushdown = (pushdown_safe_by_default() if parsed.filter_pushdown is None
-                else parsed.filter_pushdown)
-    return ChangeFeedTarget(resolve(parsed.path), feed.start_id, feed.end_id, feed.operator,
-                            feed.state, spark, to_arrow_schema(spark, timezone="UTC"),
-                            pushdown)
+    return ChangeFeedTarget(root, feed.start_id, feed.end_id, feed.operator, feed.state, spark,
+                            to_arrow_schema(spark, timezone="UTC"),
+                            parsed.python_filter_pushdown(), kind)
 
 
 def _refuse_feed_options(parsed: ReadOptions) -> None:

@@ -27,14 +27,13 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import StructField, StructType
 
-from statesource.format.columns import data_schema
-from statesource.format.reader import Checkpoint
+from statesource.format.source import StateSource
+from statesource.sources import reopen
 from statesource.spark.changefeed_source import ChangeFeedTarget
 from statesource.spark.jvm_session import add_shim_jar
 from statesource.spark.operator_state import OperatorStateTarget
 from statesource.spark.options import parse_read_options
 from statesource.spark.planning import EXACT_KEY_TYPES, ScanTarget, plan_slices
-from statesource.spark.snapshots import key_group_weights, open_snapshot
 from statesource.spark.source import FlinkStateDataSource
 
 PYTHON_SOURCE_NAME = "flinkstate-python"
@@ -69,61 +68,54 @@ class FlinkStatePythonSource(FlinkStateDataSource):
         schema = super().schema()
         if not self._plan_requested:
             return schema
-        plan = json.dumps(jvm_plan(self._source(), self.options), separators=(",", ":"))
+        plan = json.dumps(jvm_plan(self._source(), self.options, self._snapshot),
+                          separators=(",", ":"))
         first = schema.fields[0]
         planned = StructField(first.name, first.dataType, first.nullable,
                               {**(first.metadata or {}), PLAN_METADATA: plan})
         return StructType([planned, *schema.fields[1:]])
 
 
-def jvm_plan(source: ScanTarget | OperatorStateTarget | ChangeFeedTarget,
-             options: Mapping[str, str]) -> dict[str, Any]:
-    """What the JVM reads for ``source``, or why it cannot serve it."""
-    if isinstance(source, ChangeFeedTarget):
+def jvm_plan(target: ScanTarget | OperatorStateTarget | ChangeFeedTarget,
+             options: Mapping[str, str], snapshot: StateSource | None = None) -> dict[str, Any]:
+    """What the JVM reads for ``target``, or why it cannot serve it (``snapshot``: the
+    snapshot the target names, where it is open already)."""
+    if isinstance(target, ChangeFeedTarget):
         return _unservable("the change feed is read by the Python source")
-    if isinstance(source, OperatorStateTarget):
+    if isinstance(target, OperatorStateTarget):
         return _unservable("operator state is read by the Python source")
-    reason = _unservable_target(source)
+    reason = _unservable_target(target)
     if reason is not None:
         return _unservable(reason)
-    snapshot = open_snapshot(source.location.path, source.checkpoint_id,
-                             source.location.filesystem)
-    if not isinstance(snapshot, Checkpoint):
-        return _unservable("a Flink snapshot is decoded by the Python source")
-    op = snapshot.operator(source.operator)
-    state = op.keyed_state(source.state)
-    schema = data_schema(op.keyed_key_type, state.declaration)
-    unreadable = [f"{f.name} ({f.type})" for f in schema if not _jvm_readable(f.type, True)]
+    source = reopen(target.source) if snapshot is None else snapshot
+    layout = source.arrow_layout(target.operator, target.state)
+    if layout is None:
+        return _unservable(f"a {source.kind} is decoded by the Python source")
+    unreadable = [f"{f.name} ({f.type})" for f in layout.schema
+                  if not _jvm_readable(f.type, True)]
     if unreadable:
         return _unservable(f"Arrow types the JVM reader does not convert: {', '.join(unreadable)}")
-    files: list[dict[str, Any]] = []
+    files = [{"path": os.path.realpath(location.path), "name": str(location), "sizeBytes": size}
+             for location, size in layout.files]
     groups: dict[str, list[int]] = {name: [] for name in
                                     ("keyGroup", "file", "batchCount", "offset", "length",
                                      "rows", "crc32")}
-    for data_file in state.files:
-        location = snapshot.data_file(data_file.path)  # confined to the root, or an error
-        files.append({"path": os.path.realpath(location.path), "name": str(location),
-                      "sizeBytes": data_file.size_bytes})
-    index_of = {id(data_file): index for index, data_file in enumerate(state.files)}
-    # By key group: an incremental checkpoint's files overlap, and the JVM cuts slices from
-    # this order.
-    for data_file, loc in sorted(state.key_group_locations(), key=lambda pair: pair[1].key_group):
-        for name, value in (("keyGroup", loc.key_group), ("file", index_of[id(data_file)]),
+    for index, loc in layout.key_groups:
+        for name, value in (("keyGroup", loc.key_group), ("file", index),
                             ("batchCount", loc.batch_count), ("offset", loc.offset),
                             ("length", loc.length), ("rows", loc.rows), ("crc32", loc.crc32)):
             groups[name].append(value)
-    weights = key_group_weights(snapshot, source.operator, source.state)
-    slices = plan_slices(weights, source.max_parallelism, source.parallelism, None)
+    weights = source.key_group_weights(target.operator, target.state)
+    slices = plan_slices(weights, target.max_parallelism, target.parallelism, None)
+    key_type = source.operator(target.operator).keyed_key_type
     return {
         "servable": True,
-        "maxParallelism": source.max_parallelism,
-        "parallelism": source.parallelism,
-        "exactKeys": op.keyed_key_type in EXACT_KEY_TYPES,
-        # The JVM plans every query afresh, so the pyspark pitfall that keeps the Python
-        # source's pushdown off by default does not apply: prune unless told not to.
-        "filterPushdown": parse_read_options(options).filter_pushdown is not False,
-        "fileSchema": base64.b64encode(schema.serialize().to_pybytes()).decode("ascii"),
-        "columns": source.output.arrow.names,
+        "maxParallelism": target.max_parallelism,
+        "parallelism": target.parallelism,
+        "exactKeys": key_type in EXACT_KEY_TYPES,
+        "filterPushdown": parse_read_options(options).jvm_filter_pushdown(),
+        "fileSchema": base64.b64encode(layout.schema.serialize().to_pybytes()).decode("ascii"),
+        "columns": target.output.arrow.names,
         "files": files,
         "keyGroups": groups,
         "slices": [[s.start, s.end] for s in slices],
@@ -135,8 +127,8 @@ def _unservable(reason: str) -> dict[str, Any]:
 
 
 def _unservable_target(target: ScanTarget) -> str | None:
-    if not target.location.is_local:
-        return f"{target.location} is not on the local filesystem"
+    if not target.source.location.is_local:
+        return f"{target.source.location} is not on the local filesystem"
     if target.output.nested:
         return "flattenCollections=false nests rows, which the JVM reader does not do"
     return None

@@ -12,8 +12,9 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from statesource.format.source import StateSource
+from statesource.sources import open_source
 from statesource.spark.options import parse_read_options
-from statesource.spark.snapshots import Snapshot, open_snapshot
 
 METADATA_SCHEMA = pa.schema([
     ("checkpoint_id", pa.int64()),
@@ -43,7 +44,7 @@ class FlinkStateMetadataDataSource(DataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         parsed = parse_read_options(dict(options), metadata_view=True)
-        self._checkpoint = open_snapshot(parsed.path, parsed.checkpoint_id)
+        self._checkpoint = open_source(parsed.path, parsed.checkpoint_id)
 
     def schema(self) -> str:
         return METADATA_DDL
@@ -53,7 +54,7 @@ class FlinkStateMetadataDataSource(DataSource):
 
 
 class MetadataReader(DataSourceReader):
-    def __init__(self, checkpoint: Snapshot) -> None:
+    def __init__(self, checkpoint: StateSource) -> None:
         self.checkpoint = checkpoint
 
     def partitions(self) -> list[InputPartition]:

@@ -17,22 +17,20 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from statesource.format.operator_columns import operator_state_table
-from statesource.format.storage import Location
+from statesource.format.source import SourceRef, StateSource
 from statesource.model import DistributionMode
 from statesource.schema import ValueSchema
+from statesource.sources import reopen
 from statesource.spark.options import ReadOptions
 from statesource.spark.schema import OutputSchema
-from statesource.spark.snapshots import (
-    open_snapshot,
-    operator_state_output,
-    operator_state_shares,
-)
+from statesource.spark.snapshots import operator_state_output
 
 
 @dataclass(frozen=True)
 class OperatorStateTarget:
-    location: Location
-    checkpoint_id: int
+    """The operator state a scan reads; small and picklable, as Spark ships it to the task."""
+
+    source: SourceRef
     operator: str | None
     name: str
     mode: DistributionMode
@@ -40,13 +38,12 @@ class OperatorStateTarget:
     output: OutputSchema
 
 
-def open_operator_state_target(parsed: ReadOptions) -> OperatorStateTarget:
+def open_operator_state_target(parsed: ReadOptions, source: StateSource
+                               ) -> OperatorStateTarget:
     assert parsed.operator_state is not None
-    snapshot = open_snapshot(parsed.path, parsed.checkpoint_id)
-    mode, schemas, _ = operator_state_shares(snapshot, parsed.operator, parsed.operator_state)
-    return OperatorStateTarget(snapshot.location, snapshot.checkpoint_id, parsed.operator,
-                               parsed.operator_state, mode, schemas,
-                               operator_state_output(mode, schemas))
+    share = source.operator_state(parsed.operator_state, operator=parsed.operator)
+    return OperatorStateTarget(source.ref(), parsed.operator, parsed.operator_state, share.mode,
+                               share.schemas, operator_state_output(share.mode, share.schemas))
 
 
 class OperatorStateReader(DataSourceReader):
@@ -58,10 +55,8 @@ class OperatorStateReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         target = self.target
-        snapshot = open_snapshot(target.location.path, target.checkpoint_id,
-                                 target.location.filesystem)
-        _, _, shares = operator_state_shares(snapshot, target.operator, target.name)
-        for index, share in enumerate(shares):
+        shares = reopen(target.source).operator_state(target.name, operator=target.operator)
+        for index, share in enumerate(shares.values):
             if not share:
                 continue
             table = operator_state_table(target.mode, target.schemas, share)

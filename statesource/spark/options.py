@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import overload
 
 from statesource.errors import InvalidArgumentError
+from statesource.spark.compat import pushdown_safe_by_default
 
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 
@@ -31,6 +32,16 @@ class ReadOptions:
     read_change_feed: bool = False
     change_start_checkpoint_id: int | None = None
     change_end_checkpoint_id: int | None = None
+
+    def python_filter_pushdown(self) -> bool:
+        """Whether the Python readers prune by pushed filters: as asked, else where this
+        pyspark scopes a pushed plan to its own query (:mod:`statesource.spark.compat`)."""
+        return pushdown_safe_by_default() if self.filter_pushdown is None else self.filter_pushdown
+
+    def jvm_filter_pushdown(self) -> bool:
+        """Whether the JVM reader prunes: unless told not to, as it plans every query afresh
+        and the pyspark pitfall of the Python readers does not apply."""
+        return self.filter_pushdown is not False
 
 
 _KNOWN = {

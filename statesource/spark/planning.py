@@ -32,7 +32,7 @@ from statesource.format.columns import (
 )
 from statesource.format.ipc import ReadListener
 from statesource.format.metadata import KeyedStateMeta, OperatorMeta
-from statesource.format.storage import Location
+from statesource.format.source import SourceRef, StateSource
 from statesource.keyequality import key_canonicalizer
 from statesource.keygroups import (
     KeyGroupRange,
@@ -40,8 +40,8 @@ from statesource.keygroups import (
     key_groups,
 )
 from statesource.model import StateKind
+from statesource.sources import reopen
 from statesource.spark.schema import OutputSchema
-from statesource.spark.snapshots import open_snapshot
 from statesource.types import BOOLEAN, BYTE, CHAR, INT, LONG, SHORT, STRING, DataType
 
 TARGET_ROWS = 1 << 21
@@ -53,8 +53,7 @@ EXACT_KEY_TYPES = (STRING, INT, LONG, SHORT, BYTE, BOOLEAN, CHAR)
 class ScanTarget:
     """The state a scan reads; small and picklable, as Spark ships it to every task."""
 
-    location: Location
-    checkpoint_id: int
+    source: SourceRef
     operator: str
     state: str
     parallelism: int
@@ -173,10 +172,11 @@ def key_groups_matching(column: str, operator: str, bound: Any, op: OperatorMeta
 
 
 def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None,
-               listener: ReadListener | None = None) -> Iterator[pa.RecordBatch]:
-    """The rows of one partition, as batches in exactly the declared Spark schema."""
-    checkpoint = open_snapshot(target.location.path, target.checkpoint_id,
-                               target.location.filesystem)
+               listener: ReadListener | None = None,
+               source: StateSource | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of one partition, as batches in exactly the declared Spark schema
+    (``source``: the snapshot, where it is open already)."""
+    checkpoint = reopen(target.source) if source is None else source
     op = checkpoint.operator(target.operator)
     state = op.keyed_state(target.state) if target.output.nested else None
     key_type = op.keyed_key_type

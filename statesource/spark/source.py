@@ -22,13 +22,14 @@ from pyspark.sql.types import StructType
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.format.columns import KEY_GROUP
 from statesource.format.ipc import ReadListener
+from statesource.format.source import StateSource
 from statesource.keygroups import check_parallelism
+from statesource.sources import open_source, reopen
 from statesource.spark.changefeed_source import (
     ChangeFeedTarget,
     change_feed_reader,
     change_feed_target,
 )
-from statesource.spark.compat import pushdown_safe_by_default
 from statesource.spark.operator_state import (
     OperatorStateReader,
     OperatorStateTarget,
@@ -44,19 +45,20 @@ from statesource.spark.planning import (
 )
 from statesource.spark.pushdown import accept_filter
 from statesource.spark.schema import OPERATOR_INDEX, output_schema
-from statesource.spark.snapshots import key_group_weights, open_snapshot, timer_output
+from statesource.spark.snapshots import timer_output
 from statesource.spark.write_plan import plan_write
 from statesource.spark.writer import FlinkStateWriter
 
 
-def open_target(options: dict[str, str] | ReadOptions) -> ScanTarget:
-    """Resolve the options to one keyed (or timer) state of one checkpoint or Flink snapshot."""
+def open_target(options: dict[str, str] | ReadOptions, source: StateSource | None = None
+                ) -> ScanTarget:
+    """Resolve the options to one keyed (or timer) state of one checkpoint or Flink snapshot
+    (``source``: the snapshot the options name, where it is open already)."""
     parsed = options if isinstance(options, ReadOptions) else parse_read_options(options)
-    pushdown = (pushdown_safe_by_default() if parsed.filter_pushdown is None
-                else parsed.filter_pushdown)
-    checkpoint = open_snapshot(parsed.path, checkpoint_id=parsed.checkpoint_id)
-    op = checkpoint.operator(parsed.operator)
-    timers = timer_output(checkpoint, parsed.operator, parsed.state)
+    if source is None:
+        source = open_source(parsed.path, checkpoint_id=parsed.checkpoint_id)
+    op = source.operator(parsed.operator)
+    timers = timer_output(source, parsed.operator, parsed.state)
     if not op.keyed_states and timers is None:
         raise IncompatibleCheckpointError(
             f"operator {op.uid!r} has no keyed state; read an operator state with"
@@ -70,8 +72,8 @@ def open_target(options: dict[str, str] | ReadOptions) -> ScanTarget:
     except InvalidArgumentError as error:
         raise InvalidArgumentError(f"option parallelism: {error}") from None
     output = timers or output_schema(op, op.keyed_state(state_name), parsed.flatten_collections)
-    return ScanTarget(checkpoint.location, checkpoint.checkpoint_id, op.uid, state_name,
-                      parallelism, op.max_parallelism, output, pushdown)
+    return ScanTarget(source.ref(), op.uid, state_name, parallelism, op.max_parallelism, output,
+                      parsed.python_filter_pushdown())
 
 
 class FlinkStateDataSource(DataSource):
@@ -87,6 +89,11 @@ class FlinkStateDataSource(DataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self._opened: ScanTarget | OperatorStateTarget | ChangeFeedTarget | None = None
+        self._snapshot: StateSource | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Spark pickles the source between planning steps: leave the metadata behind."""
+        return {**self.__dict__, "_snapshot": None}
 
     def _source(self) -> ScanTarget | OperatorStateTarget | ChangeFeedTarget:
         """What the read options name, opened on first use (a write needs none of them):
@@ -98,8 +105,10 @@ class FlinkStateDataSource(DataSource):
                 self._opened = change_feed
             else:
                 parsed = parse_read_options(options)
-                self._opened = (open_target(parsed) if parsed.operator_state is None
-                                else open_operator_state_target(parsed))
+                self._snapshot = open_source(parsed.path, checkpoint_id=parsed.checkpoint_id)
+                self._opened = (open_target(parsed, self._snapshot)
+                                if parsed.operator_state is None
+                                else open_operator_state_target(parsed, self._snapshot))
         return self._opened
 
     def schema(self) -> StructType:
@@ -126,9 +135,8 @@ class FlinkStateDataSource(DataSource):
             return change_feed_reader(source)
         if isinstance(source, OperatorStateTarget):
             return OperatorStateReader(source)
-        if source.filter_pushdown:
-            return PushdownFlinkStateReader(source)
-        return FlinkStateReader(source)
+        reader = (PushdownFlinkStateReader if source.filter_pushdown else FlinkStateReader)
+        return reader(source, self._snapshot)
 
 
 class SlicePartition(InputPartition):
@@ -140,27 +148,25 @@ class SlicePartition(InputPartition):
 class FlinkStateReader(DataSourceReader):
     """Reads every key group of the state (Spark applies any filter itself)."""
 
-    def __init__(self, target: ScanTarget) -> None:
+    def __init__(self, target: ScanTarget, snapshot: StateSource | None = None) -> None:
         self.target = target
         self.pushdown = Pushdown()
         self.read_listener: ReadListener | None = None  # set by tests to observe byte ranges
-        self._op: Any = None
+        self._opened = snapshot
 
     def __getstate__(self) -> dict[str, Any]:
         """Spark pickles the reader into every task: leave the metadata behind."""
-        return {**self.__dict__, "_op": None}
+        return {**self.__dict__, "_opened": None}
 
-    def _operator(self) -> Any:
-        if self._op is None:
-            self._op = self._snapshot().operator(self.target.operator)
-        return self._op
-
-    def _snapshot(self) -> Any:
-        return open_snapshot(self.target.location.path, self.target.checkpoint_id,
-                             self.target.location.filesystem)
+    def _snapshot(self) -> StateSource:
+        """The snapshot, opened once per process: by the source that planned this reader, or
+        here after Spark shipped the reader elsewhere."""
+        if self._opened is None:
+            self._opened = reopen(self.target.source)
+        return self._opened
 
     def partitions(self) -> list[InputPartition]:
-        weights = key_group_weights(self._snapshot(), self.target.operator, self.target.state)
+        weights = self._snapshot().key_group_weights(self.target.operator, self.target.state)
         slices = plan_slices(weights, self.target.max_parallelism,
                              self.target.parallelism, self.pushdown.key_groups)
         return [SlicePartition(piece) for piece in slices]
@@ -168,7 +174,8 @@ class FlinkStateReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if partition.value is None:  # Spark's stand-in when partitions() found nothing
             return iter(())
-        return read_slice(self.target, partition.value, self.pushdown.keys, self.read_listener)
+        return read_slice(self.target, partition.value, self.pushdown.keys, self.read_listener,
+                          self._snapshot())
 
 
 class PushdownFlinkStateReader(FlinkStateReader):
@@ -190,5 +197,6 @@ class PushdownFlinkStateReader(FlinkStateReader):
                 yield predicate
 
     def _accept(self, predicate: Filter) -> bool:
-        return accept_filter(predicate, self._operator(), self.target.parallelism,
+        op = self._snapshot().operator(self.target.operator)
+        return accept_filter(predicate, op, self.target.parallelism,
                              self.pushdown, (KEY_GROUP, OPERATOR_INDEX))

@@ -29,6 +29,7 @@ from statesource.keygroups import (
 )
 from statesource.model import StateKind
 from statesource.spark import planning, register
+from statesource.format.source import STATESOURCE
 from statesource.spark.compat import pushdown_safe_by_default
 from statesource.spark.jvm_plan import FlinkStatePythonSource
 from statesource.spark.options import parse_read_options
@@ -437,11 +438,42 @@ def test_the_reader_shipped_to_tasks_carries_no_metadata(written):
     list(reader.pushFilters([EqualTo(("key",), KEYS[1])]))
     (partition,) = reader.partitions()
     shipped = pickle.loads(pickle.dumps(reader))
-    assert shipped._op is None and shipped.pushdown.keys == [KEYS[1]]
+    assert shipped._opened is None and shipped.pushdown.keys == [KEYS[1]]
     expected = [row["list_element"] for table in Checkpoint.open(written[0]).read_keyed_state(
         "list") for row in table.to_pylist() if row["key"] == KEYS[1]]
     assert [r["list_element"] for b in shipped.read(partition) for r in b.to_pylist()] == expected
     assert expected
+
+
+def test_planning_opens_the_snapshot_once_and_tasks_never_probe(written, monkeypatch):
+    """The driver opens a snapshot once per query; a task reopens it by its known kind."""
+    import pickle
+
+    import statesource.sources as sources
+
+    opened: list[str] = []
+    probed: list[object] = []
+    real_open, real_probe = sources._OPENERS[STATESOURCE], sources.find_flink_snapshot
+
+    def counting_open(path, **kwargs):
+        opened.append(path)
+        return real_open(path, **kwargs)
+
+    def counting_probe(*args):
+        probed.append(args)
+        return real_probe(*args)
+
+    monkeypatch.setitem(sources._OPENERS, STATESOURCE, counting_open)
+    monkeypatch.setattr(sources, "find_flink_snapshot", counting_probe)
+    source = FlinkStateDataSource({"path": written[0], "state": "list", "filterPushdown": "true"})
+    reader = source.reader(source.schema())
+    list(reader.pushFilters([EqualTo(("key",), KEYS[1])]))
+    partitions = reader.partitions()
+    assert (len(opened), len(probed)) == (1, 1)
+    for partition in partitions:
+        shipped = pickle.loads(pickle.dumps(reader))
+        list(shipped.read(partition))
+    assert (len(opened), len(probed)) == (1 + len(partitions), 1)
 
 
 @pytest.mark.parametrize("text", [" 3", "3 ", "+3", "1_0", "\u0663", "3.0", "0x3", "", "-1",

@@ -1,0 +1,62 @@
+"""The one place that decides what kind of snapshot a path holds, and opens it.
+
+A Flink savepoint or checkpoint has a ``_metadata`` file (in the directory, or
+in its newest ``chk-<id>``); anything else is read as statesource checkpoints.
+Callers get a :class:`~statesource.format.source.StateSource` (or a change
+feed) and never ask which kind it is; a :class:`SourceRef` carries the
+decision to the places that open the snapshot again, such as Spark tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow.fs as pafs
+
+from statesource.flink.changefeed import FlinkChangeFeed
+from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.snapshot import find_flink_snapshot
+from statesource.format.changefeed import ChangeFeed, KeyGroupChangeFeed
+from statesource.format.reader import Checkpoint
+from statesource.format.source import FLINK, STATESOURCE, SourceRef, StateSource
+from statesource.format.storage import Location, resolve
+
+_OPENERS: dict[str, Callable[..., StateSource]] = {
+    STATESOURCE: Checkpoint.open,
+    FLINK: FlinkCheckpoint.open,
+}
+_FEEDS: dict[str, type[ChangeFeed] | type[FlinkChangeFeed]] = {
+    STATESOURCE: ChangeFeed,
+    FLINK: FlinkChangeFeed,
+}
+
+
+def kind_of(location: Location, checkpoint_id: int | None = None) -> str:
+    """:data:`~statesource.format.source.FLINK` or
+    :data:`~statesource.format.source.STATESOURCE`, judged from what lies at ``location``."""
+    return FLINK if find_flink_snapshot(location, checkpoint_id) is not None else STATESOURCE
+
+
+def open_source(path: str, checkpoint_id: int | None = None,
+                filesystem: pafs.FileSystem | None = None) -> StateSource:
+    """The snapshot at ``path``: a Flink savepoint or checkpoint, or a statesource checkpoint
+    (``path`` may also be a directory of checkpoints; ``checkpoint_id`` picks one)."""
+    kind = kind_of(resolve(path, filesystem), checkpoint_id)
+    return _OPENERS[kind](path, checkpoint_id=checkpoint_id, filesystem=filesystem)
+
+
+def reopen(ref: SourceRef) -> StateSource:
+    """The snapshot ``ref`` names, opened as the kind it was found to be."""
+    return _OPENERS[ref.kind](ref.location.path, checkpoint_id=ref.checkpoint_id,
+                              filesystem=ref.location.filesystem)
+
+
+def open_change_feed(path: str, start_id: int, end_id: int | None, *, operator: str | None,
+                     state: str | None, filesystem: pafs.FileSystem | None = None,
+                     kind: str | None = None) -> KeyGroupChangeFeed:
+    """The change feed of one keyed state between two checkpoints of the root at ``path``:
+    retained Flink ``chk-<id>`` checkpoints or statesource ones (``kind``, when known)."""
+    if kind is None:
+        kind = kind_of(resolve(path, filesystem))
+    return _FEEDS[kind].open(path, start_id, end_id, operator=operator, state=state,
+                             filesystem=filesystem)
