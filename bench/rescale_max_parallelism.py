@@ -22,7 +22,7 @@ from rescale import OLD_PARALLELISM, build_checkpoint  # noqa: E402
 from timing import best_of  # noqa: E402
 
 from statesource.spark import session  # noqa: E402
-from statesource.spark.rescale import rescale_max_parallelism  # noqa: E402
+from statesource.spark import rescale_max_parallelism  # noqa: E402
 
 
 def main() -> None:

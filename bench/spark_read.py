@@ -33,7 +33,7 @@ from timing import best_of
 from statesource import CheckpointWriter
 from statesource.jvm.build import CACHE_ENV
 from statesource.keygroups import key_group_range_for_operator
-from statesource.spark.jvm_plan import load_shim
+from statesource.spark.jvm.plan import load_shim
 from statesource.state.descriptors import ValueStateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend
 

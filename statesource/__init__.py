@@ -1,9 +1,10 @@
 """statesource: Flink-style keyed state in Python, checkpointed as Arrow, read with Spark.
 
 The names here are the public API a program needs: keep state in backends,
-checkpoint it, open checkpoints, restore, rescale and retain them, and the errors all
-of it raises. Spark lives in :mod:`statesource.spark`, which this package
-does not import (it would start nothing, but pulls in PySpark).
+checkpoint it, open checkpoints (statesource's own or Flink's: :func:`open_source`),
+restore, rescale and retain them, and the errors all of it raises. Spark lives in
+:mod:`statesource.spark`, which this package does not import (it would start nothing,
+but pulls in PySpark).
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -22,15 +23,18 @@ from statesource.errors import (
     CorruptCheckpointError,
     IncompatibleCheckpointError,
     InvalidArgumentError,
+    JvmShimUnavailableError,
     StateNotFoundError,
     StateSourceError,
     TypeMismatchError,
     UnsupportedFormatVersionError,
 )
-from statesource.format import ChangeFeed, Checkpoint, CheckpointInfo, retain
+from statesource.flink.reader import FlinkCheckpoint
+from statesource.format import ChangeFeed, Checkpoint, CheckpointInfo, StateSource, retain
 from statesource.keygroups import KeyGroupRange
 from statesource.model import DistributionMode, StateKind, StateVisibility, TtlConfig, UpdateType
 from statesource.rescale import rescale_parallelism
+from statesource.sources import open_source
 from statesource.state import (
     AggregatingStateDescriptor,
     KeyedStateBackend,
@@ -61,8 +65,10 @@ __all__ = [
     "ConcurrentModificationError",
     "CorruptCheckpointError",
     "DistributionMode",
+    "FlinkCheckpoint",
     "IncompatibleCheckpointError",
     "InvalidArgumentError",
+    "JvmShimUnavailableError",
     "KeyGroupRange",
     "KeyedStateBackend",
     "ListStateDescriptor",
@@ -76,6 +82,7 @@ __all__ = [
     "StateDescriptor",
     "StateKind",
     "StateNotFoundError",
+    "StateSource",
     "StateSourceError",
     "StateVisibility",
     "SubtaskBackends",
@@ -87,6 +94,7 @@ __all__ = [
     "ValueStateDescriptor",
     "__version__",
     "key_type",
+    "open_source",
     "parse_type",
     "rescale_parallelism",
     "restore_keyed_backend",

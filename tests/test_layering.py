@@ -31,7 +31,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("bridges", ("statesource.checkpointing", "statesource.skew", "statesource.plot",
                  "statesource.rescale", "statesource.flink", "statesource.jvm",
                  "statesource.sources")),
-    ("top", ("statesource.spark", "statesource.demo", "statesource.cli")),
+    ("top", ("statesource.spark", "statesource.spark.read", "statesource.spark.write",
+             "statesource.spark.jvm", "statesource.demo", "statesource.cli")),
     # The curated public API imports every layer, so nothing inside the package may import it.
     ("public API", (PACKAGE,)),
 ]
@@ -40,6 +41,9 @@ FORBIDDEN: frozenset[tuple[str, str]] = frozenset({
     ("statesource.state", "statesource.format"),
     ("statesource.format", "statesource.state"),
     ("statesource.spark", "statesource.demo"),
+    ("statesource.spark.read", "statesource.spark.write"),
+    ("statesource.spark.write", "statesource.spark.read"),
+    ("statesource.spark.read", "statesource.spark.jvm"),
     ("statesource.spark", "statesource.cli"),
     ("statesource.demo", "statesource.cli"),
     ("statesource.flink", "statesource.state"),
@@ -301,10 +305,12 @@ def test_layer_checker_catches_synthetic_violations():
         fake("statesource.errors", "statesource.types"),  # upward inside foundation
         fake("statesource.keygroups.bulk", "statesource.model"),  # upward
         fake("statesource.format.reader", "statesource.checkpointing.restore"),  # upward
-        fake("statesource.skew", "statesource.spark.planning"),  # upward
+        fake("statesource.skew", "statesource.spark.read.keyed"),  # upward
         fake("statesource.spark.source", "statesource.demo.job"),  # forbidden in top
         fake("statesource.spark", "statesource.cli"),  # forbidden in top
         fake("statesource.demo.job", "statesource.cli.demo"),  # forbidden in top
+        fake("statesource.spark.read.keyed", "statesource.spark.write.plan"),  # read vs write
+        fake("statesource.spark.write.task", "statesource.spark.read.slices"),  # write vs read
         fake("statesource.state.descriptors", "statesource"),  # the public API
         fake("statesource.format.ipc", "statesource.nowhere"),  # no layer
         fake("statesource.nowhere", "statesource.errors"),  # no layer

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import statesource.sources as sources
-from sample_state import descriptors, populate
+from sample_state import populate
 from statesource import CheckpointWriter, KeyedStateBackend, ManualClock
 from statesource.errors import CheckpointNotFoundError
 from statesource.flink.reader import FlinkCheckpoint

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
                             new_checkpoint_id=args.new_checkpoint_id, progress=print)
         return 0
     from statesource.spark import session
-    from statesource.spark.rescale import plan_max_parallelism, rescale_max_parallelism
+    from statesource.spark.write.rescale import plan_max_parallelism, rescale_max_parallelism
 
     plan_max_parallelism(args.path, args.max_parallelism, parallelism=args.parallelism,
                          operator=args.operator, checkpoint_id=args.checkpoint_id,

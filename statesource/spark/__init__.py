@@ -1,5 +1,9 @@
-"""Spark integration: the ``flinkstate`` data sources, registration and a local session.
+"""Spark integration: the ``flinkstate`` data sources, registration, writes and a session.
 
+The package shows its shape: ``source`` and ``metadata_source`` are the front
+doors Spark finds; ``read/`` plans and runs scans, ``write/`` plans, runs and
+commits writes (and the re-keying rescale), ``jvm/`` puts the Java shim on a
+session and plans for its reader. This module is the API a program uses;
 pyspark is imported lazily, so ``import statesource`` never needs it.
 """
 
@@ -16,17 +20,27 @@ FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def write_state(df: Any, path: str, operator: str, state: str, **options: Any) -> Any:
-    """Write ``df`` as one keyed state of a new checkpoint (see :mod:`statesource.spark.writer`)."""
-    from statesource.spark.writer import write_state as write
+    """Write ``df`` as one keyed state of a new checkpoint
+    (:func:`statesource.spark.write.rewrite.write_state`)."""
+    from statesource.spark.write.rewrite import write_state as write
 
     return write(df, path, operator, state, **options)
 
 
 def rewrite(spark: Any, path: str, **options: Any) -> Any:
-    """Stage several state changes for one new checkpoint (see :mod:`statesource.spark.writer`)."""
-    from statesource.spark.writer import rewrite as start
+    """Stage several state changes for one new checkpoint
+    (:func:`statesource.spark.write.rewrite.rewrite`)."""
+    from statesource.spark.write.rewrite import rewrite as start
 
     return start(spark, path, **options)
+
+
+def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, **options: Any) -> Any:
+    """A new checkpoint with every keyed state re-keyed for ``max_parallelism``
+    (:func:`statesource.spark.write.rescale.rescale_max_parallelism`)."""
+    from statesource.spark.write.rescale import rescale_max_parallelism as rescale
+
+    return rescale(spark, path, max_parallelism, **options)
 
 
 def register(spark: Any) -> None:

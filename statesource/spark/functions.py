@@ -14,8 +14,8 @@ from typing import Any
 import pyarrow as pa
 
 from statesource.keygroups.columns import key_groups_of_column, operator_indexes_of_columns
-from statesource.spark.jvm_plan import load_shim
-from statesource.spark.jvm_session import (
+from statesource.spark.jvm.plan import load_shim
+from statesource.spark.jvm.session import (
     KEY_GROUP_FUNCTION,
     OPERATOR_INDEX_FUNCTION,
     register_java_functions,

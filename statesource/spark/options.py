@@ -8,13 +8,17 @@ state.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import overload
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, overload
 
-from statesource.errors import InvalidArgumentError
+from statesource.errors import InvalidArgumentError, StateSourceError
+from statesource.model import StateKind
 from statesource.spark.compat import pushdown_safe_by_default
+from statesource.types import DataType, key_type, parse_type
 
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 
@@ -85,32 +89,34 @@ def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = Fals
         )
     return ReadOptions(
         path=path,
-        checkpoint_id=_integer(lowered, "checkpointid", minimum=0),
+        checkpoint_id=_integer(lowered, "checkpointid", 0),
         operator=lowered.get("operator") or None,
         state=lowered.get("state") or None,
-        parallelism=_integer(lowered, "parallelism", minimum=1),
+        parallelism=_integer(lowered, "parallelism", 1),
         flatten_collections=_boolean(lowered, "flattencollections", default=True),
         filter_pushdown=_boolean(lowered, "filterpushdown", default=None),
         operator_state=lowered.get("operatorstate") or None,
         read_change_feed=_boolean(lowered, "readchangefeed", default=False),
-        change_start_checkpoint_id=_integer(lowered, "changestartcheckpointid", minimum=0),
-        change_end_checkpoint_id=_integer(lowered, "changeendcheckpointid", minimum=0),
+        change_start_checkpoint_id=_integer(lowered, "changestartcheckpointid", 0),
+        change_end_checkpoint_id=_integer(lowered, "changeendcheckpointid", 0),
     )
 
 
 _DECIMAL = re.compile(r"[0-9]{1,19}")
 
 
-def _integer(options: dict[str, str], key: str, minimum: int) -> int | None:
-    """Plain ASCII decimal digits only: Python's ``int`` would also take ``" 3"``,
-    ``"1_0"``, ``"+3"`` and other scripts' digits, none of which Spark or Flink would."""
+def _integer(options: Mapping[str, str], key: str, minimum: int,
+             names: Mapping[str, str] = _KNOWN) -> int | None:
+    """Plain ASCII decimal digits only, at most 19 (a Java long): Python's ``int`` would also
+    take ``" 3"``, ``"1_0"``, ``"+3"`` and other scripts' digits, none of which Spark or
+    Flink would. ``names`` gives the option's name for the message."""
     text = options.get(key)
     if text is None:
         return None
     value = int(text) if _DECIMAL.fullmatch(text) else None
     if value is None or value < minimum:
         raise InvalidArgumentError(
-            f"option {_KNOWN[key]} must be an integer >= {minimum}, got {text!r}"
+            f"option {names[key]} must be an integer >= {minimum}, got {text!r}"
         )
     return value
 
@@ -132,3 +138,109 @@ def _boolean(options: dict[str, str], key: str, default: bool | None) -> bool | 
     if text.lower() in _FALSE:
         return False
     raise InvalidArgumentError(f"option {_KNOWN[key]} must be true or false, got {text!r}")
+
+
+_WRITE_KNOWN = {name.lower(): name for name in (
+    "path", "operator", "state", "baseCheckpointId", "checkpointId", "kind", "keyType",
+    "namespaceType", "maxParallelism", "parallelism", "valueSchemas", "orderColumn")}
+"""Write options, by their lower-cased form (Spark lower-cases option names)."""
+CHECKPOINT_OPTIONS = ("path", "baseCheckpointId", "checkpointId")
+"""Options of a whole write (the new checkpoint), not of one state in it."""
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """The options of a ``flinkstate`` write, parsed and typed once.
+
+    ``given`` keeps each option as the caller wrote it, by its camelCase name:
+    which were given, and their text for messages.
+    """
+
+    given: Mapping[str, str] = field(default_factory=dict)
+    path: str | None = None
+    operator: str | None = None
+    state: str | None = None
+    base_checkpoint_id: int | None = None
+    checkpoint_id: int | None = None
+    kind: StateKind | None = None
+    key_type: DataType | None = None
+    namespace_type: DataType | None = None
+    max_parallelism: int | None = None
+    parallelism: int | None = None
+    value_schemas: Mapping[str, Any] = field(default_factory=dict)
+    order_column: str | None = None
+
+    def without_checkpoint_ids(self) -> WriteOptions:
+        """These options less ``baseCheckpointId`` and ``checkpointId``, taken by the caller."""
+        given = {k: v for k, v in self.given.items()
+                 if k not in ("baseCheckpointId", "checkpointId")}
+        return dataclasses.replace(self, given=given, base_checkpoint_id=None,
+                                   checkpoint_id=None)
+
+    def with_state(self, operator: str, state: str) -> WriteOptions:
+        """These options for keyed state ``state`` of ``operator``."""
+        return dataclasses.replace(self, given={**self.given, "operator": operator,
+                                                "state": state},
+                                   operator=operator, state=state)
+
+
+def parse_write_options(options: Mapping[str, object]) -> WriteOptions:
+    """Parse and check write options (Python callers may pass ints); unknown ones are an
+    error naming them."""
+    lowered = {key.lower(): str(value) for key, value in options.items()}
+    unknown = sorted(set(lowered) - set(_WRITE_KNOWN))
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown write option(s) {', '.join(unknown)}; known options:"
+            f" {', '.join(_WRITE_KNOWN.values())}")
+    given = {_WRITE_KNOWN[key]: value for key, value in lowered.items()}
+    return WriteOptions(
+        given=given,
+        path=given.get("path") or None,
+        operator=given.get("operator") or None,
+        state=given.get("state") or None,
+        base_checkpoint_id=_integer(lowered, "basecheckpointid", 0, _WRITE_KNOWN),
+        checkpoint_id=_integer(lowered, "checkpointid", 0, _WRITE_KNOWN),
+        kind=_state_kind(given.get("kind")),
+        key_type=_typed(given, "keyType", key_type),
+        namespace_type=_typed(given, "namespaceType", parse_type),
+        max_parallelism=_integer(lowered, "maxparallelism", 1, _WRITE_KNOWN),
+        parallelism=_integer(lowered, "parallelism", 1, _WRITE_KNOWN),
+        value_schemas=_value_schemas(given.get("valueSchemas")),
+        order_column=given.get("orderColumn") or None,
+    )
+
+
+def _state_kind(text: str | None) -> StateKind | None:
+    if text is None:
+        return None
+    try:
+        return StateKind(text)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"option kind must be one of {', '.join(k.value for k in StateKind)},"
+            f" got {text!r}") from None
+
+
+def _typed(given: Mapping[str, str], option: str,
+           parse: Callable[[str], DataType]) -> DataType | None:
+    text = given.get(option)
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except StateSourceError as error:
+        raise type(error)(f"option {option}: {error}") from None
+
+
+def _value_schemas(text: str | None) -> Mapping[str, Any]:
+    if text is None:
+        return {}
+    try:
+        schemas = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidArgumentError(f"option valueSchemas is not JSON: {error}") from None
+    if not isinstance(schemas, dict):
+        raise InvalidArgumentError(
+            f"option valueSchemas must be a JSON object of role -> Avro schema, got {text!r}")
+    return schemas

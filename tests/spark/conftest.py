@@ -12,7 +12,7 @@ import pytest
 
 from statesource.errors import JvmShimUnavailableError
 from statesource.jvm import find_javac
-from statesource.spark.jvm_plan import FlinkStatePythonSource, load_shim
+from statesource.spark.jvm.plan import FlinkStatePythonSource, load_shim
 
 READ_PATHS = {"python": "flinkstate-python", "jvm": "flinkstate"}
 

@@ -22,17 +22,18 @@ from pyspark.sql.datasource import (
 from sample_state import KEYS, dump, merged, populate
 from statesource import Checkpoint, CheckpointWriter, InvalidArgumentError
 from statesource.format.metadata import DataFile, KeyedStateMeta, KeyGroupLocation
+from statesource.format.source import STATESOURCE
 from statesource.keygroups import (
     KeyGroupRange,
     assign_to_key_group,
     key_group_range_for_operator,
 )
 from statesource.model import StateKind
-from statesource.spark import planning, register
-from statesource.format.source import STATESOURCE
+from statesource.spark import register
 from statesource.spark.compat import pushdown_safe_by_default
-from statesource.spark.jvm_plan import FlinkStatePythonSource
+from statesource.spark.jvm.plan import FlinkStatePythonSource
 from statesource.spark.options import parse_read_options
+from statesource.spark.read import slices as slicing
 from statesource.spark.source import FlinkStateDataSource
 from statesource.state.clock import ManualClock
 from statesource.state.keyed_backend import KeyedStateBackend
@@ -151,9 +152,9 @@ def test_value_state_equals_the_backend(spark, written, source_format):
 def test_partitions_cover_every_key_group_once(spark, written, parallelism, monkeypatch,
                                                source_format):
     path, _ = written
-    coarse = planning.TARGET_ROWS
+    coarse = slicing.TARGET_ROWS
     for target_rows in (coarse, 40):  # the default, and small enough to force splits
-        monkeypatch.setattr(planning, "TARGET_ROWS", target_rows)
+        monkeypatch.setattr(slicing, "TARGET_ROWS", target_rows)
         source = FlinkStateDataSource({"path": path, "state": "list",
                                        "parallelism": str(parallelism)})
         partitions = source.reader(source.schema()).partitions()
@@ -262,10 +263,10 @@ def test_partitions_start_at_subtask_boundaries(monkeypatch, parallelism,
     ranges = [key_group_range_for_operator(MAX_PARALLELISM, parallelism, i)
               for i in range(parallelism)]
     total = 10 * MAX_PARALLELISM
-    monkeypatch.setattr(planning, "TARGET_ROWS",
+    monkeypatch.setattr(slicing, "TARGET_ROWS",
                         -(-total * subtasks_per_partition // parallelism))
     rows = {loc.key_group: loc.rows for _, loc in state.key_group_locations()}
-    slices = planning.plan_slices(rows, MAX_PARALLELISM, parallelism, None, cores=1)
+    slices = slicing.plan_slices(rows, MAX_PARALLELISM, parallelism, None, cores=1)
     expected = [(group[0].start, group[-1].end)
                 for group in (ranges[i:i + subtasks_per_partition]
                               for i in range(0, parallelism, subtasks_per_partition))]
@@ -419,8 +420,8 @@ def test_slices_are_sized_for_whole_waves_of_tasks(written, monkeypatch, cores):
     state = Checkpoint.open(written[0]).operator().keyed_state("list")
     rows = {loc.key_group: loc.rows for _, loc in state.key_group_locations()}
     total = sum(rows.values())
-    monkeypatch.setattr(planning, "TARGET_ROWS", total // 5)
-    slices = planning.plan_slices(rows, MAX_PARALLELISM, 2, None, cores=cores)
+    monkeypatch.setattr(slicing, "TARGET_ROWS", total // 5)
+    slices = slicing.plan_slices(rows, MAX_PARALLELISM, 2, None, cores=cores)
     count = -(-total // (total // 5))  # 5 or 6 slices' worth of rows
     count = -(-count // cores) * cores  # rounded up to whole waves of tasks
     target = -(-total // count)

@@ -20,8 +20,9 @@ from statesource import Checkpoint, CheckpointWriter
 from statesource.checkpointing.writer import SubtaskBackends
 from statesource.model import TtlConfig
 from statesource.spark import write_state
-from statesource.spark.jvm_plan import FlinkStatePythonSource, jvm_plan
-from statesource.spark.source import open_target
+from statesource.spark.jvm.plan import FlinkStatePythonSource, jvm_plan
+from statesource.spark.options import parse_read_options
+from statesource.spark.read.keyed import open_target
 from statesource.state.clock import ManualClock
 from statesource.state.descriptors import (
     ListStateDescriptor,
@@ -326,7 +327,7 @@ def test_the_plan_lists_key_groups_in_order_across_overlapping_files(tmp_path):
                 counts.update(i)
             writer.write(checkpoint_id, {"op": [backend]})
     options = {"path": str(tmp_path), "state": "counts"}
-    plan = jvm_plan(open_target(options), options)
+    plan = jvm_plan(open_target(parse_read_options(options)), options)
     groups = plan["keyGroups"]["keyGroup"]
     assert groups == sorted(set(groups)) and len(set(plan["keyGroups"]["file"])) == 2
 

@@ -26,7 +26,7 @@ from statesource.keygroups import (
 )
 from statesource.model import TtlConfig
 from statesource.rescale import publish
-from statesource.spark.rescale import rescale_max_parallelism
+from statesource.spark.write.rescale import rescale_max_parallelism
 from statesource.state import (
     ListStateDescriptor,
     MapStateDescriptor,

@@ -8,8 +8,10 @@ import struct
 
 from statesource.checkpointing import CheckpointWriter, SubtaskBackends
 from statesource.format.reader import Checkpoint
-from statesource.spark.planning import Pushdown, accept_key_filter, plan_slices, read_slice
-from statesource.spark.source import open_target
+from statesource.spark.options import parse_read_options
+from statesource.spark.read.keyed import open_target, read_slice
+from statesource.spark.read.pushdown import Pushdown, accept_key_filter
+from statesource.spark.read.slices import plan_slices
 from statesource.state import ManualClock
 from statesource.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend
@@ -18,7 +20,7 @@ OTHER_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000001))[0]
 
 
 def scan(path: str, state: str, keys=None, **options) -> list[dict]:
-    target = open_target({"path": path, "state": state, **options})
+    target = open_target(parse_read_options({"path": path, "state": state, **options}))
     op = Checkpoint.open(path).operator()
     rows = []
     rows_per_group = {loc.key_group: loc.rows

@@ -242,10 +242,9 @@ def test_a_failing_task_leaves_no_checkpoint_and_no_files(spark, root):
 def test_a_driver_killed_before_commit_leaves_no_checkpoint(spark, root):
     script = textwrap.dedent(f"""
         import os
-        from statesource.format import commit as commit_module
         from statesource.spark import session, write_state
-        from statesource.spark import writer
-        writer.commit_checkpoint = lambda *a, **k: os._exit(9)
+        from statesource.format import target
+        target.commit_checkpoint = lambda *a, **k: os._exit(9)
         spark = session("killed", master="local[1]")
         df = spark.read.format("flinkstate").load({str(root)!r}, state="value")
         write_state(df, {str(root)!r}, "op", "value")

@@ -18,7 +18,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  *
  * <p>A JVM source registered under a short name always wins over a Python source of that name,
  * so this provider owns {@code flinkstate} and reaches the Python source under its second name,
- * {@code flinkstate-python} (statesource/spark/jvm_plan.py), through Spark's
+ * {@code flinkstate-python} (statesource/spark/jvm/plan.py), through Spark's
  * {@link PythonDataSourceV2}. Python parses the options, opens and checks the checkpoint and
  * derives the schema, so options, schemas and errors are the Python source's own; it returns a
  * plan of byte ranges, which this reader serves. A request the plan marks unservable is handed to

@@ -7,7 +7,7 @@ import java.io.Serializable;
 import java.util.Base64;
 
 /**
- * The plan the Python source hands the JVM reader (statesource/spark/jvm_plan.py): confined data
+ * The plan the Python source hands the JVM reader (statesource/spark/jvm/plan.py): confined data
  * files, and per non-empty key group its file, byte range, batch count, rows and CRC-32, in
  * ascending key-group order. Small and serializable: it travels to every task.
  */

@@ -28,21 +28,19 @@ from statesource.format.columns import (
     TTL_TIMESTAMP,
     data_schema,
 )
-from statesource.format.datafile import write_keyed_file
 from statesource.format.ipc import split_batches
 from statesource.format.metadata import DataFile
-from statesource.format.storage import Location, new_data_file, remove_attempt
 from statesource.keygroups import KeyGroupRange, key_groups
 from statesource.model import VALUE_ROLES, StateKind
 from statesource.schema import ValueSchema
 from statesource.spark.schema import OPERATOR_INDEX
-from statesource.spark.write_plan import WriteTarget
+from statesource.spark.write.plan import StateWrite
 from statesource.types import VOID, DataType
 
 _NEEDS_PYTHON_CHECK = ("tuple", "row", "char")
 
 
-def write_partition(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> list[DataFile]:
+def write_partition(target: StateWrite, batches: Iterable[pa.RecordBatch]) -> list[DataFile]:
     """Write this task's rows; returns the data files (none for an empty partition).
 
     On any failure the files this task wrote are removed before re-raising.
@@ -57,12 +55,12 @@ def write_partition(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> l
         for subtask, rows, subtask_groups in _by_subtask(target, stored, groups):
             written.append(_write_subtask(target, subtask, rows, subtask_groups))
     except BaseException:
-        delete_files(target.root, written)
+        target.sink.remove(written)
         raise
     return written
 
 
-def _typed_rows(target: WriteTarget, table: pa.Table) -> tuple[pa.Table, np.ndarray]:
+def _typed_rows(target: StateWrite, table: pa.Table) -> tuple[pa.Table, np.ndarray]:
     """The rows in the data-file schema, sorted by key group and entry; and their key groups."""
     declaration = target.declaration
     schema = data_schema(target.key_type, declaration)
@@ -304,7 +302,7 @@ def _changes(columns: list[pa.ChunkedArray | pa.Array]) -> np.ndarray:
     return changed
 
 
-def _by_subtask(target: WriteTarget, rows: pa.Table, groups: np.ndarray
+def _by_subtask(target: StateWrite, rows: pa.Table, groups: np.ndarray
                 ) -> Iterator[tuple[int, pa.Table, np.ndarray]]:
     """The rows of each Flink subtask present, in subtask order."""
     subtasks = (groups.astype(np.int64) * target.parallelism // target.max_parallelism)
@@ -313,7 +311,7 @@ def _by_subtask(target: WriteTarget, rows: pa.Table, groups: np.ndarray
         yield int(subtasks[start]), rows.slice(start, end - start), groups[start:end]
 
 
-def _write_subtask(target: WriteTarget, subtask: int, rows: pa.Table,
+def _write_subtask(target: StateWrite, subtask: int, rows: pa.Table,
                    groups: np.ndarray) -> DataFile:
     """One file of the key groups this task holds of ``subtask``.
 
@@ -321,13 +319,9 @@ def _write_subtask(target: WriteTarget, subtask: int, rows: pa.Table,
     subtask split over several tasks at key-group boundaries (as a
     ``flinkstate`` read splits large ones) still writes disjoint files.
     """
-    declaration = target.declaration
     present = KeyGroupRange(int(groups[0]), int(groups[-1]))
-    location, relative = new_data_file(
-        target.root, target.checkpoint_id,
-        f"{target.operator}.{declaration.name}.sub{subtask}.kg{present.start}-{present.end}")
-    return write_keyed_file(location, relative, rows.schema, present,
-                            _key_group_batches(rows, groups, declaration.kind))
+    return target.sink.write_subtask(subtask, present, rows.schema,
+                                     _key_group_batches(rows, groups, target.declaration.kind))
 
 
 def _key_group_batches(rows: pa.Table, groups: np.ndarray, kind: StateKind
@@ -350,8 +344,3 @@ def _entry_counts(rows: pa.Table, kind: StateKind, starts: list[int],
     new_entry[np.asarray(starts, dtype=np.int64)] = True
     cumulative = np.concatenate([[0], np.cumsum(new_entry)])
     return [int(cumulative[end] - cumulative[start]) for start, end in zip(starts, ends)]
-
-
-def delete_files(root: Location, files: Iterable[DataFile]) -> None:
-    """Remove data files a write produced but did not commit."""
-    remove_attempt(root.child(*data_file.path.split("/")) for data_file in files)

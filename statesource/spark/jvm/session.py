@@ -27,7 +27,7 @@ _told: list[str] = []  # the one reason given, once per process
 def add_shim_jar(spark: Any) -> bool:
     """Add the shim's jar to ``spark`` (building it at first use); False if it is unavailable.
 
-    Use :func:`statesource.spark.jvm_plan.load_shim`, which also registers the
+    Use :func:`statesource.spark.jvm.plan.load_shim`, which also registers the
     Python source the JVM provider delegates to.
     """
     try:

@@ -21,6 +21,7 @@ from statesource.format.columns import KEY_GROUP
 from statesource.format.commit import CheckpointInfo
 from statesource.format.metadata import OperatorMeta
 from statesource.format.storage import Location, confined
+from statesource.format.target import CheckpointStateSink
 from statesource.keygroups import check_max_parallelism
 from statesource.rescale import (
     RescaleTarget,
@@ -31,8 +32,9 @@ from statesource.rescale import (
 from statesource.rescale.report import Progress
 from statesource.skew import Distribution, describe_per_subtask
 from statesource.spark.schema import OPERATOR_INDEX
-from statesource.spark.write_plan import WriteTarget
-from statesource.spark.writer import state_meta, write_state_files
+from statesource.spark.write.plan import StateWrite
+from statesource.spark.write.rewrite import state_meta
+from statesource.spark.write.shuffle import write_state_files
 
 
 def plan_max_parallelism(path: str, max_parallelism: int, *, parallelism: int | None = None,
@@ -78,12 +80,13 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
             rows = (spark.read.format("flinkstate")
                     .options(operator=op.uid, state=state.name).load(source.location.path)
                     .drop(KEY_GROUP, OPERATOR_INDEX))  # the old layout's: recomputed for M
-            write_target = WriteTarget(source.root, target.new_checkpoint_id, op.uid,
-                                       state.declaration, op.keyed_key_type, max_parallelism,
-                                       new_parallelism, source.metadata.timestamp_ms, None)
-            files = write_state_files(rows, write_target)
+            sink = CheckpointStateSink(source.root, target.new_checkpoint_id, op.uid, state.name)
+            write = StateWrite(sink, op.uid, state.declaration, op.keyed_key_type,
+                               max_parallelism, new_parallelism, source.metadata.timestamp_ms,
+                               None)
+            files = write_state_files(rows, write)
             written.extend(confined(source.root, f.path) for f in files)
-            keyed_states.append(state_meta(write_target, files))
+            keyed_states.append(state_meta(write, files))
         operator_states = rescale_operator_states(source, op, new_parallelism,
                                                   target.new_checkpoint_id, written)
         rescaled = dataclasses.replace(

@@ -15,15 +15,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
-from statesource.format.operator_columns import operator_state_table
+from statesource.format.operator_columns import operator_state_schema, operator_state_table
 from statesource.format.source import SourceRef, StateSource
 from statesource.model import DistributionMode
 from statesource.schema import ValueSchema
 from statesource.sources import reopen
 from statesource.spark.options import ReadOptions
-from statesource.spark.schema import OutputSchema
-from statesource.spark.snapshots import operator_state_output
+from statesource.spark.schema import OPERATOR_INDEX, OutputSchema, spark_output
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,10 @@ class OperatorStateTarget:
     mode: DistributionMode
     schemas: dict[str, ValueSchema]
     output: OutputSchema
+
+    @property
+    def spark_schema(self) -> StructType:
+        return self.output.spark
 
 
 def open_operator_state_target(parsed: ReadOptions, source: StateSource
@@ -63,3 +67,10 @@ class OperatorStateReader(DataSourceReader):
             columns = [pa.array(np.full(table.num_rows, index, dtype=np.int32)), *table.columns]
             yield from pa.Table.from_arrays(columns, schema=target.output.arrow).cast(
                 target.output.spark_arrow).to_batches()
+
+
+def operator_state_output(mode: DistributionMode, schemas: dict[str, ValueSchema]
+                          ) -> OutputSchema:
+    """``operator_index`` (the owning subtask), then the format's operator-state columns."""
+    stored = operator_state_schema(mode, schemas)
+    return spark_output([pa.field(OPERATOR_INDEX, pa.int32()), *stored])

@@ -29,11 +29,14 @@ from pyspark.sql.types import StructField, StructType
 
 from statesource.format.source import StateSource
 from statesource.sources import reopen
-from statesource.spark.changefeed_source import ChangeFeedTarget
-from statesource.spark.jvm_session import add_shim_jar
-from statesource.spark.operator_state import OperatorStateTarget
+from statesource.spark.jvm.session import add_shim_jar
 from statesource.spark.options import parse_read_options
-from statesource.spark.planning import EXACT_KEY_TYPES, ScanTarget, plan_slices
+from statesource.spark.read import ReadTarget
+from statesource.spark.read.changefeed import ChangeFeedTarget
+from statesource.spark.read.keyed import ScanTarget
+from statesource.spark.read.operator_state import OperatorStateTarget
+from statesource.spark.read.pushdown import EXACT_KEY_TYPES
+from statesource.spark.read.slices import plan_slices
 from statesource.spark.source import FlinkStateDataSource
 
 PYTHON_SOURCE_NAME = "flinkstate-python"
@@ -76,7 +79,7 @@ class FlinkStatePythonSource(FlinkStateDataSource):
         return StructType([planned, *schema.fields[1:]])
 
 
-def jvm_plan(target: ScanTarget | OperatorStateTarget | ChangeFeedTarget,
+def jvm_plan(target: ReadTarget,
              options: Mapping[str, str], snapshot: StateSource | None = None) -> dict[str, Any]:
     """What the JVM reads for ``target``, or why it cannot serve it (``snapshot``: the
     snapshot the target names, where it is open already)."""

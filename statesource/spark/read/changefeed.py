@@ -28,8 +28,7 @@ from statesource.format.columns import KEY, KEY_GROUP
 from statesource.format.storage import Location, resolve
 from statesource.sources import kind_of, open_change_feed
 from statesource.spark.options import ReadOptions, parse_read_options
-from statesource.spark.planning import Pushdown
-from statesource.spark.pushdown import accept_filter
+from statesource.spark.read.pushdown import Pushdown, accept_filter
 from statesource.spark.schema import _spark_compatible
 
 _NOT_WITH_CHANGE_FEED = {"checkpoint_id": "checkpointId", "parallelism": "parallelism"}
@@ -46,7 +45,7 @@ class ChangeFeedTarget:
     end_id: int
     operator: str
     state: str
-    spark: StructType
+    spark_schema: StructType
     spark_arrow: pa.Schema
     filter_pushdown: bool
     kind: str

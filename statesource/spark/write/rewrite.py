@@ -1,0 +1,225 @@
+"""Rewriting snapshots from Spark: ``df.write.format("flinkstate")``, ``write_state``, rewrites.
+
+Every path runs the same task (:func:`~statesource.spark.write.task.write_partition`)
+and the same driver-side commit through a
+:class:`~statesource.format.target.SnapshotTarget`: the written files of a
+state, checked not to overlap, replace that state in the base snapshot;
+everything else is carried over; one new snapshot is published atomically,
+or nothing is and the written files are removed.
+
+``df.write`` runs on the DataFrame's own partitioning; when two tasks hold
+rows of one Flink subtask the commit fails and names :func:`write_state`,
+which shuffles the rows by Flink subtask first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from statesource.errors import InvalidArgumentError
+from statesource.format.commit import CheckpointInfo
+from statesource.format.edit import CheckpointEdit
+from statesource.format.metadata import DataFile, KeyedStateMeta
+from statesource.format.target import CheckpointTarget, SnapshotTarget
+from statesource.model import StateDeclaration
+from statesource.spark.options import CHECKPOINT_OPTIONS, WriteOptions, parse_write_options
+from statesource.spark.write.plan import StateWrite, plan_state
+from statesource.spark.write.shuffle import write_state_files
+from statesource.spark.write.task import write_partition
+
+
+@dataclass
+class StateFiles(WriterCommitMessage):
+    """What one task wrote: its data files (root-relative paths)."""
+
+    files: list[DataFile] = field(default_factory=list)
+
+
+def state_meta(write: StateWrite, files: list[DataFile]) -> KeyedStateMeta:
+    """The written state's metadata, once the tasks' files are shown to be disjoint.
+
+    Two files for one key-group range mean two tasks held rows of one Flink
+    subtask: a DataFrame partitioning problem with a named cure.
+    """
+    ordered = sorted(files, key=lambda f: f.key_group_range.start)
+    for before, after in zip(ordered, ordered[1:]):
+        if after.key_group_range.start <= before.key_group_range.end:
+            raise InvalidArgumentError(
+                f"rows of key groups {after.key_group_range} of state"
+                f" {write.declaration.name!r} came from more than one Spark task: partition"
+                " the DataFrame by Flink subtask first, e.g. with"
+                " statesource.spark.write_state(df, path, operator=..., state=...), which does")
+    return KeyedStateMeta.of(write.declaration, tuple(ordered))
+
+
+def open_target(options: WriteOptions) -> SnapshotTarget:
+    """Where a write's new snapshot goes, from its ``path`` and checkpoint-id options."""
+    return CheckpointTarget.open(options.path, options.base_checkpoint_id, options.checkpoint_id)
+
+
+def _messages_files(messages: list[WriterCommitMessage | None]) -> list[DataFile]:
+    return [f for m in messages if isinstance(m, StateFiles) for f in m.files]
+
+
+class FlinkStateWriter(DataSourceArrowWriter):
+    """The ``df.write.format("flinkstate")`` writer: Arrow batches in, one snapshot out."""
+
+    def __init__(self, target: SnapshotTarget, write: StateWrite) -> None:
+        self.write_plan = write
+        self.target = target  # Spark pickles the writer for commit() too
+
+    @classmethod
+    def plan(cls, options: Mapping[str, str], schema: StructType) -> FlinkStateWriter:
+        """Plan one state replaced in a new snapshot, every check done before a task runs."""
+        parsed = parse_write_options(options)
+        target = open_target(parsed)
+        return cls(target, plan_state(target, parsed, schema))
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StateFiles:
+        return StateFiles(write_partition(self.write_plan, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        staged = Rewrite(self.target)
+        staged.stage(self.write_plan, _messages_files(messages))
+        staged.commit()
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self.target.remove(_messages_files(messages))
+
+
+class Rewrite:
+    """Staged replacements and removals of states, committed as one snapshot or not at all.
+
+    ``with rewrite(spark, path) as rw: rw.replace(df, "op", "state"); rw.drop("op", "old")``.
+    Each :meth:`replace` runs its Spark job at once (files are written, nothing
+    is visible); leaving the block without an exception commits one new
+    snapshot, and an exception anywhere removes every staged file instead.
+    """
+
+    def __init__(self, target: SnapshotTarget, spark: Any = None) -> None:
+        self.spark = spark
+        self.target = target
+        self._written: list[DataFile] = []
+        self._staged: dict[tuple[str, str], list[DataFile]] = {}
+        self.info: CheckpointInfo | None = None
+
+    def replace(self, df: Any, operator: str, state: str, *,
+                declaration: StateDeclaration | None = None, **options: str) -> None:
+        """Replace (or create, given ``kind`` and types) keyed state ``state`` with ``df``'s rows.
+
+        ``options`` are the write options of docs/SPARK.md (``kind``, ``keyType``,
+        ``namespaceType``, ``maxParallelism``, ``parallelism``, ``valueSchemas``,
+        ``orderColumn``), or ``declaration`` declares a new state whole. Rows are
+        shuffled by Flink subtask, so any partitioning works.
+        """
+        self.replace_with(df, operator, state, parse_write_options(options), declaration)
+
+    def replace_with(self, df: Any, operator: str, state: str, options: WriteOptions,
+                     declaration: StateDeclaration | None = None) -> None:
+        """:meth:`replace` with the options parsed."""
+        misplaced = [name for name in CHECKPOINT_OPTIONS if name in options.given]
+        if misplaced:
+            raise InvalidArgumentError(
+                f"{', '.join(misplaced)} belong to the whole rewrite: give them to rewrite(...)")
+        write = plan_state(self.target, options.with_state(operator, state), df.schema,
+                           declaration)
+        self.stage(write, write_state_files(df, write))
+
+    def stage(self, write: StateWrite, files: list[DataFile]) -> None:
+        """Add files the tasks of one write produced as the state's new content; files
+        staged earlier for the same state are superseded and removed."""
+        superseded = self._staged.pop((write.operator, write.declaration.name), [])
+        self.target.remove(superseded)
+        self._written = [f for f in self._written if f not in superseded] + files
+        self._staged[(write.operator, write.declaration.name)] = files
+        self.target.edit.put_keyed_state(write.operator, state_meta(write, files),
+                                         key_type=write.key_type,
+                                         max_parallelism=write.max_parallelism,
+                                         parallelism=write.parallelism)
+
+    @property
+    def edit(self) -> CheckpointEdit:
+        """The staged snapshot, for changes beyond replacing and dropping states."""
+        return self.target.edit
+
+    def drop(self, operator: str, state: str | None = None) -> None:
+        """Remove one state of ``operator``, or the whole operator."""
+        if state is None:
+            self.target.edit.drop_operator(operator)
+        else:
+            self.target.edit.drop_state(operator, state)
+        for (uid, name) in list(self._staged):
+            if uid == operator and state in (None, name):
+                superseded = self._staged.pop((uid, name))
+                self.target.remove(superseded)
+                self._written = [f for f in self._written if f not in superseded]
+
+    def commit(self) -> CheckpointInfo:
+        """Publish the new snapshot; on failure remove every staged file."""
+        try:
+            self.info = self.target.publish()
+        except BaseException:
+            self.discard()
+            raise
+        self._written = []
+        return self.info
+
+    def discard(self) -> None:
+        self.target.remove(self._written)
+        self._written = []
+
+    def __enter__(self) -> Rewrite:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+def rewrite(spark: Any, path: str, *, base_checkpoint_id: int | None = None,
+            checkpoint_id: int | None = None) -> Rewrite:
+    """Stage changes to the newest checkpoint under ``path`` (or ``base_checkpoint_id``)
+    for one new checkpoint (default id: newest + 1). See :class:`Rewrite`."""
+    return Rewrite(CheckpointTarget.open(path, base_checkpoint_id, checkpoint_id), spark)
+
+
+def write_state(df: Any, path: str, operator: str, state: str, *,
+                base_checkpoint_id: int | None = None, checkpoint_id: int | None = None,
+                **options: str) -> CheckpointInfo:
+    """Write ``df`` as keyed state ``state`` of ``operator`` into a new checkpoint under ``path``.
+
+    The documented path for any DataFrame: it computes Flink key groups,
+    shuffles the rows so that each Spark task holds whole Flink subtasks, and
+    commits one checkpoint in which everything else of the base is carried
+    over. ``options`` as for ``df.write.format("flinkstate")``.
+    """
+    parsed = parse_write_options(options)
+    base_checkpoint_id = _id_option(parsed, "baseCheckpointId", parsed.base_checkpoint_id,
+                                    base_checkpoint_id)
+    checkpoint_id = _id_option(parsed, "checkpointId", parsed.checkpoint_id, checkpoint_id)
+    with rewrite(df.sparkSession, path, base_checkpoint_id=base_checkpoint_id,
+                 checkpoint_id=checkpoint_id) as staged:
+        staged.replace_with(df, operator, state, parsed.without_checkpoint_ids())
+    assert staged.info is not None
+    return staged.info
+
+
+def _id_option(options: WriteOptions, option: str, parsed: int | None,
+               keyword: int | None) -> int | None:
+    """A checkpoint id given as a keyword or as its camelCase write option (not both)."""
+    if option not in options.given:
+        return keyword
+    if keyword is not None:
+        raise InvalidArgumentError(
+            f"{option} is given twice: {keyword} and {options.given[option]!r}")
+    return parsed
