@@ -21,8 +21,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rescale import OLD_PARALLELISM, build_checkpoint  # noqa: E402
 from timing import best_of  # noqa: E402
 
-from statesource.spark import session  # noqa: E402
-from statesource.spark import rescale_max_parallelism  # noqa: E402
+from statesource.spark import (
+    rescale_max_parallelism,  # noqa: E402
+    session,  # noqa: E402
+)
 
 
 def main() -> None:

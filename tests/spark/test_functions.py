@@ -19,12 +19,12 @@ from statesource.errors import JvmShimUnavailableError
 from statesource.jvm import find_javac
 from statesource.jvm.build import CACHE_ENV
 from statesource.keygroups import assign_to_key_group
-from statesource.spark.jvm import session as jvm_session
 from statesource.spark.functions import (
     flink_key_group,
     flink_operator_index,
     register_functions,
 )
+from statesource.spark.jvm import session as jvm_session
 from statesource.spark.write.shuffle import jvm_subtask_column
 from statesource.types import Row, RowKind, parse_type
 
