@@ -49,7 +49,7 @@ def test_readme_tour_commands_run_as_printed(tmp_path, monkeypatch, capsys):
     """Every ``$ statesource ...`` line of the tour, in order, against the demo's output.
 
     The demo line gets ``--events 3000 --checkpoint-every 1000 --no-spark`` appended to
-    keep the test fast (Spark's part is tested in tests/test_cli_demo_inspect.py); every
+    keep the test fast (Spark's part is tested in tests/cli/test_cli_demo_inspect.py); every
     other line runs exactly as printed, with /tmp/demo pointing into tmp_path.
     """
     from statesource.cli import main
