@@ -6,8 +6,8 @@ Markers are applied here, not by hand (both are registered in pyproject.toml):
   through another fixture, or lives under tests/spark/ (the connector's tests, most of which
   start Spark, some in a subprocess). ``pytest -m "not spark"`` runs the rest without a JVM.
 - ``golden``: the test reads Flink's output from ../shared: the vectors in flink-golden
-  (tests/test_golden.py) or the savepoints in flink-savepoints (tests/flink/, and
-  tests/spark/test_flink_snapshots.py).
+  (tests/golden_vectors.py reads them for tests/keygroups/ and tests/spark/test_functions.py)
+  or the savepoints in flink-savepoints (tests/flink/, and tests/spark/test_flink_snapshots.py).
 
 Every test has a time limit (``STATESOURCE_TEST_TIMEOUT`` seconds, default 300), so a
 bug that makes code wait forever fails its test instead of hanging the suite: the

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
-from test_golden import golden_key, rows
+
+from golden_vectors import golden_key, rows
 
 
 @dataclass

@@ -49,7 +49,7 @@ def test_readme_tour_commands_run_as_printed(tmp_path, monkeypatch, capsys):
     """Every ``$ statesource ...`` line of the tour, in order, against the demo's output.
 
     The demo line gets ``--events 3000 --checkpoint-every 1000 --no-spark`` appended to
-    keep the test fast (Spark's part is tested in tests/test_cli_demo_inspect.py); every
+    keep the test fast (Spark's part is tested in tests/cli/test_cli_demo_inspect.py); every
     other line runs exactly as printed, with /tmp/demo pointing into tmp_path.
     """
     from statesource.cli import main
@@ -70,3 +70,13 @@ def test_readme_tour_commands_run_as_printed(tmp_path, monkeypatch, capsys):
     printed = re.search(r"^\$ statesource keygroup .*\n((?:.+\n)+?)```",
                         (ROOT / "README.md").read_text(), flags=re.M).group(1)
     assert out == printed  # the last command's output, exactly as the README shows it
+
+
+def test_readme_test_command_is_what_ci_runs():
+    """.ci/run promises to run the README's test command: a step added to one belongs in both."""
+    setup = re.search(r"this is what `\.ci/run` runs\):\n\n```bash\n(.+)\n```",
+                      (ROOT / "README.md").read_text()).group(1)
+    commands = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+                if line and not line.startswith("#") and not line.startswith(("set ", "cd "))]
+    assert commands == [setup]
+    assert "ruff check" in setup and "mypy" in setup and "pytest" in setup

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 
+from statesource.checkpointing import PendingCheckpoint
 from statesource.checks import check_int
 from statesource.demo import job as job_module
 from statesource.demo.clickstream import clicks
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     job = UserActivityJob(output, parallelism=args.parallelism, max_parallelism=MAX_PARALLELISM)
     started = time.perf_counter()
 
-    def progress(position: int, pending) -> None:
+    def progress(position: int, pending: PendingCheckpoint) -> None:
         rate = position / (time.perf_counter() - started)
         print(f"  {position:>10,} events  {rate:>9,.0f} events/s  checkpoint"
               f" {pending.checkpoint_id} writing in the background", flush=True)

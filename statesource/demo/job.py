@@ -11,7 +11,7 @@ operator list state, as a Flink source would.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta, timezone
 
 from statesource.checkpointing import CheckpointWriter, PendingCheckpoint, SubtaskBackends
@@ -98,8 +98,8 @@ class UserActivityJob:
             subtask = self._route[user] = self.subtasks[index]
         return subtask
 
-    def run(self, stream, checkpoint_every: int,
-            on_progress: Callable[[int, PendingCheckpoint | None], None]) -> PendingCheckpoint:
+    def run(self, stream: Iterable[Click], checkpoint_every: int,
+            on_progress: Callable[[int, PendingCheckpoint], None]) -> PendingCheckpoint:
         """Process ``stream``, checkpointing every ``checkpoint_every`` events; returns the last."""
         pending: PendingCheckpoint | None = None
         checkpoint_id = 0

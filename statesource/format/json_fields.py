@@ -4,11 +4,30 @@
 ``bool`` is an ``int``, a string is iterable like an array, and a float can
 equal an integer. Every metadata field goes through one of these, so that a
 value of the wrong JSON type is refused by name instead of being misread.
+
+Every refusal is a :class:`ValueError`, so a parser can turn exactly these into
+its corruption error and let a KeyError or TypeError of its own, a bug, through.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+
+class MissingFieldError(ValueError):
+    """A field the format requires is absent from its JSON object."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"missing field {name!r}")
+        self.name = name
+
+
+def json_field(data: object, name: str) -> Any:
+    """Field ``name`` of a JSON object; a document of another shape is refused, not indexed."""
+    fields = json_object(data)
+    if name not in fields:
+        raise MissingFieldError(name)
+    return fields[name]
 
 
 def json_int(value: Any) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statesource.errors import CorruptCheckpointError
-from statesource.format.json_fields import json_int, json_list, json_object
+from statesource.format.json_fields import json_field, json_int, json_list, json_object
 from statesource.format.storage import check_relative_path
 from statesource.keygroups import KeyGroupRange
 
@@ -74,20 +74,23 @@ class DataFile:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: PathReader) -> DataFile:
-        columns = json_object(data["keyGroups"])
-        lengths = {len(json_list(columns[name])) for name in _INDEX_FIELDS}
+    def from_json(cls, data: object, paths: PathReader) -> DataFile:
+        keys = json_object(json_field(data, "keyGroups"))
+        columns = {name: json_list(json_field(keys, name)) for name in _INDEX_FIELDS}
+        lengths = set(map(len, columns.values()))
         if len(lengths) != 1:
-            raise ValueError(f"key-group index columns of {data['path']} differ in length")
+            raise ValueError(
+                f"key-group index columns of {json_field(data, 'path')} differ in length"
+            )
         locations = tuple(
             KeyGroupLocation(**{attr: json_int(columns[name][i])
                                 for name, attr in _INDEX_FIELDS.items()})
             for i in range(lengths.pop())
         )
-        data_file = cls(paths(data["path"]),
-                        KeyGroupRange(json_int(data["keyGroupStart"]),
-                                      json_int(data["keyGroupEnd"])),
-                        json_int(data["sizeBytes"]), locations)
+        data_file = cls(paths(json_field(data, "path")),
+                        KeyGroupRange(json_int(json_field(data, "keyGroupStart")),
+                                      json_int(json_field(data, "keyGroupEnd"))),
+                        json_int(json_field(data, "sizeBytes")), locations)
         if data_file.size_bytes < 0:
             raise ValueError(f"data file {data_file.path} has sizeBytes {data_file.size_bytes}")
         data_file.check()
@@ -102,7 +105,7 @@ class DataFile:
         try:
             return cls.from_json(json.loads(text),
                                  lambda path: check_relative_path(path, "a task's result"))
-        except (KeyError, TypeError, ValueError) as error:
+        except ValueError as error:  # malformed JSON or entry; any other error is a bug
             raise CorruptCheckpointError(f"a task reported an invalid data file: {error}") \
                 from None
 

@@ -21,10 +21,10 @@ readers of version 2 keep reading every checkpoint that is not incremental.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from statesource.checks import check_checkpoint_id
 from statesource.errors import (
@@ -34,7 +34,9 @@ from statesource.errors import (
     UnsupportedFormatVersionError,
 )
 from statesource.format.json_fields import (
+    MissingFieldError,
     check_unique,
+    json_field,
     json_int,
     json_list,
     json_name,
@@ -65,6 +67,8 @@ MAX_METADATA_BYTES = 256 << 20
 MAX_TIMESTAMP_MS = 253402300799999
 """The last millisecond of the year 9999: later timestamps cannot be shown as dates."""
 
+T = TypeVar("T")
+
 
 def _ttl_to_json(ttl: TtlConfig) -> dict[str, Any]:
     return {
@@ -76,24 +80,34 @@ def _ttl_to_json(ttl: TtlConfig) -> dict[str, Any]:
     }
 
 
-def _ttl_from_json(data: dict[str, Any]) -> TtlConfig:
-    cleanup = data["cleanupFullSnapshot"]
+def _ttl_from_json(data: object) -> TtlConfig:
+    cleanup = json_field(data, "cleanupFullSnapshot")
     if type(cleanup) is not bool:
         raise ValueError(f"cleanupFullSnapshot must be a boolean, got {cleanup!r}")
+    ttl_ms = json_int(json_field(data, "ttlMillis"))
+    try:
+        ttl = timedelta(milliseconds=ttl_ms)
+    except OverflowError:
+        raise ValueError(f"ttlMillis {ttl_ms} is beyond what a timedelta holds") from None
     return TtlConfig(
-        ttl=timedelta(milliseconds=json_int(data["ttlMillis"])),
-        update_type=UpdateType(data["updateType"]),
-        visibility=StateVisibility(data["visibility"]),
+        ttl=ttl,
+        update_type=UpdateType(json_field(data, "updateType")),
+        visibility=StateVisibility(json_field(data, "visibility")),
         cleanup_full_snapshot=cleanup,
-        incremental_cleanup_size=json_int(data["incrementalCleanupSize"]),
+        incremental_cleanup_size=json_int(json_field(data, "incrementalCleanupSize")),
     )
+
+
+def _unless_null(value: object, parse: Callable[[Any], T]) -> T | None:
+    """An optional field: JSON null, or what ``parse`` makes of it."""
+    return None if value is None else parse(value)
 
 
 def _schemas_to_json(schemas: Mapping[str, ValueSchema]) -> dict[str, Any]:
     return {role: schema.avro for role, schema in schemas.items()}
 
 
-def _schemas_from_json(data: dict[str, Any]) -> dict[str, ValueSchema]:
+def _schemas_from_json(data: object) -> dict[str, ValueSchema]:
     return {role: ValueSchema.parse(avro) for role, avro in json_object(data).items()}
 
 
@@ -186,15 +200,16 @@ class KeyedStateMeta:
                 )
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: PathReader,
+    def from_json(cls, data: object, paths: PathReader,
                   version: int = FORMAT_VERSION) -> KeyedStateMeta:
         meta = cls(
-            name=json_name(data["name"]),
-            kind=StateKind(data["kind"]),
-            namespace_type=parse_type(data["namespaceType"]),
-            schemas=_schemas_from_json(data["valueSchemas"]),
-            ttl=None if data["ttl"] is None else _ttl_from_json(data["ttl"]),
-            files=tuple(DataFile.from_json(f, paths) for f in json_list(data["files"])),
+            name=json_name(json_field(data, "name")),
+            kind=StateKind(json_field(data, "kind")),
+            namespace_type=parse_type(json_field(data, "namespaceType")),
+            schemas=_schemas_from_json(json_field(data, "valueSchemas")),
+            ttl=_unless_null(json_field(data, "ttl"), _ttl_from_json),
+            files=tuple(DataFile.from_json(f, paths)
+                        for f in json_list(json_field(data, "files"))),
         )
         meta.declaration  # noqa: B018 - checks the roles against the kind
         meta.check_files(version)
@@ -219,9 +234,10 @@ class SubtaskPartition:
                 "rows": self.rows, "crc32": self.crc32}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SubtaskPartition:
-        fields = [json_int(data[name]) for name in ("subtask", "batchStart", "batchCount", "offset",
-                                                 "length", "rows", "crc32")]
+    def from_json(cls, data: object) -> SubtaskPartition:
+        fields = [json_int(json_field(data, name))
+                  for name in ("subtask", "batchStart", "batchCount", "offset", "length", "rows",
+                               "crc32")]
         partition = cls(*fields)
         empty = (partition.batch_count, partition.length, partition.rows) == (0, 0, 0)
         if min(fields) < 0 or partition.crc32 >= CRC_LIMIT or not empty and (
@@ -252,11 +268,14 @@ class OperatorStateMeta:
                 "partitions": [p.to_json() for p in self.partitions]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: PathReader) -> OperatorStateMeta:
-        meta = cls(json_name(data["name"]), DistributionMode(data["mode"]),
-                   _schemas_from_json(data["valueSchemas"]), paths(data["path"]),
-                   json_int(data["sizeBytes"]),
-                   tuple(SubtaskPartition.from_json(p) for p in json_list(data["partitions"])))
+    def from_json(cls, data: object, paths: PathReader) -> OperatorStateMeta:
+        meta = cls(json_name(json_field(data, "name")),
+                   DistributionMode(json_field(data, "mode")),
+                   _schemas_from_json(json_field(data, "valueSchemas")),
+                   paths(json_field(data, "path")),
+                   json_int(json_field(data, "sizeBytes")),
+                   tuple(SubtaskPartition.from_json(p)
+                         for p in json_list(json_field(data, "partitions"))))
         if set(meta.schemas) != set(operator_state_roles(meta.mode)):
             raise ValueError(f"operator state {meta.name!r} has value types for roles"
                              f" {sorted(meta.schemas)}")
@@ -310,17 +329,17 @@ class OperatorMeta:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], paths: PathReader,
+    def from_json(cls, data: object, paths: PathReader,
                   version: int = FORMAT_VERSION) -> OperatorMeta:
         meta = cls(
-            uid=json_name(data["uid"]),
-            parallelism=json_int(data["parallelism"]),
-            max_parallelism=check_max_parallelism(json_int(data["maxParallelism"])),
-            key_type=None if data["keyType"] is None else key_type(data["keyType"]),
+            uid=json_name(json_field(data, "uid")),
+            parallelism=json_int(json_field(data, "parallelism")),
+            max_parallelism=check_max_parallelism(json_int(json_field(data, "maxParallelism"))),
+            key_type=_unless_null(json_field(data, "keyType"), key_type),
             keyed_states=tuple(KeyedStateMeta.from_json(s, paths, version)
-                               for s in json_list(data["keyedStates"])),
+                               for s in json_list(json_field(data, "keyedStates"))),
             operator_states=tuple(OperatorStateMeta.from_json(s, paths)
-                                  for s in json_list(data["operatorStates"])),
+                                  for s in json_list(json_field(data, "operatorStates"))),
         )
         check_parallelism(meta.parallelism, meta.max_parallelism)
         if meta.keyed_states and meta.key_type is None:
@@ -428,10 +447,10 @@ class CheckpointMeta:
 
         try:
             metadata = cls(
-                checkpoint_id=check_checkpoint_id(json_int(document["checkpointId"])),
-                timestamp_ms=json_int(document["timestampMillis"]),
+                checkpoint_id=check_checkpoint_id(json_int(json_field(document, "checkpointId"))),
+                timestamp_ms=json_int(json_field(document, "timestampMillis")),
                 operators=tuple(OperatorMeta.from_json(o, paths, version)
-                                for o in json_list(document["operators"])),
+                                for o in json_list(json_field(document, "operators"))),
                 format_version=version,
             )
             if not 0 <= metadata.timestamp_ms <= MAX_TIMESTAMP_MS:
@@ -448,8 +467,12 @@ class CheckpointMeta:
         except RecursionError:
             raise CorruptCheckpointError(
                 f"metadata {source} is invalid: a value schema nests too deeply") from None
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError,
-                ArithmeticError) as error:
+        except MissingFieldError as error:  # worded as when a KeyError reported it
+            raise CorruptCheckpointError(
+                f"metadata {source} is invalid: KeyError: {error.name!r}") from None
+        except ValueError as error:
+            # What the typed reads and the checks raise for a malformed document. Any other
+            # exception is a bug of this code, and must not pass for a corrupt checkpoint.
             raise CorruptCheckpointError(
                 f"metadata {source} is invalid: {type(error).__name__}: {error}"
             ) from None

@@ -3,7 +3,7 @@
 A restoring Flink job finds a key's state by recomputing its key group, so any
 disagreement with Flink's ``KeyGroupRangeAssignment`` silently loses state.
 Every function here mirrors one of Flink's with Java's 32-bit semantics and is
-checked against vectors produced by a real Flink (``tests/test_golden.py``).
+checked against vectors produced by a real Flink (``tests/keygroups/test_golden.py``).
 """
 
 from __future__ import annotations

@@ -8,22 +8,32 @@ maps into one flat column of items, which the children convert in one call.
 from __future__ import annotations
 
 from itertools import chain
-from operator import itemgetter
+from operator import countOf, itemgetter
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from statesource.schema.converter import NONE_TYPE, Mismatch, Node, describe, null_mismatch
+from statesource.schema.converter import (
+    NONE_TYPE,
+    Column,
+    Mismatch,
+    Node,
+    describe,
+    null_mismatch,
+)
 from statesource.schema.leaf_converters import StringLeaf, check_str
 
 
-def _containers(values, accepted: tuple, nullable: bool, parent_nulls: int):
+def _containers(
+    values: Column, accepted: tuple[type, ...], nullable: bool, parent_nulls: int
+) -> tuple[int, Column, pa.Array | None]:
     """Column-path guard shared by record/array/map: returns (nulls, non-null values, mask)."""
     types = set(map(type, values))
     nulls = 0
     if NONE_TYPE in types:
         types.discard(NONE_TYPE)
-        nulls = values.count(None)
+        nulls = countOf(values, None)
     if not nullable and nulls != parent_nulls:
         raise Mismatch("null")
     for t in types:
@@ -35,7 +45,7 @@ def _containers(values, accepted: tuple, nullable: bool, parent_nulls: int):
     return nulls, [v for v in values if v is not None], mask
 
 
-def _offsets(values, nulls: int) -> pa.Array:
+def _offsets(values: Column, nulls: int) -> pa.Array:
     lengths = [0 if v is None else len(v) for v in values] if nulls else list(map(len, values))
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -69,10 +79,10 @@ class RecordNode(Node):
 
             self.fix = fix
 
-    def check(self, v):
+    def check(self, v: object) -> dict[Any, Any]:
         if not isinstance(v, dict):
             raise Mismatch(f"expected dict for {self.label}, got {describe(v)}")
-        changed = None
+        changed: dict[Any, Any] | None = None
         present = 0
         for name, check, nullable, label in self._checks:
             if name in v:
@@ -102,7 +112,7 @@ class RecordNode(Node):
             raise Mismatch(f"unknown field(s) {', '.join(extra)} for {self.label}")
         return v if changed is None else changed
 
-    def column(self, values, nullable, parent_nulls):
+    def column(self, values: Column, nullable: bool, parent_nulls: int) -> pa.Array:
         if not self.fields:
             raise Mismatch("no fields")  # StructArray.from_arrays needs a child for the length
         nulls, present, mask = _containers(values, (dict,), nullable, parent_nulls)
@@ -129,11 +139,11 @@ class ArrayNode(Node):
             f = items.fix
             self.fix = lambda v: [None if x is None else f(x) for x in v]
 
-    def check(self, v):
+    def check(self, v: object) -> list[Any] | tuple[Any, ...]:
         if not isinstance(v, (list, tuple)):
             raise Mismatch(f"expected list for {self.label}, got {describe(v)}")
         check, nullable, label = self.items.check, self.items_nullable, self.items.label
-        out = None
+        out: list[Any] | None = None
         for i, x in enumerate(v):
             try:
                 if x is None:
@@ -150,7 +160,7 @@ class ArrayNode(Node):
                 out[i] = y
         return v if out is None else out
 
-    def column(self, values, nullable, parent_nulls):
+    def column(self, values: Column, nullable: bool, parent_nulls: int) -> pa.Array:
         nulls, present, mask = _containers(values, (list, tuple), nullable, parent_nulls)
         offsets = _offsets(values, nulls)
         child = self.items.column(list(chain.from_iterable(present)), self.items_nullable, 0)
@@ -171,11 +181,11 @@ class MapNode(Node):
         else:
             self.fix = lambda v: {k: None if x is None else f(x) for k, x in v}
 
-    def check(self, v):
+    def check(self, v: object) -> dict[Any, Any]:
         if not isinstance(v, dict):
             raise Mismatch(f"expected dict for {self.label}, got {describe(v)}")
         check, nullable, label = self.values.check, self.values_nullable, self.values.label
-        out = None
+        out: dict[Any, Any] | None = None
         for k, x in v.items():
             try:
                 if type(k) is not str or not k.isascii():
@@ -194,7 +204,7 @@ class MapNode(Node):
                 out[k] = y
         return v if out is None else out
 
-    def column(self, values, nullable, parent_nulls):
+    def column(self, values: Column, nullable: bool, parent_nulls: int) -> pa.Array:
         nulls, present, mask = _containers(values, (dict,), nullable, parent_nulls)
         offsets = _offsets(values, nulls)
         keys = _KEYS.column(list(chain.from_iterable(present)), False, 0)

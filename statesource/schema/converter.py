@@ -45,8 +45,8 @@ accept exactly what it accepts (tested).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -61,6 +61,8 @@ ARROW_ERRORS = (
     UnicodeError,
 )
 NONE_TYPE = type(None)
+# A column of user values: what ``to_arrow`` is given, or a child column built from one.
+Column: TypeAlias = list[Any] | tuple[Any, ...] | np.ndarray
 
 
 class Mismatch(Exception):
@@ -113,7 +115,7 @@ class Node:
         return self.check(v)
 
     # ---- column conversion -------------------------------------------------
-    def to_arrow(self, values: list | tuple | np.ndarray, nullable: bool) -> pa.Array:
+    def to_arrow(self, values: Column, nullable: bool) -> pa.Array:
         """Convert a column. Raises :class:`ColumnMismatch` naming the first bad value.
 
         Tries the vectorised :meth:`column` path; if it fails for any reason,
@@ -132,7 +134,7 @@ class Node:
             raise_unconvertible(self, normalised, fast_error)
             raise  # pragma: no cover
 
-    def column(self, values, nullable: bool, parent_nulls: int) -> pa.Array:
+    def column(self, values: Column, nullable: bool, parent_nulls: int) -> pa.Array:
         """Vectorised conversion without error reporting: raises anything on a bad value.
 
         ``values`` may hold ``parent_nulls`` placeholder Nones (positions where an
@@ -161,7 +163,7 @@ class ColumnMismatch(Exception):
         self.detail = detail
 
 
-def raise_first_bad(node: Node, values, nullable: bool) -> None:
+def raise_first_bad(node: Node, values: Column, nullable: bool) -> None:
     """Error path: walk values in Python and raise for the first bad one."""
     if isinstance(values, np.ndarray):
         values = values.tolist() if values.dtype.kind in "biuf" else list(values)
@@ -173,7 +175,7 @@ def raise_first_bad(node: Node, values, nullable: bool) -> None:
             raise ColumnMismatch(i, v, m) from None
 
 
-def raise_unconvertible(node: Node, values, exc: BaseException) -> None:
+def raise_unconvertible(node: Node, values: Sequence[object], exc: BaseException) -> None:
     """Error path when every value passed ``check`` but pyarrow still refused."""
     for i, v in enumerate(values):
         try:
@@ -187,5 +189,5 @@ def raise_unconvertible(node: Node, values, exc: BaseException) -> None:
     ) from exc
 
 
-def _as_list(values):
+def _as_list(values: Column) -> list[Any] | tuple[Any, ...]:
     return values.tolist() if isinstance(values, np.ndarray) else values

@@ -17,7 +17,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from statesource.schema.converter import ARROW_ERRORS, NONE_TYPE, Mismatch, Node, describe
+from statesource.schema.converter import (
+    ARROW_ERRORS,
+    NONE_TYPE,
+    Column,
+    Mismatch,
+    Node,
+    describe,
+)
 
 _UTC = _dt.timezone.utc
 _UUID_RE = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
@@ -28,7 +35,7 @@ _tzinfo = attrgetter("tzinfo")
 class Leaf(Node):
     """Leaf with the vectorised column path; subclasses define ``_convert``."""
 
-    def column(self, values, nullable: bool, parent_nulls: int) -> pa.Array:
+    def column(self, values: Column, nullable: bool, parent_nulls: int) -> pa.Array:
         array = self._convert(values)
         if not nullable and array.null_count != parent_nulls:
             raise Mismatch("null")
@@ -36,10 +43,10 @@ class Leaf(Node):
             raise Mismatch("post check")
         return array
 
-    def _convert(self, values) -> pa.Array:
+    def _convert(self, values: Column) -> pa.Array:
         raise NotImplementedError
 
-    def _post_check(self, array) -> bool:
+    def _post_check(self, array: pa.Array) -> bool:
         return True
 
 
@@ -50,7 +57,7 @@ class InferredLeaf(Leaf):
     def _family_ok(self, t: pa.DataType) -> bool:
         raise NotImplementedError
 
-    def _convert(self, values) -> pa.Array:
+    def _convert(self, values: Column) -> pa.Array:
         array = pa.array(values)
         t = array.type
         if t == self.arrow_type:
@@ -65,12 +72,11 @@ class IntLeaf(InferredLeaf):
         self.label, self.arrow_type = label, arrow_type
         self.lo, self.hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
-    def _family_ok(self, t):
+    def _family_ok(self, t: pa.DataType) -> bool:
         return pa.types.is_integer(t)
 
-    def check(self, v):
-        t = type(v)
-        if t is int or (isinstance(v, (int, np.integer)) and t is not bool):
+    def check(self, v: object) -> int | np.integer:
+        if type(v) is int or (isinstance(v, (int, np.integer)) and type(v) is not bool):
             if self.lo <= v <= self.hi:
                 return v
             raise Mismatch(f"{describe(v)} is out of range for {self.label} [{self.lo}, {self.hi}]")
@@ -80,16 +86,16 @@ class IntLeaf(InferredLeaf):
 class BoolLeaf(InferredLeaf):
     label, arrow_type = "boolean", pa.bool_()
 
-    def _family_ok(self, t):
+    def _family_ok(self, t: pa.DataType) -> bool:
         return False
 
-    def check(self, v):
+    def check(self, v: object) -> bool | np.bool_:
         if type(v) is bool or isinstance(v, np.bool_):
             return v
         raise Mismatch(f"expected bool for boolean, got {describe(v)}")
 
 
-def check_str(v, label: str) -> str:
+def check_str(v: object, label: str) -> str:
     if type(v) is not str and not isinstance(v, str):
         raise Mismatch(f"expected str for {label}, got {describe(v)}")
     if not v.isascii():
@@ -106,10 +112,10 @@ class StringLeaf(InferredLeaf):
     def __init__(self, label: str = "string") -> None:
         self.label = label
 
-    def _family_ok(self, t):
+    def _family_ok(self, t: pa.DataType) -> bool:
         return pa.types.is_string(t) or pa.types.is_large_string(t)
 
-    def check(self, v):
+    def check(self, v: object) -> str:
         return check_str(v, self.label)
 
 
@@ -122,13 +128,13 @@ class EnumLeaf(StringLeaf):
             ", ".join(symbols) if len(symbols) <= 20 else ", ".join(symbols[:20]) + ", ..."
         )
 
-    def check(self, v):
-        check_str(v, self.label)
-        if v not in self.symbols:
-            raise Mismatch(f"{describe(v)} is not a symbol of {self.label} ({self._listing})")
-        return v
+    def check(self, v: object) -> str:
+        s = check_str(v, self.label)
+        if s not in self.symbols:
+            raise Mismatch(f"{describe(s)} is not a symbol of {self.label} ({self._listing})")
+        return s
 
-    def _post_check(self, array):
+    def _post_check(self, array: pa.Array) -> bool:
         valid = len(array) - array.null_count
         return valid == 0 or pc.sum(pc.is_in(array, value_set=self._value_set)).as_py() == valid
 
@@ -136,15 +142,15 @@ class EnumLeaf(StringLeaf):
 class CharLeaf(StringLeaf):
     """java.lang.Character: a str of exactly one UTF-16 code unit (a BMP, non-surrogate char)."""
 
-    def check(self, v):
-        check_str(v, self.label)
-        if len(v) != 1 or ord(v) > 0xFFFF:
+    def check(self, v: object) -> str:
+        s = check_str(v, self.label)
+        if len(s) != 1 or ord(s) > 0xFFFF:
             raise Mismatch(
-                f"{describe(v)} is not a single UTF-16 code unit as {self.label} requires"
+                f"{describe(s)} is not a single UTF-16 code unit as {self.label} requires"
             )
-        return v
+        return s
 
-    def _post_check(self, array):
+    def _post_check(self, array: pa.Array) -> bool:
         if len(array) == array.null_count:
             return True
         chars = pc.min_max(pc.utf8_length(array)).as_py()
@@ -155,15 +161,15 @@ class CharLeaf(StringLeaf):
 class UuidLeaf(StringLeaf):
     """uuid on string: accepts str (RFC 4122 text form) or uuid.UUID; reads back str."""
 
-    def check(self, v):
+    def check(self, v: object) -> str:
         if isinstance(v, _uuid.UUID):
             return str(v)
-        check_str(v, self.label)
-        if not _UUID_MATCH(v):
-            raise Mismatch(f"{describe(v)} is not a UUID in 8-4-4-4-12 hex form")
-        return v
+        s = check_str(v, self.label)
+        if not _UUID_MATCH(s):
+            raise Mismatch(f"{describe(s)} is not a UUID in 8-4-4-4-12 hex form")
+        return s
 
-    def _convert(self, values):
+    def _convert(self, values: Column) -> pa.Array:
         try:
             return super()._convert(values)
         except (
@@ -172,7 +178,7 @@ class UuidLeaf(StringLeaf):
         ):  # uuid.UUID objects (pyarrow infers its uuid extension type)
             return super()._convert([str(v) if isinstance(v, _uuid.UUID) else v for v in values])
 
-    def _post_check(self, array):
+    def _post_check(self, array: pa.Array) -> bool:
         valid = len(array) - array.null_count
         return valid == 0 or pc.sum(pc.match_substring_regex(array, _UUID_RE)).as_py() == valid
 
@@ -185,22 +191,22 @@ class TypedLeaf(Leaf):
     def _type_ok(self, t: type) -> bool:
         raise NotImplementedError
 
-    def _types_ok(self, values) -> bool:
+    def _types_ok(self, values: Column) -> bool:
         """Check the Python types present; return whether None is among them."""
         types = set(map(type, values))
         has_none = NONE_TYPE in types
         types.discard(NONE_TYPE)
-        known = self.__dict__.setdefault("_ok_types", set())
+        known: set[type] = self.__dict__.setdefault("_ok_types", set())
         for t in types - known:
             if not self._type_ok(t):
                 raise Mismatch(f"type {t.__name__}")
             known.add(t)
         return has_none
 
-    def _extra_checks(self, values, has_none: bool) -> None:
+    def _extra_checks(self, values: Column, has_none: bool) -> None:
         pass
 
-    def _convert(self, values):
+    def _convert(self, values: Column) -> pa.Array:
         has_none = self._types_ok(values)
         self._extra_checks(values, has_none)
         array = pa.array(values, type=self.intermediate or self.arrow_type)
@@ -218,15 +224,15 @@ class FloatLeaf(TypedLeaf):
         self.label, self.arrow_type = label, arrow_type
         self.max_int = 1 << exact_int_bits
 
-    def _type_ok(self, t):
+    def _type_ok(self, t: type) -> bool:
         return issubclass(t, _FLOAT_TYPES) and not issubclass(t, (bool, np.bool_))
 
-    def _convert(self, values):
+    def _convert(self, values: Column) -> pa.Array:
         if isinstance(values, np.ndarray) and values.dtype.kind in "fiu":
             return pa.array(values, type=self.arrow_type)
         return super()._convert(values)
 
-    def check(self, v):
+    def check(self, v: object) -> object:
         t = type(v)
         if t is float:
             return v
@@ -240,10 +246,10 @@ class FloatLeaf(TypedLeaf):
 class BytesLeaf(TypedLeaf):
     label, arrow_type = "bytes", pa.binary()
 
-    def _type_ok(self, t):
+    def _type_ok(self, t: type) -> bool:
         return issubclass(t, (bytes, bytearray))
 
-    def check(self, v):
+    def check(self, v: object) -> bytes | bytearray:
         if isinstance(v, (bytes, bytearray)):
             return v
         raise Mismatch(f"expected bytes for {self.label}, got {describe(v)}")
@@ -254,13 +260,13 @@ class FixedLeaf(BytesLeaf):
         self.label, self.size = label, size
         self.arrow_type = pa.binary(size)
 
-    def check(self, v):
-        super().check(v)
-        if len(v) != self.size:
+    def check(self, v: object) -> bytes | bytearray:
+        data = super().check(v)
+        if len(data) != self.size:
             raise Mismatch(
-                f"{describe(v)} has {len(v)} bytes, {self.label} needs exactly {self.size}"
+                f"{describe(data)} has {len(data)} bytes, {self.label} needs exactly {self.size}"
             )
-        return v
+        return data
 
 
 class DecimalLeaf(TypedLeaf):
@@ -269,10 +275,10 @@ class DecimalLeaf(TypedLeaf):
         self.arrow_type = pa.decimal128(precision, scale)
         self._limit = 10**precision
 
-    def _type_ok(self, t):
+    def _type_ok(self, t: type) -> bool:
         return issubclass(t, Decimal)
 
-    def check(self, v):
+    def check(self, v: object) -> Decimal:
         if not isinstance(v, Decimal):
             raise Mismatch(f"expected decimal.Decimal for {self.label}, got {describe(v)}")
         if not v.is_finite():
@@ -302,15 +308,15 @@ class DecimalLeaf(TypedLeaf):
 class DateLeaf(TypedLeaf):
     label, arrow_type = "int/date", pa.date32()
 
-    def _type_ok(self, t):
+    def _type_ok(self, t: type) -> bool:
         return issubclass(t, _dt.date) and not issubclass(t, _dt.datetime)
 
-    def check(self, v):
+    def check(self, v: object) -> object:
         if self._type_ok(type(v)):
             return v
         raise Mismatch(f"expected datetime.date (not datetime) for {self.label}, got {describe(v)}")
 
-    def to_python(self, array):
+    def to_python(self, array: pa.Array | pa.ChunkedArray) -> list:
         return array.to_numpy(zero_copy_only=False).tolist()
 
 
@@ -322,14 +328,14 @@ class TimeLeaf(TypedLeaf):
         if not millis:
             self.intermediate = None
 
-    def _type_ok(self, t):
+    def _type_ok(self, t: type) -> bool:
         return issubclass(t, _dt.time)
 
-    def _extra_checks(self, values, has_none):
+    def _extra_checks(self, values: Column, has_none: bool) -> None:
         if set(map(_tzinfo, _non_null(values, has_none))) - {None}:
             raise Mismatch("aware time")
 
-    def check(self, v):
+    def check(self, v: object) -> _dt.time:
         if not isinstance(v, _dt.time):
             raise Mismatch(f"expected datetime.time for {self.label}, got {describe(v)}")
         if v.tzinfo is not None:
@@ -343,7 +349,7 @@ class TimeLeaf(TypedLeaf):
         return v
 
 
-def _non_null(values, has_none: bool):
+def _non_null(values: Column, has_none: bool) -> Column:
     return [v for v in values if v is not None] if has_none else values
 
 
@@ -356,15 +362,15 @@ class TimestampLeaf(TypedLeaf):
         if utc:
             self.fix = _to_utc
 
-    def _type_ok(self, t):
+    def _type_ok(self, t: type) -> bool:
         return issubclass(t, _dt.datetime)
 
-    def _extra_checks(self, values, has_none):
+    def _extra_checks(self, values: Column, has_none: bool) -> None:
         tzinfos = set(map(_tzinfo, _non_null(values, has_none)))
         if (None in tzinfos) if self.utc else bool(tzinfos - {None}):
             raise Mismatch("tz")
 
-    def check(self, v):
+    def check(self, v: object) -> _dt.datetime:
         if not isinstance(v, _dt.datetime):
             raise Mismatch(f"expected datetime.datetime for {self.label}, got {describe(v)}")
         if self.utc:
@@ -380,7 +386,7 @@ class TimestampLeaf(TypedLeaf):
             )
         return v
 
-    def to_python(self, array):
+    def to_python(self, array: pa.Array | pa.ChunkedArray) -> list:
         out = array.to_numpy(zero_copy_only=False).tolist()  # naive, UTC wall clock for aware
         if self.utc:
             out = [None if v is None else v.replace(tzinfo=_UTC) for v in out]

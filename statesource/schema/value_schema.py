@@ -102,7 +102,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -260,7 +260,7 @@ class ValueSchema:
     def __repr__(self) -> str:
         return f"ValueSchema({self._json})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[str], ValueSchema], tuple[str]]:
         return (value_schema, (self._json,))
 
     def __setattr__(self, name: str, value: object) -> None:

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statesource.errors import InvalidArgumentError
+from statesource.errors import CorruptCheckpointError, InvalidArgumentError
 from statesource.format import write_keyed_file
+from statesource.format.locations import DataFile
 from statesource.format.storage import resolve
 from statesource.keygroups import KeyGroupRange
 
@@ -69,3 +70,22 @@ def test_producer_mistakes_are_refused_and_leave_no_file(tmp_path, key_groups, m
         write_keyed_file(resolve(str(path)), "f.arrow", SCHEMA, KeyGroupRange(0, 31),
                          key_groups)
     assert not path.exists()
+
+
+def test_a_task_report_reads_back_as_the_data_file(tmp_path):
+    data_file = write_keyed_file(resolve(str(tmp_path / "f.arrow")), "data/f.arrow", SCHEMA,
+                                 KeyGroupRange(0, 31), [(3, [batch(3, 2)], 2)])
+    assert DataFile.from_json_text(data_file.to_json_text()) == data_file
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("not json", "Expecting value"),
+    ("[]", "expected an object, got []"),
+    ('{"path": "f.arrow"}', "missing field 'keyGroups'"),
+    ('{"path": "f.arrow", "keyGroups": {"keyGroup": []}}', "missing field 'batchStart'"),
+])
+def test_a_malformed_task_report_is_refused(text, words):
+    with pytest.raises(CorruptCheckpointError, match="a task reported an invalid data file") \
+            as info:
+        DataFile.from_json_text(text)
+    assert words in str(info.value)

@@ -238,6 +238,24 @@ METADATA_CASES = [
      CorruptCheckpointError, "not a relative path inside"),
     ("data path as a URI", _set(first_file, "path", "file:///etc/passwd"),
      CorruptCheckpointError, "not a relative path inside"),
+    ("an operator as a number", lambda d: d["operators"].__setitem__(0, 5),
+     CorruptCheckpointError, "expected an object, got 5"),
+    ("a keyed state as an array", lambda d: op(d)["keyedStates"].__setitem__(0, ["value"]),
+     CorruptCheckpointError, "expected an object, got ['value']"),
+    ("ttl as a string", _set(lambda d: keyed(d, "ttl_value"), "ttl", "1h"),
+     CorruptCheckpointError, "expected an object, got '1h'"),
+    ("a data file as a string", lambda d: keyed(d)["files"].__setitem__(0, "chk-1/data/x.arrow"),
+     CorruptCheckpointError, "expected an object, got 'chk-1/data/x.arrow'"),
+    ("missing operators", lambda d: d.pop("operators"), CorruptCheckpointError,
+     "KeyError: 'operators'"),
+    ("missing key type", lambda d: op(d).pop("keyType"), CorruptCheckpointError,
+     "KeyError: 'keyType'"),
+    ("missing ttl field", lambda d: keyed(d, "ttl_value")["ttl"].pop("visibility"),
+     CorruptCheckpointError, "KeyError: 'visibility'"),
+    ("missing index column", lambda d: first_file(d)["keyGroups"].pop("crc32"),
+     CorruptCheckpointError, "KeyError: 'crc32'"),
+    ("missing share field", lambda d: offsets_state(d)["partitions"][0].pop("rows"),
+     CorruptCheckpointError, "KeyError: 'rows'"),
 ]
 
 
@@ -249,6 +267,20 @@ def test_malformed_metadata_is_refused_naming_the_problem(root, change, error, w
         Checkpoint.open(str(root))
     assert words in str(info.value)
     assert "_metadata.json" in str(info.value)
+
+
+@pytest.mark.parametrize("bug", [AttributeError, TypeError, KeyError, IndexError])
+def test_a_bug_in_the_parser_is_not_reported_as_corruption(root, monkeypatch, bug):
+    """Only a malformed document makes a corrupt checkpoint: an exception the parsing code
+    raises of its own must surface as what it is, not send users looking for damage on disk."""
+
+    def broken(text: object) -> None:
+        raise bug("a bug of the parser's own")
+
+    monkeypatch.setattr(metadata_module, "parse_type", broken)
+    with pytest.raises(bug, match="a bug of the parser's own") as info:
+        Checkpoint.open(str(root))
+    assert not isinstance(info.value, StateSourceError)
 
 
 # Metadata that parses but misdescribes bytes whose checksums still match: only

@@ -11,10 +11,10 @@ import random
 
 import pyarrow as pa
 import pytest
-from golden_columns import golden_tables
 from pyspark.sql.functions import col
-from test_golden import rows
 
+from golden_columns import golden_tables
+from golden_vectors import rows
 from statesource.errors import JvmShimUnavailableError
 from statesource.jvm import find_javac
 from statesource.jvm.build import CACHE_ENV

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from key_strategies import TEXT, VALUES
 from statesource.errors import InvalidArgumentError, TypeMismatchError
 from statesource.keygroups import (
     EMPTY_RANGE,
@@ -81,31 +82,6 @@ def test_key_group_range_value_type():
         KeyGroupRange(5, 2)
 
 
-JAVA_INT = st.integers(min_value=-(2**31), max_value=2**31 - 1)
-JAVA_LONG = st.integers(min_value=-(2**63), max_value=2**63 - 1)
-TEXT = st.text(st.characters(codec="utf-16", exclude_categories=()), max_size=12)
-VALUES = {
-    "string": TEXT,
-    "int": JAVA_INT,
-    "long": JAVA_LONG,
-    "short": st.integers(min_value=-(2**15), max_value=2**15 - 1),
-    "byte": st.integers(min_value=-128, max_value=127),
-    "boolean": st.booleans(),
-    "char": st.characters(max_codepoint=0xFFFF, codec="utf-16", exclude_categories=()),
-    "float": st.floats(width=32),
-    "double": st.floats(),
-    "tuple<string,long>": st.tuples(st.none() | TEXT, st.none() | JAVA_LONG),
-    "row<string,int>": st.builds(
-        lambda fields, kind: Row(*fields, kind=kind),
-        st.tuples(st.none() | TEXT, st.none() | JAVA_INT),
-        st.sampled_from(RowKind),
-    ),
-    "row<bytes,row<long>>": st.tuples(
-        st.none() | st.binary(max_size=6), st.none() | st.tuples(JAVA_LONG)
-    ),
-}
-
-
 @pytest.mark.parametrize("type_name", sorted(VALUES))
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), max_parallelism=MAX_PARALLELISMS)
@@ -152,31 +128,6 @@ def test_null_keys_are_rejected():
         key_groups(pa.array(["a", None]), parse_type("string"), 128)
 
 
-@pytest.mark.parametrize(
-    ("text", "canonical"),
-    [
-        ("String", "string"),
-        ("Tuple2<String, Long>", "tuple<string,long>"),
-        ("row<bytes, row<int>>", "row<bytes,row<int>>"),
-        ("Character", "char"),
-    ],
-)
-def test_type_names_parse_to_canonical_form(text, canonical):
-    assert parse_type(text).name == canonical
-    assert parse_type(canonical) == parse_type(text)
-
-
-@pytest.mark.parametrize("text", ["str", "tuple", "tuple<>", "tuple3<int,int>", "row<int", "int>"])
-def test_bad_type_names_are_reported(text):
-    with pytest.raises(InvalidArgumentError, match="type"):
-        parse_type(text)
-
-
-def test_tuple_with_byte_array_field_is_rejected():
-    with pytest.raises(TypeMismatchError, match="identity"):
-        parse_type("tuple<bytes>")
-
-
 @pytest.mark.parametrize("type_name", ["int", "long", "short", "byte", "float", "double",
                                        "boolean"])
 @settings(max_examples=40, deadline=None)
@@ -191,53 +142,6 @@ def test_bulk_path_reads_typed_arrow_columns(type_name, data):
 def test_arrow_column_that_overflows_the_declared_type_is_rejected():
     with pytest.raises(TypeMismatchError, match="int64 column is not a valid int"):
         key_groups(pa.array([2**40], pa.int64()), parse_type("int"), 128)
-
-
-def as_rows(declared, value):
-    """A key with every tuple standing for a row turned into a Row, as a reader returns it."""
-    if value is None or not hasattr(declared, "fields"):
-        return value
-    fields = value.fields if isinstance(value, Row) else value
-    typed = tuple(as_rows(t, f) for t, f in zip(declared.fields, fields))
-    if declared.name.startswith("row"):
-        return Row(*typed, kind=value.kind if isinstance(value, Row) else RowKind.INSERT)
-    return typed
-
-
-@pytest.mark.parametrize("type_name", sorted(VALUES))
-@settings(max_examples=30, deadline=None)
-@given(data=st.data())
-def test_arrow_round_trip_of_every_key_type(type_name, data):
-    declared = parse_type(type_name)
-    keys = data.draw(st.lists(VALUES[type_name], max_size=10))
-    restored = declared.from_arrow(declared.to_arrow(keys))
-    if type_name == "float":
-        keys = [float(pa.array([k], pa.float32())[0].as_py()) for k in keys]
-    keys = [as_rows(declared, k) for k in keys]
-    assert [declared.java_hash(k) for k in restored] == [declared.java_hash(k) for k in keys]
-    assert repr(restored) == repr(keys)  # repr: NaN != NaN, yet must survive the trip
-
-
-@pytest.mark.parametrize("type_name", ["tuple<tuple<int,long>,string>",
-                                       "row<row<int>,tuple<int>,tuple<int>>"])
-def test_nested_composites_are_valid_avro_value_types(type_name):
-    from statesource.schema import ValueSchema
-
-    declared = parse_type(type_name)
-    schema = ValueSchema.parse(declared.to_avro())
-    assert schema.arrow_type.num_fields == declared.arrow_type.num_fields
-
-
-def test_primitive_types_unpickle_as_themselves():
-    """Spark ships key types to its tasks by pickling; code compares primitives by identity."""
-    import pickle
-
-    from statesource.types import BYTE, CHAR, DOUBLE, LONG, STRING, VOID
-
-    for data_type in (STRING, LONG, BYTE, CHAR, DOUBLE, VOID):
-        assert pickle.loads(pickle.dumps(data_type)) is data_type
-    composite = key_type("row<string,tuple<int,boolean>>")
-    assert pickle.loads(pickle.dumps(composite)) == composite
 
 
 @pytest.mark.parametrize("type_name", ["tuple<string,int>", "row<long,string>"])

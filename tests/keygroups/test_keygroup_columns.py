@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from golden_columns import golden_tables
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_golden import rows
 
+from golden_columns import golden_tables
+from golden_vectors import rows
 from statesource.errors import InvalidArgumentError, TypeMismatchError
 from statesource.keygroups import assign_to_key_group
 from statesource.keygroups.columns import (

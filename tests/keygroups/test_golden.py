@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import csv
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from golden_vectors import golden_key, rows
 from statesource.keygroups import (
     assign_to_key_group,
     default_max_parallelism,
@@ -18,41 +15,7 @@ from statesource.keygroups import (
     murmur_hashes,
     operator_index_for_key_group,
 )
-from statesource.keyjson import from_json
 from statesource.types import key_type, parse_type
-
-
-def _golden_dir() -> Path:
-    """``shared/flink-golden`` beside the repository or beside any directory above it.
-
-    A checkout is usually ``<dir>/main`` next to ``<dir>/shared``; a git worktree may sit one
-    level deeper (``<dir>/wt/<branch>``) and must find the same vectors.
-    """
-    repository = Path(__file__).resolve().parents[1]
-    for directory in repository.parents:
-        candidate = directory / "shared" / "flink-golden"
-        if candidate.is_dir():
-            return candidate
-    return repository.parent / "shared" / "flink-golden"
-
-
-GOLDEN = _golden_dir()
-
-
-def rows(name: str) -> list[dict[str, str]]:
-    path = GOLDEN / name
-    if not path.is_file():
-        pytest.fail(
-            f"golden vectors not found at {path}: the repository must sit beside shared/"
-            " (clone it as <dir>/main next to <dir>/shared)"
-        )
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
-
-
-def golden_key(row: dict[str, str]):
-    declared = parse_type(row["key_type"])
-    return declared, from_json(declared, json.loads(row["key_repr"]))
 
 
 def test_java_hashcode_and_key_group_of_every_key():
