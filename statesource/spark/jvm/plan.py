@@ -14,6 +14,12 @@ state, the change feed, a remote filesystem, nested collections, Arrow types
 Spark's ArrowColumnVector lacks) is planned as
 ``servable: false`` with a reason, and the provider hands it to this Python
 source unchanged.
+
+The plan is versioned (``planVersion``, :data:`PLAN_VERSION`): the shim's
+ReadPlan refuses a plan without it or of another version, naming both, and
+refuses a servable plan that lacks a field. tests/jvm/test_plan_contract.py
+holds this writer and that reader to one contract; change a field on both
+sides and bump the version with it.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ PYTHON_SOURCE_NAME = "flinkstate-python"
 PLAN_OPTION = "statesource.jvmplan"
 """Set (to anything) by the JVM provider to ask for a plan; Spark lower-cases option keys."""
 PLAN_METADATA = "statesource.jvmPlan"
+PLAN_VERSION = 1
+"""The version of the plan's JSON; ReadPlan.VERSION in the shim reads this version only."""
 
 
 def load_shim(spark: Any) -> bool:
@@ -82,7 +90,20 @@ class FlinkStatePythonSource(FlinkStateDataSource):
 def jvm_plan(target: ReadTarget,
              options: Mapping[str, str], snapshot: StateSource | None = None) -> dict[str, Any]:
     """What the JVM reads for ``target``, or why it cannot serve it (``snapshot``: the
-    snapshot the target names, where it is open already)."""
+    snapshot the target names, where it is open already).
+
+    Every plan has ``planVersion`` and ``servable``; an unservable one only a
+    ``reason`` besides. A servable one has, all required:
+    ``maxParallelism``, ``parallelism``; ``exactKeys`` (Spark's equality on the
+    key is Java's, so key filters may prune); ``filterPushdown``;
+    ``fileSchema`` (the data files' Arrow schema, IPC-serialized, base64);
+    ``columns`` (the output columns in order); ``files`` (``path``, the
+    confined real path, ``name`` for errors, ``sizeBytes``); ``keyGroups``,
+    parallel arrays of one length, one entry per non-empty key group in
+    ascending order: ``keyGroup``, ``file`` (an index into ``files``),
+    ``batchCount``, ``offset``, ``length``, ``rows``, ``crc32``; and
+    ``slices``, ``[first, last]`` key-group ranges, a Spark partition each.
+    """
     if isinstance(target, ChangeFeedTarget):
         return _unservable("the change feed is read by the Python source")
     if isinstance(target, OperatorStateTarget):
@@ -112,6 +133,7 @@ def jvm_plan(target: ReadTarget,
     slices = plan_slices(weights, target.max_parallelism, target.parallelism, None)
     key_type = source.operator(target.operator).keyed_key_type
     return {
+        "planVersion": PLAN_VERSION,
         "servable": True,
         "maxParallelism": target.max_parallelism,
         "parallelism": target.parallelism,
@@ -126,7 +148,7 @@ def jvm_plan(target: ReadTarget,
 
 
 def _unservable(reason: str) -> dict[str, Any]:
-    return {"servable": False, "reason": reason}
+    return {"planVersion": PLAN_VERSION, "servable": False, "reason": reason}
 
 
 def _unservable_target(target: ScanTarget) -> str | None:

@@ -1,0 +1,239 @@
+"""The JVM plan's contract: the JSON the Python planner writes is the JSON the shim reads.
+
+The same plan text, taken from where the Python source hands it to the JVM provider (the
+first field's metadata of the planning schema), is read by the shim's ReadPlan, run without
+Spark through its ``main``, which echoes everything it parsed. The echo must equal what
+Python wrote, field by field: a field one side adds or renames, a type that changes, fails
+here. Plans of another version, and servable plans that lack a field or whose key-group
+arrays differ in length, are refused with messages naming them.
+
+No Spark session is started; the shim's jar is built (or reused from the cache) with the
+machine's javac, and without one these tests skip, saying why.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from statesource import CheckpointWriter
+from statesource.errors import JvmShimUnavailableError
+from statesource.jvm import ensure_jar, find_javac, spark_jars_dir
+from statesource.spark.jvm.plan import (
+    PLAN_METADATA,
+    PLAN_OPTION,
+    PLAN_VERSION,
+    FlinkStatePythonSource,
+)
+from statesource.state.descriptors import ListStateDescriptor, ValueStateDescriptor
+from statesource.state.keyed_backend import KeyedStateBackend
+
+READ_PLAN_CLASS = "org.statesource.shim.ReadPlan"
+GROUP_FIELDS = ("keyGroup", "file", "batchCount", "offset", "length", "rows", "crc32")
+Answers = Callable[..., list[dict[str, Any]]]
+
+
+@pytest.fixture(scope="module")
+def read_in_java() -> Answers:
+    """Runs ReadPlan's main on plan texts: one answer each, ``{"plan": echo}`` or
+    ``{"refused": message}``."""
+    try:
+        javac = find_javac()
+    except JvmShimUnavailableError as error:
+        pytest.skip(f"the plan contract needs a JDK to build the shim, and there is none: {error}")
+    java = javac.parent / "java"  # a JDK keeps both in its bin
+    classpath = os.pathsep.join([str(ensure_jar()), str(spark_jars_dir() / "*")])
+
+    def run(*plans: str) -> list[dict[str, Any]]:
+        assert all("\n" not in plan for plan in plans)
+        done = subprocess.run([str(java), "-cp", classpath, READ_PLAN_CLASS],
+                              input="".join(plan + "\n" for plan in plans).encode(),
+                              capture_output=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+        answers = [json.loads(line) for line in done.stdout.decode().splitlines()]
+        assert len(answers) == len(plans), answers
+        return answers
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> str:
+    """An incremental checkpoint keyed by string (two overlapping data files) beside an
+    operator keyed by double, under a non-ASCII path."""
+    root = tmp_path_factory.mktemp("état-plan")
+    by_string = KeyedStateBackend("string", 32)
+    counts = by_string.get_state(ValueStateDescriptor("counts", "long"))
+    items = by_string.get_state(ListStateDescriptor("items", "string"))
+    by_double = KeyedStateBackend("double", 128)
+    levels = by_double.get_state(ValueStateDescriptor("levels", "string"))
+    with CheckpointWriter(str(root), incremental=True) as writer:
+        for checkpoint_id, keys in ((1, range(300)), (2, range(0, 300, 41))):
+            for i in keys:
+                by_string.set_current_key(f"k{i}\u00e9")
+                counts.update(i * checkpoint_id)
+                items.add(f"item {i}")
+                by_double.set_current_key(i / 7)
+                levels.update(f"level {i}")
+            writer.write(checkpoint_id, {"strings": [by_string], "doubles": [by_double]})
+    return str(root)
+
+
+def wire_plan(**options: str) -> str:
+    """The plan's JSON exactly as the Python source hands it to the JVM provider."""
+    lowered = {key.lower(): value for key, value in options.items()}  # as Spark passes them
+    source = FlinkStatePythonSource({**lowered, PLAN_OPTION: "true"})
+    return source.schema().fields[0].metadata[PLAN_METADATA]
+
+
+def servable_plan(root: str) -> str:
+    return wire_plan(path=root, operator="strings", state="counts", parallelism="3")
+
+
+PLANS = {
+    "string keys, overlapping files": dict(operator="strings", state="counts", parallelism="3"),
+    "double keys, no pushdown": dict(operator="doubles", state="levels", filterPushdown="false"),
+    "flattened list": dict(operator="strings", state="items"),
+}
+
+
+@pytest.mark.parametrize("options", PLANS.values(), ids=list(PLANS))
+def test_java_reads_every_field_python_writes(read_in_java, root, options):
+    text = wire_plan(path=root, **options)
+    plan = json.loads(text)
+    assert plan["planVersion"] == PLAN_VERSION and plan["servable"] is True
+    [answer] = read_in_java(text)
+    assert "refused" not in answer, answer["refused"]
+    echo = answer["plan"]
+    assert sorted(echo) == sorted(plan), "fields one side writes and the other does not read"
+    for field in plan:
+        if isinstance(plan[field], dict):
+            assert sorted(echo[field]) == sorted(plan[field]), field
+            for inner in plan[field]:
+                assert echo[field][inner] == plan[field][inner], f"{field}.{inner}"
+        else:
+            assert echo[field] == plan[field], field
+    assert echo == plan
+    groups = plan["keyGroups"]
+    assert sorted(groups) == sorted(GROUP_FIELDS)
+    assert len(groups["keyGroup"]) > 1 and len({len(v) for v in groups.values()}) == 1
+    assert plan["slices"] and plan["files"] and plan["columns"]
+
+
+def test_the_plans_exercise_what_they_claim(root):
+    """Overlapping files, non-ASCII paths, both pushdown settings and exactness."""
+    strings = json.loads(servable_plan(root))
+    doubles = json.loads(wire_plan(path=root, operator="doubles", state="levels",
+                                   filterPushdown="false"))
+    assert len(strings["files"]) == 2 and len(set(strings["keyGroups"]["file"])) == 2
+    assert all("état" in f["path"] for f in strings["files"])
+    assert (strings["exactKeys"], strings["filterPushdown"]) == (True, True)
+    assert (doubles["exactKeys"], doubles["filterPushdown"]) == (False, False)
+
+
+def test_an_unservable_plan_round_trips_its_reason(read_in_java, root):
+    text = wire_plan(path=root, operator="strings", state="items", flattenCollections="false")
+    plan = json.loads(text)
+    assert plan == {"planVersion": PLAN_VERSION, "servable": False,
+                    "reason": "flattenCollections=false nests rows, which the JVM reader"
+                              " does not do"}
+    assert read_in_java(text) == [{"plan": plan}]
+
+
+def test_a_plan_of_another_version_is_refused_naming_both(read_in_java, root):
+    servable = json.loads(servable_plan(root))
+    unservable = {"planVersion": PLAN_VERSION, "servable": False, "reason": "why"}
+    newer = {**servable, "planVersion": PLAN_VERSION + 1}
+    unversioned = {k: v for k, v in servable.items() if k != "planVersion"}
+    answers = read_in_java(*(json.dumps(p) for p in (
+        newer, unversioned, {**unservable, "planVersion": PLAN_VERSION + 1},
+        {**servable, "planVersion": str(PLAN_VERSION)})))
+    written = [f"plan version {PLAN_VERSION + 1}", "no plan version",
+               f"plan version {PLAN_VERSION + 1}", f'plan version "{PLAN_VERSION}"']
+    for answer, version in zip(answers, written, strict=True):
+        assert "plan" not in answer, answer
+        message = answer["refused"]
+        assert "the statesource Python package and its JVM shim disagree on the plan version" \
+            in message
+        assert f"the Python package wrote {version}" in message
+        assert f"this shim reads plan version {PLAN_VERSION}." in message
+        assert "`statesource jvm build`" in message
+
+
+def field_paths(plan: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Every required field of a servable plan, as a path into it (the version aside)."""
+    paths: list[tuple[str, ...]] = []
+    for field, value in plan.items():
+        if field == "planVersion":
+            continue
+        paths.append((field,))
+        if field == "keyGroups":
+            paths.extend((field, inner) for inner in value)
+        if field == "files":
+            paths.extend((field, "0", inner) for inner in value[0])
+    return paths
+
+
+def without(plan: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    changed = copy.deepcopy(plan)
+    node: Any = changed
+    for step in path[:-1]:
+        node = node[int(step)] if isinstance(node, list) else node[step]
+    del node[path[-1]]
+    return changed
+
+
+def test_a_servable_plan_missing_a_field_is_refused_naming_it(read_in_java, root):
+    plan = json.loads(servable_plan(root))
+    paths = field_paths(plan)
+    assert len(paths) == 10 + len(GROUP_FIELDS) + 3
+    answers = read_in_java(*(json.dumps(without(plan, path)) for path in paths))
+    for path, answer in zip(paths, answers, strict=True):
+        name = ".".join(path).replace(".0.", "[0].")
+        assert answer.get("refused", "").endswith(f"field {name} is missing"), (name, answer)
+    unservable = {"planVersion": PLAN_VERSION, "servable": False}
+    [answer] = read_in_java(json.dumps(unservable))
+    assert answer["refused"].endswith("field reason is missing")
+
+
+def test_malformed_key_groups_and_fields_are_refused_naming_them(read_in_java, root):
+    plan = json.loads(servable_plan(root))
+    groups = len(plan["keyGroups"]["keyGroup"])
+
+    def changed(edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        mutated = copy.deepcopy(plan)
+        edit(mutated)
+        return mutated
+
+    cases = {
+        f"keyGroups.keyGroup has {groups} entries, keyGroups.crc32 has {groups - 1}":
+            changed(lambda p: p["keyGroups"]["crc32"].pop()),
+        f"keyGroups.keyGroup has {groups} entries, keyGroups.file has {groups + 1}":
+            changed(lambda p: p["keyGroups"]["file"].append(0)),
+        "field maxParallelism is not a 32-bit integer: \"32\"":
+            changed(lambda p: p.update(maxParallelism="32")),
+        "field exactKeys is not a boolean: 1": changed(lambda p: p.update(exactKeys=1)),
+        "field keyGroups.offset[0] is not a 64-bit integer: 1.5":
+            changed(lambda p: p["keyGroups"]["offset"].__setitem__(0, 1.5)),
+        'field files[1].sizeBytes is not a 64-bit integer: "12"':
+            changed(lambda p: p["files"][1].update(sizeBytes="12")),
+        "keyGroups.file[0] = 2 is not an index into files (2 files)":
+            changed(lambda p: p["keyGroups"]["file"].__setitem__(0, 2)),
+        "keyGroups.keyGroup[0] = 32 is outside [0, maxParallelism 32)":
+            changed(lambda p: p["keyGroups"]["keyGroup"].__setitem__(0, 32)),
+        "key groups out of order at entry 1":
+            changed(lambda p: p["keyGroups"]["keyGroup"].__setitem__(1, 0)),
+        "field slices[0] is not a [first, last] pair":
+            changed(lambda p: p["slices"][0].append(9)),
+        "field fileSchema is not base64": changed(lambda p: p.update(fileSchema="not base64!")),
+        "the plan is not a JSON object": [plan],
+    }
+    answers = read_in_java(*(json.dumps(case) for case in cases.values()))
+    for expected, answer in zip(cases, answers, strict=True):
+        assert expected in answer.get("refused", ""), (expected, answer)
