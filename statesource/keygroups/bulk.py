@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statesource.errors import TypeMismatchError
+from statesource.keyequality import java_float_bits
 from statesource.keygroups.assignment import check_max_parallelism
 from statesource.types import (
     BOOLEAN,
@@ -122,14 +123,12 @@ def _numeric_hashes(column: np.ndarray, value_type: DataType) -> np.ndarray:
         bits = column.astype(np.int64).view(np.uint64)
         return (bits ^ (bits >> np.uint64(32))).astype(_U32).view(np.int32)
     if value_type is DOUBLE:
-        doubles = column.astype(np.float64)
-        bits = np.where(np.isnan(doubles), np.uint64(0x7FF8000000000000), doubles.view(np.uint64))
+        bits = java_float_bits(column.astype(np.float64)).view(np.uint64)
         return (bits ^ (bits >> np.uint64(32))).astype(_U32).view(np.int32)
     if value_type is FLOAT:
         with np.errstate(over="ignore"):
             narrowed = column.astype(np.float32)
-        bits = np.where(np.isnan(narrowed), _U32(0x7FC00000), narrowed.view(_U32))
-        return bits.view(np.int32)
+        return java_float_bits(narrowed)
     return np.where(column, 1231, 1237).astype(np.int32)
 
 

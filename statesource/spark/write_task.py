@@ -32,6 +32,7 @@ from statesource.format.datafile import write_keyed_file
 from statesource.format.ipc import split_batches
 from statesource.format.metadata import DataFile
 from statesource.format.storage import Location, new_data_file, remove_attempt
+from statesource.keyequality import java_float_bits
 from statesource.keygroups import KeyGroupRange, key_groups
 from statesource.model import VALUE_ROLES, StateKind
 from statesource.schema import ValueSchema
@@ -268,10 +269,7 @@ def _flattened(name: str, column: pa.ChunkedArray | pa.Array) -> dict[str, pa.Ar
 
 def _java_bits(column: pa.Array) -> pa.Array:
     """``doubleToLongBits`` / ``floatToIntBits`` of every value (nulls stay null)."""
-    values = column.to_numpy(zero_copy_only=False)
-    integer = np.int64 if values.dtype == np.float64 else np.int32
-    canonical_nan = np.array([np.nan], dtype=values.dtype).view(integer)[0]
-    bits = np.where(np.isnan(values), canonical_nan, values.view(integer))
+    bits = java_float_bits(column.to_numpy(zero_copy_only=False))
     return pa.array(bits, mask=column.is_null().to_numpy(zero_copy_only=False))
 
 
