@@ -1,4 +1,4 @@
-"""Key groups for a whole column of keys at once.
+"""Key groups (and their subtasks) for a whole column of keys at once.
 
 Restore, rewrite and rescale jobs assign millions of keys; a Python loop over
 them is the bottleneck. Here Java ``hashCode`` and Flink's murmur hash run as
@@ -18,7 +18,11 @@ import pyarrow.compute as pc
 
 from statesource.errors import TypeMismatchError
 from statesource.keyequality import java_float_bits
-from statesource.keygroups.assignment import check_max_parallelism
+from statesource.keygroups.assignment import (
+    check_key_group,
+    check_max_parallelism,
+    check_parallelism,
+)
 from statesource.types import (
     BOOLEAN,
     BYTE,
@@ -46,6 +50,21 @@ def key_groups(keys: Sequence[Any] | pa.Array | pa.ChunkedArray, key_type: DataT
     check_max_parallelism(max_parallelism)
     hashes = java_hashes(keys, key_type)
     return (murmur_hashes(hashes) % max_parallelism).astype(np.int32)
+
+
+def operator_indexes(max_parallelism: int, parallelism: int, groups: np.ndarray) -> np.ndarray:
+    """The subtask owning each key group, as int32: :func:`operator_index_for_key_group` of
+    a whole column.
+
+    The product of key group and parallelism is taken in int64, so narrow input
+    columns cannot wrap before the division.
+    """
+    check_parallelism(parallelism, max_parallelism)
+    wide = np.asarray(groups).astype(np.int64)
+    outside = (wide < 0) | (wide >= max_parallelism)
+    if outside.any():
+        check_key_group(int(wide[np.argmax(outside)]), max_parallelism)
+    return (wide * parallelism // max_parallelism).astype(np.int32)
 
 
 def murmur_hashes(codes: np.ndarray) -> np.ndarray:

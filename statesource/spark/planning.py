@@ -38,6 +38,7 @@ from statesource.keygroups import (
     KeyGroupRange,
     key_group_range_for_operator,
     key_groups,
+    operator_index_for_key_group,
 )
 from statesource.model import StateKind
 from statesource.spark.schema import OutputSchema
@@ -193,7 +194,8 @@ def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None,
 def _output_table(target: ScanTarget, state: KeyedStateMeta | None, key_type: DataType,
                   table: pa.Table) -> pa.Table:
     key_group = table.column(KEY_GROUP)[0].as_py()
-    operator_index = key_group * target.parallelism // target.max_parallelism
+    operator_index = operator_index_for_key_group(target.max_parallelism, target.parallelism,
+                                                  key_group)
     output = target.output
     if output.nested:
         assert state is not None

@@ -33,7 +33,7 @@ from statesource.format.ipc import split_batches
 from statesource.format.metadata import DataFile
 from statesource.format.storage import Location, new_data_file, remove_attempt
 from statesource.keyequality import java_float_bits
-from statesource.keygroups import KeyGroupRange, key_groups
+from statesource.keygroups import KeyGroupRange, key_groups, operator_indexes
 from statesource.model import VALUE_ROLES, StateKind
 from statesource.schema import ValueSchema
 from statesource.spark.schema import OPERATOR_INDEX
@@ -71,8 +71,7 @@ def _typed_rows(target: WriteTarget, table: pa.Table) -> tuple[pa.Table, np.ndar
     groups = key_groups(keys, target.key_type, target.max_parallelism)
     _check_given(table, KEY_GROUP, groups, keys)
     if OPERATOR_INDEX in table.column_names:
-        indexes = (groups.astype(np.int64) * target.parallelism
-                   // target.max_parallelism).astype(np.int32)
+        indexes = operator_indexes(target.max_parallelism, target.parallelism, groups)
         _check_given(table, OPERATOR_INDEX, indexes, keys)
     columns: dict[str, pa.Array | pa.ChunkedArray] = {
         KEY_GROUP: pa.array(groups, pa.int32()),
@@ -305,7 +304,7 @@ def _changes(columns: list[pa.ChunkedArray | pa.Array]) -> np.ndarray:
 def _by_subtask(target: WriteTarget, rows: pa.Table, groups: np.ndarray
                 ) -> Iterator[tuple[int, pa.Table, np.ndarray]]:
     """The rows of each Flink subtask present, in subtask order."""
-    subtasks = (groups.astype(np.int64) * target.parallelism // target.max_parallelism)
+    subtasks = operator_indexes(target.max_parallelism, target.parallelism, groups)
     bounds = np.flatnonzero(np.diff(subtasks)) + 1
     for start, end in zip([0, *bounds.tolist()], [*bounds.tolist(), len(groups)]):
         yield int(subtasks[start]), rows.slice(start, end - start), groups[start:end]

@@ -27,7 +27,7 @@ from statesource.format.columns import KEY
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
 from statesource.format.edit import CheckpointEdit
 from statesource.format.metadata import DataFile, KeyedStateMeta
-from statesource.keygroups import key_groups
+from statesource.keygroups import key_groups, operator_indexes
 from statesource.model import StateDeclaration, StateKind
 from statesource.spark.jvm_session import (
     KEY_GROUP_FUNCTION,
@@ -299,8 +299,8 @@ def _subtask_column(target: WriteTarget) -> Callable[[Iterator[pa.RecordBatch]],
         for batch in batches:
             keys = key_column(target.key_type, pa.chunked_array([batch.column("key")]))
             groups = key_groups(keys, target.key_type, target.max_parallelism)
-            subtasks = groups.astype("int64") * target.parallelism // target.max_parallelism
-            yield batch.append_column(_SUBTASK, pa.array(subtasks.astype("int32")))
+            subtasks = operator_indexes(target.max_parallelism, target.parallelism, groups)
+            yield batch.append_column(_SUBTASK, pa.array(subtasks))
     return add
 
 
