@@ -27,9 +27,8 @@ from statesource.format.columns import (
     NAMESPACE,
     TTL_TIMESTAMP,
     VALUE_COLUMNS,
-    canonical_column,
-    entry_starts,
 )
+from statesource.format.entries import entry_starts
 from statesource.format.ipc import ReadListener
 from statesource.format.metadata import KeyedStateMeta, OperatorMeta
 from statesource.format.storage import Location
@@ -43,7 +42,7 @@ from statesource.keygroups import (
 from statesource.model import StateKind
 from statesource.spark.schema import OutputSchema
 from statesource.spark.snapshots import open_snapshot
-from statesource.types import BOOLEAN, BYTE, CHAR, INT, LONG, SHORT, STRING, DataType
+from statesource.types import BOOLEAN, BYTE, CHAR, INT, LONG, SHORT, STRING
 
 TARGET_ROWS = 1 << 21
 EXACT_KEY_TYPES = (STRING, INT, LONG, SHORT, BYTE, BOOLEAN, CHAR)
@@ -188,31 +187,27 @@ def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None,
             table = table.filter(pc.is_in(table.column(KEY), value_set=wanted))
             if not table.num_rows:
                 continue
-        yield from _output_table(target, state, key_type, table).to_batches()
+        yield from _output_table(target, state, table).to_batches()
 
 
-def _output_table(target: ScanTarget, state: KeyedStateMeta | None, key_type: DataType,
-                  table: pa.Table) -> pa.Table:
+def _output_table(target: ScanTarget, state: KeyedStateMeta | None, table: pa.Table) -> pa.Table:
     key_group = table.column(KEY_GROUP)[0].as_py()
     operator_index = operator_index_for_key_group(target.max_parallelism, target.parallelism,
                                                   key_group)
     output = target.output
     if output.nested:
         assert state is not None
-        table = _nest(state, key_type, table)
+        table = _nest(state, table)
     columns = [table.column(KEY_GROUP),
                pa.array(np.full(table.num_rows, operator_index, dtype=np.int32)),
                *(table.column(name) for name in output.arrow.names[2:])]
     return pa.Table.from_arrays(columns, schema=output.arrow).cast(output.spark_arrow)
 
 
-def _nest(state: KeyedStateMeta, key_type: DataType, table: pa.Table) -> pa.Table:
+def _nest(state: KeyedStateMeta, table: pa.Table) -> pa.Table:
     """One row per entry: list elements (or map entries) gathered into one array (or map)."""
     declaration = state.declaration
-    starts = entry_starts(
-        canonical_column(key_type, key_type.from_arrow(table.column(KEY))),
-        canonical_column(declaration.namespace_type,
-                         declaration.namespace_type.from_arrow(table.column(NAMESPACE))))
+    starts = entry_starts(table.column(KEY), table.column(NAMESPACE))
     offsets = pa.array(starts, pa.int32())
     first_rows = table.take(pa.array(starts[:-1], pa.int64()))
     columns = {KEY_GROUP: first_rows.column(KEY_GROUP), KEY: first_rows.column(KEY),

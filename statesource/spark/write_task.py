@@ -29,10 +29,10 @@ from statesource.format.columns import (
     data_schema,
 )
 from statesource.format.datafile import write_keyed_file
+from statesource.format.entries import entry_starts, java_equality_columns, row_changes
 from statesource.format.ipc import split_batches
 from statesource.format.metadata import DataFile
 from statesource.format.storage import Location, new_data_file, remove_attempt
-from statesource.keyequality import java_float_bits
 from statesource.keygroups import KeyGroupRange, key_groups, operator_indexes
 from statesource.model import VALUE_ROLES, StateKind
 from statesource.schema import ValueSchema
@@ -239,37 +239,12 @@ def _sort_keys(rows: pa.Table, kind: StateKind, order_column: str | None,
     """
     columns = {KEY_GROUP: rows.column(KEY_GROUP)}
     for name in (KEY, NAMESPACE):
-        columns.update(_flattened(name, rows.column(name)))
+        columns.update(java_equality_columns(name, rows.column(name)))
     if kind is StateKind.MAP:
-        columns.update(_flattened("user_key", rows.column("user_key")))
+        columns.update(java_equality_columns("user_key", rows.column("user_key")))
     if order_column is not None:
         columns["__order"] = given.column(order_column)
     return pa.table(columns)
-
-
-def _flattened(name: str, column: pa.ChunkedArray | pa.Array) -> dict[str, pa.Array]:
-    """The leaf columns that decide which entry a row belongs to, compared as Java's
-    ``equals`` compares them: floating-point values by their bits (every NaN one value,
-    ``0.0`` and ``-0.0`` two), so sorting and grouping agree with the state map."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if pa.types.is_null(column.type):
-        return {}
-    if pa.types.is_struct(column.type):
-        flattened: dict[str, pa.Array] = {}
-        for index, field in enumerate(column.type):
-            flattened.update(_flattened(f"{name}.{field.name}", pc.struct_field(column,
-                                                                              [index])))
-        return flattened
-    if pa.types.is_floating(column.type):
-        return {name: _java_bits(column)}
-    return {name: column}
-
-
-def _java_bits(column: pa.Array) -> pa.Array:
-    """``doubleToLongBits`` / ``floatToIntBits`` of every value (nulls stay null)."""
-    bits = java_float_bits(column.to_numpy(zero_copy_only=False))
-    return pa.array(bits, mask=column.is_null().to_numpy(zero_copy_only=False))
 
 
 def _check_unique_entries(rows: pa.Table, order: pa.Table, kind: StateKind, state: str) -> None:
@@ -278,7 +253,7 @@ def _check_unique_entries(rows: pa.Table, order: pa.Table, kind: StateKind, stat
     if kind is StateKind.LIST or rows.num_rows < 2:
         return
     columns = [order.column(name) for name in order.column_names if name != "__order"]
-    duplicates = np.flatnonzero(~_changes(columns))
+    duplicates = np.flatnonzero(~row_changes(columns))
     if duplicates.size:
         row = int(duplicates[0]) + 1
         what = "user key" if kind is StateKind.MAP else "(key, namespace)"
@@ -287,18 +262,6 @@ def _check_unique_entries(rows: pa.Table, order: pa.Table, kind: StateKind, stat
             f"state {state!r}: {what} appears more than once, e.g. key {detail[KEY]!r},"
             f" namespace {detail[NAMESPACE]!r}"
             + (f", user key {detail['user_key']!r}" if kind is StateKind.MAP else ""))
-
-
-def _changes(columns: list[pa.ChunkedArray | pa.Array]) -> np.ndarray:
-    """For rows 1..n-1: whether any of ``columns`` differs from the row before (nulls equal)."""
-    changed = np.zeros(max(len(columns[0]) - 1, 0) if columns else 0, dtype=bool)
-    for given in columns:
-        column = given.combine_chunks() if isinstance(given, pa.ChunkedArray) else given
-        before, after = column.slice(0, len(column) - 1), column.slice(1)
-        equal = pc.fill_null(pc.equal(before, after), False)
-        both_null = pc.and_(pc.is_null(before), pc.is_null(after))
-        changed |= ~pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
-    return changed
 
 
 def _by_subtask(target: WriteTarget, rows: pa.Table, groups: np.ndarray
@@ -342,11 +305,8 @@ def _entry_counts(rows: pa.Table, kind: StateKind, starts: list[int],
     """Distinct (key, namespace) pairs per key group: rows are grouped by entry already."""
     if kind not in (StateKind.LIST, StateKind.MAP):
         return [end - start for start, end in zip(starts, ends)]
-    fields = {**_flattened(KEY, rows.column(KEY)), **_flattened(NAMESPACE, rows.column(NAMESPACE))}
-    new_entry = np.concatenate([[True], _changes(list(fields.values()))])
-    new_entry[np.asarray(starts, dtype=np.int64)] = True
-    cumulative = np.concatenate([[0], np.cumsum(new_entry)])
-    return [int(cumulative[end] - cumulative[start]) for start, end in zip(starts, ends)]
+    entry_rows = np.union1d(entry_starts(rows.column(KEY), rows.column(NAMESPACE)), starts)
+    return (np.searchsorted(entry_rows, ends) - np.searchsorted(entry_rows, starts)).tolist()
 
 
 def delete_files(root: Location, files: Iterable[DataFile]) -> None:
