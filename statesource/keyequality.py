@@ -16,7 +16,8 @@ that would silently merge or split a user's state:
 :func:`key_canonicalizer` builds, once per type, the function that validates a value
 and returns that canonical form. Every path that compares keys (the state map, the
 checkpoint reader regrouping rows, restore, pushdown) goes through it, so the rules
-exist once.
+exist once. Columns of floating-point values compare the Java way through
+:func:`java_float_bits`, the bit patterns ``equals`` compares.
 
 Strings also get a check here: a Java ``String`` may hold any UTF-16 code units, but
 the checkpoint format stores UTF-8 and cannot hold a surrogate code point (a lone
@@ -30,6 +31,8 @@ import math
 import struct
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from statesource.errors import TypeMismatchError
 from statesource.types import (
@@ -98,6 +101,26 @@ def java_float(value: float) -> JavaFloat:
         return JavaFloat(struct.unpack("<f", struct.pack("<f", value))[0])
     except OverflowError:
         return JavaFloat(math.inf if value > 0 else -math.inf)
+
+
+_CANONICAL_NAN_BITS = {np.dtype(np.float64): np.int64(0x7FF8000000000000),
+                       np.dtype(np.float32): np.int32(0x7FC00000)}
+
+
+def java_float_bits(values: np.ndarray) -> np.ndarray:
+    """``doubleToLongBits`` of float64 values (as int64), ``floatToIntBits`` of float32 ones
+    (as int32).
+
+    Two values are ``Double.equals`` / ``Float.equals`` exactly when these bits are equal
+    (every NaN has the one canonical pattern, ``0.0`` and ``-0.0`` differ in the sign bit),
+    and ``hashCode`` hashes them; so a column compares, sorts and hashes the Java way as
+    integers, where numpy's float comparison would not.
+    """
+    canonical_nan = _CANONICAL_NAN_BITS.get(values.dtype)
+    if canonical_nan is None:
+        raise TypeMismatchError(f"Java floating-point bits need float32 or float64, not"
+                                f" {values.dtype}")
+    return np.where(np.isnan(values), canonical_nan, values.view(canonical_nan.dtype))
 
 
 def check_storable_string(value: str) -> str:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statesource.format.columns import COLUMN_OF_ROLE, KEY, KEY_GROUP, NAMESPACE, TTL_TIMESTAMP
+from statesource.format.entries import entry_starts, equal_or_both_null
 from statesource.model import VALUE_ROLES, StateDeclaration, StateKind
 from statesource.types import DataType
 
@@ -92,7 +93,7 @@ def _side(table: pa.Table, declaration: StateDeclaration, namespaced: bool) -> p
     if namespaced:
         columns[NAMESPACE] = table.column(NAMESPACE)
     if kind is StateKind.LIST:
-        columns[_POSITION] = pa.array(_element_indices(table, namespaced), pa.int32())
+        columns[_POSITION] = pa.array(_element_indices(table), pa.int32())
     elif kind is StateKind.MAP:
         columns[_POSITION] = table.column("user_key")
     columns[_VALUE] = table.column(value_column)
@@ -155,23 +156,11 @@ def _same_values(before: pa.Table, after: pa.Table, names: list[tuple[str, str]]
     two nulls included."""
     result = np.ones(before.num_rows, dtype=np.bool_)
     for old_name, new_name in names:
-        old, new = before.column(old_name), after.column(new_name)
-        same = pc.or_(pc.fill_null(pc.equal(old, new), False),
-                      pc.and_(pc.is_null(old), pc.is_null(new)))
-        result &= same.to_numpy(zero_copy_only=False)
+        result &= equal_or_both_null(before.column(old_name), after.column(new_name))
     return result
 
 
-def _element_indices(table: pa.Table, namespaced: bool) -> np.ndarray:
+def _element_indices(table: pa.Table) -> np.ndarray:
     """Each row's position in its list: rows of one (key, namespace) are contiguous."""
-    rows = table.num_rows
-    if rows == 0:
-        return np.zeros(0, dtype=np.int32)
-    starts = np.zeros(rows, dtype=np.bool_)
-    starts[0] = True
-    for name in (KEY, NAMESPACE) if namespaced else (KEY,):
-        column = table.column(name)
-        differs = pc.not_equal(column.slice(1), column.slice(0, rows - 1))
-        starts[1:] |= differs.to_numpy(zero_copy_only=False)
-    positions = np.arange(rows)
-    return positions - np.maximum.accumulate(np.where(starts, positions, 0))
+    starts = entry_starts(table.column(KEY), table.column(NAMESPACE))
+    return np.arange(table.num_rows) - np.repeat(starts[:-1], np.diff(starts))

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from statesource.errors import StateSourceError
+from statesource.format.entries import entry_starts
 from statesource.format.ipc import split_batches
 from statesource.keyequality import decoded_key_canonicalizer
 from statesource.model import VALUE_ROLES, StateDeclaration, StateKind, snapshot_expirer_for
@@ -214,19 +215,6 @@ def canonical_column(data_type: DataType, values: list[Any]) -> list[Any]:
                                              for v in values]
 
 
-def entry_starts(keys: list[Any], namespaces: list[Any]) -> list[int]:
-    """Row index where each (key, namespace) entry starts, plus the row count at the end.
-
-    Keys and namespaces must be in their Java-equality form (:func:`canonical_column`).
-    """
-    starts = [0] if keys else []
-    for row in range(1, len(keys)):
-        if keys[row] != keys[row - 1] or namespaces[row] != namespaces[row - 1]:
-            starts.append(row)
-    starts.append(len(keys))
-    return starts
-
-
 def decode_entries(key_type: DataType, declaration: StateDeclaration,
                    rows: pa.Table | pa.RecordBatch) -> Iterator[tuple[Any, Any, Any]]:
     """Regroup one key group's rows into ``(key, namespace, stored_state)`` entries."""
@@ -245,7 +233,7 @@ def decode_entries(key_type: DataType, declaration: StateDeclaration,
     items = values[0] if kind is StateKind.LIST else values[1]
     if timestamps is not None:
         items = list(zip(items, timestamps))
-    starts = entry_starts(keys, namespaces)
+    starts = entry_starts(rows.column(KEY), rows.column(NAMESPACE)).tolist()
     for start, end in zip(starts, starts[1:]):
         entry: list | dict = (items[start:end] if kind is StateKind.LIST
                               else dict(zip(map(hashable_record, values[0][start:end]),

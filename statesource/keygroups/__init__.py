@@ -11,7 +11,7 @@ from statesource.keygroups.assignment import (
     murmur_hash,
     operator_index_for_key_group,
 )
-from statesource.keygroups.bulk import java_hashes, key_groups, murmur_hashes
+from statesource.keygroups.bulk import java_hashes, key_groups, murmur_hashes, operator_indexes
 from statesource.keygroups.range import EMPTY_RANGE, KeyGroupRange
 
 __all__ = [
@@ -29,4 +29,5 @@ __all__ = [
     "murmur_hash",
     "murmur_hashes",
     "operator_index_for_key_group",
+    "operator_indexes",
 ]

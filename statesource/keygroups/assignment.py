@@ -49,12 +49,7 @@ def assign_to_key_group(key: Any, key_type: DataType, max_parallelism: int) -> i
 def operator_index_for_key_group(max_parallelism: int, parallelism: int, key_group: int) -> int:
     """The subtask that owns ``key_group`` when the operator runs with ``parallelism``."""
     check_parallelism(parallelism, max_parallelism)
-    if not 0 <= key_group < max_parallelism:
-        raise InvalidArgumentError(
-            f"key group {key_group} is outside [0, {max_parallelism - 1}] for max parallelism"
-            f" {max_parallelism}"
-        )
-    return key_group * parallelism // max_parallelism
+    return check_key_group(key_group, max_parallelism) * parallelism // max_parallelism
 
 
 def key_group_range_for_operator(
@@ -83,6 +78,16 @@ def default_max_parallelism(parallelism: int) -> int:
 def check_max_parallelism(max_parallelism: int) -> int:
     """Validate a max parallelism (1..32768) and return it."""
     return check_int(max_parallelism, "max parallelism", 1, UPPER_BOUND_MAX_PARALLELISM)
+
+
+def check_key_group(key_group: int, max_parallelism: int) -> int:
+    """Validate a key group against its (already checked) max parallelism and return it."""
+    if not 0 <= key_group < max_parallelism:
+        raise InvalidArgumentError(
+            f"key group {key_group} is outside [0, {max_parallelism - 1}] for max parallelism"
+            f" {max_parallelism}"
+        )
+    return key_group
 
 
 def check_parallelism(parallelism: int, max_parallelism: int) -> int:

@@ -1,4 +1,4 @@
-"""Key groups for a whole column of keys at once.
+"""Key groups (and their subtasks) for a whole column of keys at once.
 
 Restore, rewrite and rescale jobs assign millions of keys; a Python loop over
 them is the bottleneck. Here Java ``hashCode`` and Flink's murmur hash run as
@@ -17,7 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statesource.errors import TypeMismatchError
-from statesource.keygroups.assignment import check_max_parallelism
+from statesource.keyequality import java_float_bits
+from statesource.keygroups.assignment import (
+    check_key_group,
+    check_max_parallelism,
+    check_parallelism,
+)
 from statesource.types import (
     BOOLEAN,
     BYTE,
@@ -45,6 +50,21 @@ def key_groups(keys: Sequence[Any] | pa.Array | pa.ChunkedArray, key_type: DataT
     check_max_parallelism(max_parallelism)
     hashes = java_hashes(keys, key_type)
     return (murmur_hashes(hashes) % max_parallelism).astype(np.int32)
+
+
+def operator_indexes(max_parallelism: int, parallelism: int, groups: np.ndarray) -> np.ndarray:
+    """The subtask owning each key group, as int32: :func:`operator_index_for_key_group` of
+    a whole column.
+
+    The product of key group and parallelism is taken in int64, so narrow input
+    columns cannot wrap before the division.
+    """
+    check_parallelism(parallelism, max_parallelism)
+    wide = np.asarray(groups).astype(np.int64)
+    outside = (wide < 0) | (wide >= max_parallelism)
+    if outside.any():
+        check_key_group(int(wide[np.argmax(outside)]), max_parallelism)
+    return (wide * parallelism // max_parallelism).astype(np.int32)
 
 
 def murmur_hashes(codes: np.ndarray) -> np.ndarray:
@@ -122,14 +142,12 @@ def _numeric_hashes(column: np.ndarray, value_type: DataType) -> np.ndarray:
         bits = column.astype(np.int64).view(np.uint64)
         return (bits ^ (bits >> np.uint64(32))).astype(_U32).view(np.int32)
     if value_type is DOUBLE:
-        doubles = column.astype(np.float64)
-        bits = np.where(np.isnan(doubles), np.uint64(0x7FF8000000000000), doubles.view(np.uint64))
+        bits = java_float_bits(column.astype(np.float64)).view(np.uint64)
         return (bits ^ (bits >> np.uint64(32))).astype(_U32).view(np.int32)
     if value_type is FLOAT:
         with np.errstate(over="ignore"):
             narrowed = column.astype(np.float32)
-        bits = np.where(np.isnan(narrowed), _U32(0x7FC00000), narrowed.view(_U32))
-        return bits.view(np.int32)
+        return java_float_bits(narrowed)
     return np.where(column, 1231, 1237).astype(np.int32)
 
 

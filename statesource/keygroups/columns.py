@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from statesource.errors import InvalidArgumentError, TypeMismatchError
 from statesource.keygroups.assignment import UPPER_BOUND_MAX_PARALLELISM
-from statesource.keygroups.bulk import java_hashes, murmur_hashes
+from statesource.keygroups.bulk import java_hashes, murmur_hashes, operator_indexes
 from statesource.types import (
     BOOLEAN,
     BYTE,
@@ -84,7 +84,10 @@ def operator_indexes_of_columns(key_groups: pa.Array, max_parallelism: pa.Array,
         p = _checked(parallelism, present, "parallelism", 1, maxp, " (the max parallelism)")
         groups = _checked(key_groups, present, "key group", 0, maxp - 1,
                           " for max parallelism {maxp}", maxp)
-        result[present] = (groups * p // maxp)[present]
+        configurations = np.unique(np.stack([maxp, p], axis=1)[present], axis=0)
+        for config_maxp, config_p in configurations.tolist():  # usually one: literals
+            rows = present & (maxp == config_maxp) & (p == config_p)
+            result[rows] = operator_indexes(config_maxp, config_p, groups[rows])
     return pa.array(result, mask=~present)
 
 

@@ -14,6 +14,7 @@ from statesource.keygroups import (
     murmur_hash,
     murmur_hashes,
     operator_index_for_key_group,
+    operator_indexes,
 )
 from statesource.types import key_type, parse_type
 
@@ -68,6 +69,17 @@ def test_operator_index_for_key_group():
             int(row["max_parallelism"]), int(row["parallelism"]), int(row["key_group"])
         )
         assert index == int(row["operator_index"]), row
+
+
+def test_vectorised_operator_indexes():
+    by_config: dict[tuple[int, int], list[dict[str, str]]] = {}
+    for row in rows("operator_index.csv"):
+        config = (int(row["max_parallelism"]), int(row["parallelism"]))
+        by_config.setdefault(config, []).append(row)
+    for (max_parallelism, parallelism), config_rows in by_config.items():
+        groups = np.array([int(row["key_group"]) for row in config_rows], dtype=np.int32)
+        expected = [int(row["operator_index"]) for row in config_rows]
+        assert operator_indexes(max_parallelism, parallelism, groups).tolist() == expected
 
 
 def test_default_max_parallelism():

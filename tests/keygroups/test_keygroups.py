@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from statesource.keygroups import (
     key_group_range_for_operator,
     key_groups,
     operator_index_for_key_group,
+    operator_indexes,
 )
 from statesource.types import Row, RowKind, key_type, parse_type
 
@@ -69,6 +71,45 @@ def test_default_max_parallelism_bounds():
 def test_invalid_parallelism_names_the_value(call, message):
     with pytest.raises(InvalidArgumentError, match=message):
         call()
+
+
+@settings(max_examples=200, deadline=None)
+@given(parallelisms(), st.data())
+def test_vectorised_operator_indexes_equal_the_scalar_ones(config, data):
+    max_parallelism, parallelism = config
+    groups = data.draw(st.lists(st.integers(0, max_parallelism - 1), max_size=30))
+    dtype = data.draw(st.sampled_from([np.int16, np.int32, np.int64]).filter(
+        lambda t: max_parallelism <= np.iinfo(t).max))
+    computed = operator_indexes(max_parallelism, parallelism, np.array(groups, dtype=dtype))
+    assert computed.dtype == np.int32
+    assert computed.tolist() == [operator_index_for_key_group(max_parallelism, parallelism, kg)
+                                 for kg in groups]
+
+
+def test_vectorised_operator_indexes_do_not_wrap_narrow_columns():
+    """Key group times parallelism (up to 32767 * 32768) is far beyond an int16 column's range."""
+    groups = np.array([0, 16383, 16384, 32767], dtype=np.int16)
+    assert operator_indexes(32768, 32768, groups).tolist() == [0, 16383, 16384, 32767]
+    assert operator_indexes(32768, 3, groups).tolist() == [0, 1, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("max_parallelism", "parallelism", "groups", "message"),
+    [
+        (0, 1, [0], r"max parallelism 0 is outside \[1, 32768\]"),
+        (128, 129, [0], r"parallelism 129 is outside \[1, 128\] \(the max parallelism\)"),
+        (128, True, [0], "parallelism must be an int, got True"),
+        (128, 4, [3, 128, -1], r"key group 128 is outside \[0, 127\] for max parallelism 128"),
+        (128, 4, [-1], r"key group -1 is outside \[0, 127\]"),
+    ],
+)
+def test_vectorised_operator_indexes_check_like_the_scalar(max_parallelism, parallelism, groups,
+                                                           message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        operator_indexes(max_parallelism, parallelism, np.array(groups))
+    with pytest.raises(InvalidArgumentError, match=message):
+        for key_group in groups:
+            operator_index_for_key_group(max_parallelism, parallelism, key_group)
 
 
 def test_key_group_range_value_type():

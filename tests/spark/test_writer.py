@@ -315,3 +315,14 @@ def test_double_keys_are_told_apart_as_java_does(spark, tmp_path):
     twice = spark.createDataFrame([(nan, 1), (nan, 2)], "key double, value bigint")
     with pytest.raises(Exception, match=r"\(key, namespace\) appears more than once"):
         write_state(twice, str(tmp_path), "op", "by_double")
+
+
+def test_a_null_tuple_field_and_a_tuple_of_nulls_are_two_keys(spark, tmp_path):
+    """Java's ``Tuple2.equals`` tells a null field from a tuple whose fields are null; both
+    hash alike, so they meet in one key group and only equality keeps them apart."""
+    df = spark.createDataFrame([(("a", None), 1), (("a", (None, None)), 2)],
+                               "key struct<f0:string,f1:struct<f0:int,f1:int>>, value bigint")
+    write_state(df, str(tmp_path), "op", "nested", kind="value",
+                keyType="tuple<string,tuple<int,int>>")
+    content = dump(restore_keyed_backend(Checkpoint.open(str(tmp_path)), 0, 1))["nested"]
+    assert content == {(("a", None), None): 1, (("a", (None, None)), None): 2}

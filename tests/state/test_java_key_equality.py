@@ -3,20 +3,21 @@
 Independent truth: Java's documented rules. ``Double.equals`` compares
 ``doubleToLongBits`` (one canonical NaN, ``-0.0 != 0.0``), ``Float.equals``
 ``floatToIntBits`` of the value cast to float, ``Row.equals`` the kind and the
-fields (a plain tuple given for a ``row<...>`` key is an INSERT row). The model
-below keys a dict by those bit patterns, never by Python floats.
+fields (a plain tuple given for a ``row<...>`` key is an INSERT row). The models
+key dicts by those bit patterns (``tests/java_bits.py``), never by Python floats.
 """
 
 from __future__ import annotations
 
 import math
 import pickle
-import struct
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from java_bits import NAN, NEGATIVE_NAN, OTHER_NAN, java_double_bits, java_float_bits
 
 from statesource.checkpointing import CheckpointWriter, SubtaskBackends
 from statesource.checkpointing.restore import restore_keyed_backend
@@ -24,6 +25,7 @@ from statesource.errors import TypeMismatchError
 from statesource.format.reader import Checkpoint
 from statesource.keyequality import NAN as CANONICAL_NAN
 from statesource.keyequality import java_double, java_float, key_canonicalizer
+from statesource.keyequality import java_float_bits as column_bits
 from statesource.state import ManualClock
 from statesource.state.descriptors import (
     ListStateDescriptor,
@@ -32,27 +34,6 @@ from statesource.state.descriptors import (
 )
 from statesource.state.keyed_backend import KeyedStateBackend
 from statesource.types import Row, RowKind, parse_type
-
-NAN = float("nan")
-OTHER_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000001))[0]  # another payload
-NEGATIVE_NAN = struct.unpack("<d", struct.pack("<Q", 0xFFF8000000000000))[0]
-
-
-def java_double_bits(value: float) -> int:
-    """``Double.doubleToLongBits``."""
-    if value != value:
-        return 0x7FF8000000000000
-    return struct.unpack("<q", struct.pack("<d", value))[0]
-
-
-def java_float_bits(value: float) -> int:
-    """``Float.floatToIntBits((float) value)``; a cast past the float range is infinite."""
-    if value != value:
-        return 0x7FC00000
-    try:
-        return struct.unpack("<i", struct.pack("<f", value))[0]
-    except OverflowError:
-        return struct.unpack("<i", struct.pack("<f", math.copysign(math.inf, value)))[0]
 
 
 def single_group(key_type: str) -> KeyedStateBackend:
@@ -217,10 +198,41 @@ def test_row_key_as_tuple_and_row_is_one_row_in_the_checkpoint(tmp_path):
     assert tables[0].column("value").to_pylist() == [2]
 
 
-# --- against a model with Java's equality ------------------------------------------------------
+# --- columns of floats, compared by their bits --------------------------------------------------
 
 DOUBLES = st.sampled_from([NAN, OTHER_NAN, NEGATIVE_NAN, 0.0, -0.0, 1.5, -1.5, math.inf,
                            0.1, 0.1 + 2.0 ** -56, 1e300, 5e-324])
+
+
+def test_column_bits_of_hand_computed_values():
+    doubles = np.array([1.0, -0.0, 0.0, NAN, OTHER_NAN, NEGATIVE_NAN, -math.inf])
+    assert column_bits(doubles).dtype == np.int64
+    assert column_bits(doubles).tolist() == [
+        0x3FF0000000000000, -(2**63), 0, 0x7FF8000000000000, 0x7FF8000000000000,
+        0x7FF8000000000000, -0x0010000000000000]
+    floats = np.array([1.0, -0.0, 0.0, NAN, -math.inf], dtype=np.float32)
+    payload_nan = np.array([0x7FC00001, -1], dtype=np.int32).view(np.float32)
+    assert column_bits(floats).dtype == np.int32
+    assert column_bits(floats).tolist() == [0x3F800000, -(2**31), 0, 0x7FC00000, -0x00800000]
+    assert column_bits(payload_nan).tolist() == [0x7FC00000, 0x7FC00000]
+
+
+def test_column_bits_need_floating_point():
+    with pytest.raises(TypeMismatchError, match="float32 or float64, not int64"):
+        column_bits(np.array([1, 2]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(DOUBLES, st.floats()), max_size=30))
+def test_column_bits_against_javas_rules(values):
+    doubles = np.array(values, dtype=np.float64)
+    assert column_bits(doubles).tolist() == [java_double_bits(v) for v in values]
+    with np.errstate(over="ignore", invalid="ignore"):  # signalling NaNs, beyond float range
+        floats = doubles.astype(np.float32)
+    assert column_bits(floats).tolist() == [java_float_bits(v) for v in values]
+
+
+# --- against a model with Java's equality ------------------------------------------------------
 
 
 @settings(max_examples=60, deadline=None)

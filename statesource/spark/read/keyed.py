@@ -25,20 +25,18 @@ from statesource.format.columns import (
     TIMER_TIMESTAMP,
     TTL_TIMESTAMP,
     VALUE_COLUMNS,
-    canonical_column,
-    entry_starts,
 )
+from statesource.format.entries import entry_starts
 from statesource.format.ipc import ReadListener
 from statesource.format.metadata import KeyedStateMeta
 from statesource.format.source import SourceRef, StateSource
-from statesource.keygroups import check_parallelism
+from statesource.keygroups import check_parallelism, operator_index_for_key_group
 from statesource.model import StateKind
 from statesource.sources import open_source, reopen
 from statesource.spark.options import ReadOptions
 from statesource.spark.read.pushdown import Pushdown, accept_filter
 from statesource.spark.read.slices import KeyGroupSlice, plan_slices
 from statesource.spark.schema import OPERATOR_INDEX, OutputSchema, output_schema, spark_output
-from statesource.types import DataType
 
 
 @dataclass(frozen=True)
@@ -182,30 +180,27 @@ def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None,
             table = table.filter(pc.is_in(table.column(KEY), value_set=wanted))
             if not table.num_rows:
                 continue
-        yield from _output_table(target, state, key_type, table).to_batches()
+        yield from _output_table(target, state, table).to_batches()
 
 
-def _output_table(target: ScanTarget, state: KeyedStateMeta | None, key_type: DataType,
-                  table: pa.Table) -> pa.Table:
+def _output_table(target: ScanTarget, state: KeyedStateMeta | None, table: pa.Table) -> pa.Table:
     key_group = table.column(KEY_GROUP)[0].as_py()
-    operator_index = key_group * target.parallelism // target.max_parallelism
+    operator_index = operator_index_for_key_group(target.max_parallelism, target.parallelism,
+                                                  key_group)
     output = target.output
     if output.nested:
         assert state is not None
-        table = _nest(state, key_type, table)
+        table = _nest(state, table)
     columns = [table.column(KEY_GROUP),
                pa.array(np.full(table.num_rows, operator_index, dtype=np.int32)),
                *(table.column(name) for name in output.arrow.names[2:])]
     return pa.Table.from_arrays(columns, schema=output.arrow).cast(output.spark_arrow)
 
 
-def _nest(state: KeyedStateMeta, key_type: DataType, table: pa.Table) -> pa.Table:
+def _nest(state: KeyedStateMeta, table: pa.Table) -> pa.Table:
     """One row per entry: list elements (or map entries) gathered into one array (or map)."""
     declaration = state.declaration
-    starts = entry_starts(
-        canonical_column(key_type, key_type.from_arrow(table.column(KEY))),
-        canonical_column(declaration.namespace_type,
-                         declaration.namespace_type.from_arrow(table.column(NAMESPACE))))
+    starts = entry_starts(table.column(KEY), table.column(NAMESPACE))
     offsets = pa.array(starts, pa.int32())
     first_rows = table.take(pa.array(starts[:-1], pa.int64()))
     columns = {KEY_GROUP: first_rows.column(KEY_GROUP), KEY: first_rows.column(KEY),

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from statesource.format.columns import KEY
 from statesource.format.metadata import DataFile
-from statesource.keygroups import key_groups
+from statesource.keygroups import key_groups, operator_indexes
 from statesource.model import StateKind
 from statesource.spark.jvm.session import (
     KEY_GROUP_FUNCTION,
@@ -99,8 +99,8 @@ def _subtask_column(target: StateWrite) -> Callable[[Iterator[pa.RecordBatch]],
         for batch in batches:
             keys = key_column(target.key_type, pa.chunked_array([batch.column("key")]))
             groups = key_groups(keys, target.key_type, target.max_parallelism)
-            subtasks = groups.astype("int64") * target.parallelism // target.max_parallelism
-            yield batch.append_column(_SUBTASK, pa.array(subtasks.astype("int32")))
+            subtasks = operator_indexes(target.max_parallelism, target.parallelism, groups)
+            yield batch.append_column(_SUBTASK, pa.array(subtasks))
     return add
 
 

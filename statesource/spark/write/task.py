@@ -28,9 +28,10 @@ from statesource.format.columns import (
     TTL_TIMESTAMP,
     data_schema,
 )
+from statesource.format.entries import entry_starts, java_equality_columns, row_changes
 from statesource.format.ipc import split_batches
 from statesource.format.metadata import DataFile
-from statesource.keygroups import KeyGroupRange, key_groups
+from statesource.keygroups import KeyGroupRange, key_groups, operator_indexes
 from statesource.model import VALUE_ROLES, StateKind
 from statesource.schema import ValueSchema
 from statesource.spark.schema import OPERATOR_INDEX
@@ -68,8 +69,7 @@ def _typed_rows(target: StateWrite, table: pa.Table) -> tuple[pa.Table, np.ndarr
     groups = key_groups(keys, target.key_type, target.max_parallelism)
     _check_given(table, KEY_GROUP, groups, keys)
     if OPERATOR_INDEX in table.column_names:
-        indexes = (groups.astype(np.int64) * target.parallelism
-                   // target.max_parallelism).astype(np.int32)
+        indexes = operator_indexes(target.max_parallelism, target.parallelism, groups)
         _check_given(table, OPERATOR_INDEX, indexes, keys)
     columns: dict[str, pa.Array | pa.ChunkedArray] = {
         KEY_GROUP: pa.array(groups, pa.int32()),
@@ -237,40 +237,12 @@ def _sort_keys(rows: pa.Table, kind: StateKind, order_column: str | None,
     """
     columns = {KEY_GROUP: rows.column(KEY_GROUP)}
     for name in (KEY, NAMESPACE):
-        columns.update(_flattened(name, rows.column(name)))
+        columns.update(java_equality_columns(name, rows.column(name)))
     if kind is StateKind.MAP:
-        columns.update(_flattened("user_key", rows.column("user_key")))
+        columns.update(java_equality_columns("user_key", rows.column("user_key")))
     if order_column is not None:
         columns["__order"] = given.column(order_column)
     return pa.table(columns)
-
-
-def _flattened(name: str, column: pa.ChunkedArray | pa.Array) -> dict[str, pa.Array]:
-    """The leaf columns that decide which entry a row belongs to, compared as Java's
-    ``equals`` compares them: floating-point values by their bits (every NaN one value,
-    ``0.0`` and ``-0.0`` two), so sorting and grouping agree with the state map."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if pa.types.is_null(column.type):
-        return {}
-    if pa.types.is_struct(column.type):
-        flattened: dict[str, pa.Array] = {}
-        for index, field in enumerate(column.type):
-            flattened.update(_flattened(f"{name}.{field.name}", pc.struct_field(column,
-                                                                              [index])))
-        return flattened
-    if pa.types.is_floating(column.type):
-        return {name: _java_bits(column)}
-    return {name: column}
-
-
-def _java_bits(column: pa.Array) -> pa.Array:
-    """``doubleToLongBits`` / ``floatToIntBits`` of every value (nulls stay null)."""
-    values = column.to_numpy(zero_copy_only=False)
-    integer = np.int64 if values.dtype == np.float64 else np.int32
-    canonical_nan = np.array([np.nan], dtype=values.dtype).view(integer)[0]
-    bits = np.where(np.isnan(values), canonical_nan, values.view(integer))
-    return pa.array(bits, mask=column.is_null().to_numpy(zero_copy_only=False))
 
 
 def _check_unique_entries(rows: pa.Table, order: pa.Table, kind: StateKind, state: str) -> None:
@@ -279,7 +251,7 @@ def _check_unique_entries(rows: pa.Table, order: pa.Table, kind: StateKind, stat
     if kind is StateKind.LIST or rows.num_rows < 2:
         return
     columns = [order.column(name) for name in order.column_names if name != "__order"]
-    duplicates = np.flatnonzero(~_changes(columns))
+    duplicates = np.flatnonzero(~row_changes(columns))
     if duplicates.size:
         row = int(duplicates[0]) + 1
         what = "user key" if kind is StateKind.MAP else "(key, namespace)"
@@ -290,22 +262,10 @@ def _check_unique_entries(rows: pa.Table, order: pa.Table, kind: StateKind, stat
             + (f", user key {detail['user_key']!r}" if kind is StateKind.MAP else ""))
 
 
-def _changes(columns: list[pa.ChunkedArray | pa.Array]) -> np.ndarray:
-    """For rows 1..n-1: whether any of ``columns`` differs from the row before (nulls equal)."""
-    changed = np.zeros(max(len(columns[0]) - 1, 0) if columns else 0, dtype=bool)
-    for given in columns:
-        column = given.combine_chunks() if isinstance(given, pa.ChunkedArray) else given
-        before, after = column.slice(0, len(column) - 1), column.slice(1)
-        equal = pc.fill_null(pc.equal(before, after), False)
-        both_null = pc.and_(pc.is_null(before), pc.is_null(after))
-        changed |= ~pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
-    return changed
-
-
 def _by_subtask(target: StateWrite, rows: pa.Table, groups: np.ndarray
                 ) -> Iterator[tuple[int, pa.Table, np.ndarray]]:
     """The rows of each Flink subtask present, in subtask order."""
-    subtasks = (groups.astype(np.int64) * target.parallelism // target.max_parallelism)
+    subtasks = operator_indexes(target.max_parallelism, target.parallelism, groups)
     bounds = np.flatnonzero(np.diff(subtasks)) + 1
     for start, end in zip([0, *bounds.tolist()], [*bounds.tolist(), len(groups)]):
         yield int(subtasks[start]), rows.slice(start, end - start), groups[start:end]
@@ -339,8 +299,5 @@ def _entry_counts(rows: pa.Table, kind: StateKind, starts: list[int],
     """Distinct (key, namespace) pairs per key group: rows are grouped by entry already."""
     if kind not in (StateKind.LIST, StateKind.MAP):
         return [end - start for start, end in zip(starts, ends)]
-    fields = {**_flattened(KEY, rows.column(KEY)), **_flattened(NAMESPACE, rows.column(NAMESPACE))}
-    new_entry = np.concatenate([[True], _changes(list(fields.values()))])
-    new_entry[np.asarray(starts, dtype=np.int64)] = True
-    cumulative = np.concatenate([[0], np.cumsum(new_entry)])
-    return [int(cumulative[end] - cumulative[start]) for start, end in zip(starts, ends)]
+    entry_rows = np.union1d(entry_starts(rows.column(KEY), rows.column(NAMESPACE)), starts)
+    return (np.searchsorted(entry_rows, ends) - np.searchsorted(entry_rows, starts)).tolist()
