@@ -11,6 +11,7 @@ import java.io.PrintStream;
 import java.io.Serializable;
 import java.nio.charset.StandardCharsets;
 import java.util.Base64;
+import java.util.function.Predicate;
 
 /**
  * The plan the Python source hands the JVM reader (statesource/spark/jvm/plan.py), as JSON: confined
@@ -292,28 +293,34 @@ final class ReadPlan implements Serializable {
     return value;
   }
 
-  private static boolean bool(JsonNode node, String name) {
-    JsonNode value = field(node, name, "");
-    if (!value.isBoolean()) {
-      throw refused("field " + name + " is not a boolean: " + value);
+  private static final Predicate<JsonNode> INT = v -> v.isIntegralNumber() && v.canConvertToInt();
+  private static final Predicate<JsonNode> LONG =
+      v -> v.isIntegralNumber() && v.canConvertToLong();
+
+  /** {@code value}, the plan's field {@code where}, if it is {@code what}; else a refusal. */
+  private static JsonNode checked(
+      JsonNode value, String where, Predicate<JsonNode> ok, String what) {
+    if (!ok.test(value)) {
+      throw refused("field " + where + " is not " + what + ": " + value);
     }
-    return value.booleanValue();
+    return value;
+  }
+
+  private static JsonNode typed(
+      JsonNode node, String name, String prefix, Predicate<JsonNode> ok, String what) {
+    return checked(field(node, name, prefix), prefix + name, ok, what);
+  }
+
+  private static boolean bool(JsonNode node, String name) {
+    return typed(node, name, "", JsonNode::isBoolean, "a boolean").booleanValue();
   }
 
   private static int integer(JsonNode node, String name) {
-    JsonNode value = field(node, name, "");
-    if (!value.isIntegralNumber() || !value.canConvertToInt()) {
-      throw refused("field " + name + " is not a 32-bit integer: " + value);
-    }
-    return value.intValue();
+    return typed(node, name, "", INT, "a 32-bit integer").intValue();
   }
 
   private static long longInteger(JsonNode node, String name, String prefix) {
-    JsonNode value = field(node, name, prefix);
-    if (!value.isIntegralNumber() || !value.canConvertToLong()) {
-      throw refused("field " + prefix + name + " is not a 64-bit integer: " + value);
-    }
-    return value.longValue();
+    return typed(node, name, prefix, LONG, "a 64-bit integer").longValue();
   }
 
   private static String text(JsonNode node, String name) {
@@ -321,19 +328,12 @@ final class ReadPlan implements Serializable {
   }
 
   private static String text(JsonNode node, String name, String prefix) {
-    JsonNode value = field(node, name, prefix);
-    if (!value.isTextual()) {
-      throw refused("field " + prefix + name + " is not a string: " + value);
-    }
-    return value.textValue();
+    return typed(node, name, prefix, JsonNode::isTextual, "a string").textValue();
   }
 
   private static String text(JsonNode array, int index, String name) {
-    JsonNode value = array.get(index);
-    if (!value.isTextual()) {
-      throw refused("field " + name + "[" + index + "] is not a string: " + value);
-    }
-    return value.textValue();
+    return checked(array.get(index), name + "[" + index + "]", JsonNode::isTextual, "a string")
+        .textValue();
   }
 
   private static JsonNode array(JsonNode node, String name) {
@@ -341,21 +341,13 @@ final class ReadPlan implements Serializable {
   }
 
   private static JsonNode array(JsonNode node, String name, String prefix) {
-    JsonNode value = field(node, name, prefix);
-    if (!value.isArray()) {
-      throw refused("field " + prefix + name + " is not an array");
-    }
-    return value;
+    return typed(node, name, prefix, JsonNode::isArray, "an array");
   }
 
   private static int[] ints(JsonNode node, String name) {
     int[] values = new int[node.size()];
     for (int i = 0; i < values.length; i++) {
-      JsonNode value = node.get(i);
-      if (!value.isIntegralNumber() || !value.canConvertToInt()) {
-        throw refused("field " + name + "[" + i + "] is not a 32-bit integer: " + value);
-      }
-      values[i] = value.intValue();
+      values[i] = checked(node.get(i), name + "[" + i + "]", INT, "a 32-bit integer").intValue();
     }
     return values;
   }
@@ -363,11 +355,7 @@ final class ReadPlan implements Serializable {
   private static long[] longs(JsonNode node, String name) {
     long[] values = new long[node.size()];
     for (int i = 0; i < values.length; i++) {
-      JsonNode value = node.get(i);
-      if (!value.isIntegralNumber() || !value.canConvertToLong()) {
-        throw refused("field " + name + "[" + i + "] is not a 64-bit integer: " + value);
-      }
-      values[i] = value.longValue();
+      values[i] = checked(node.get(i), name + "[" + i + "]", LONG, "a 64-bit integer").longValue();
     }
     return values;
   }
