@@ -8,11 +8,26 @@ every value it must refuse, with an error naming that value.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from statesource.errors import InvalidArgumentError
 from statesource.flink.binary import BinaryReader, decode_modified_utf8
 from statesource.flink.binary_writer import BinaryWriter, encode_modified_utf8
+from statesource.flink.metadata import (
+    KeyedHandle,
+    OperatorHandle,
+    OperatorSnapshot,
+    OperatorStateOffsets,
+    SnapshotMetadata,
+    StreamHandle,
+    SubtaskState,
+    operator_id_of,
+    parse_metadata,
+)
+from statesource.flink.metadata_writer import write_metadata
+from statesource.model import DistributionMode
 
 # -- binary writer -------------------------------------------------------------------------
 
@@ -69,3 +84,86 @@ def test_write_utf_refuses_more_than_65535_encoded_bytes(text, fits):
     else:
         with pytest.raises(InvalidArgumentError, match="65536 encoded bytes"):
             w.utf(text)
+
+
+# -- _metadata -----------------------------------------------------------------------------
+
+def _master_state() -> bytes:
+    w = BinaryWriter()
+    w.i32(1)
+    w.utf("hook")
+    w.length_prefixed(b"payload")
+    return w.getvalue()
+
+
+def _every_kind_of_handle() -> SnapshotMetadata:
+    """A model holding each handle kind the real files at hand do not."""
+    absolute = StreamHandle("file:/elsewhere/chk-9/0f1e", False, 500)
+    inline = StreamHandle(None, False, 3, b"abc", "inline-0")
+    keyed_v1 = KeyedHandle(0, (120, 0, 300), absolute, False)
+    keyed_v2 = KeyedHandle(3, (0, 130), StreamHandle("kg-file", True, 200), False, "handle-id")
+    raw_keyed = KeyedHandle(0, (0, 0, 0), inline, False, "raw-id")
+    operator_state = OperatorHandle(
+        (OperatorStateOffsets("split", DistributionMode.SPLIT_DISTRIBUTE, (10, 20)),
+         OperatorStateOffsets("union", DistributionMode.UNION, ()),
+         OperatorStateOffsets("rules", DistributionMode.BROADCAST, (30,))), inline)
+    keyed_op = OperatorSnapshot(
+        "Keyed \u00e9", "keyed", operator_id_of("keyed"), 2, 5,
+        (SubtaskState(0, (keyed_v1,), (operator_state,), (raw_keyed,), (operator_state,)),
+         SubtaskState(1, (keyed_v2,), ())),
+        StreamHandle(None, False, 2, b"\x00\x01", "coordinator"))
+    anonymous = OperatorSnapshot(None, None, "00" * 16, 1, 128, ())
+    finished = OperatorSnapshot("done", "done", operator_id_of("done"), 3, 128, (),
+                                finished=True)
+    return SnapshotMetadata(6, 9, (keyed_op, anonymous, finished), (_master_state(),),
+                            b"\xac\xed\x00\x05properties")
+
+
+def test_every_handle_kind_is_written_and_parsed_back_to_the_same_model():
+    metadata = _every_kind_of_handle()
+    data = write_metadata(metadata)
+    assert parse_metadata(data, "test") == metadata
+    assert write_metadata(parse_metadata(data, "test")) == data
+
+
+def _replace_operator(metadata: SnapshotMetadata, **changes) -> SnapshotMetadata:
+    op = dataclasses.replace(metadata.operators[0], **changes)
+    return dataclasses.replace(metadata, operators=(op,) + metadata.operators[1:])
+
+
+def _replace_subtask(metadata: SnapshotMetadata, **changes) -> SnapshotMetadata:
+    op = metadata.operators[0]
+    subtask = dataclasses.replace(op.subtasks[1], **changes)
+    return _replace_operator(metadata, subtasks=(op.subtasks[0], subtask))
+
+
+def _refusals() -> list[tuple[object, str]]:
+    md = _every_kind_of_handle()
+    op = md.operators[0]
+    keyed = op.subtasks[1].keyed[0]
+    operator_state = op.subtasks[0].operator[0]
+    return [
+        (dataclasses.replace(md, version=5), "metadata version 5"),
+        (dataclasses.replace(md, checkpoint_id=-1), "checkpoint id -1"),
+        (_replace_operator(md, operator_id="abc"), "'abc'"),
+        (_replace_operator(md, operator_id="zz" * 16), "'zzzz"),
+        (_replace_operator(md, uid=""), "empty name or uid"),
+        (_replace_operator(md, finished=True), "is finished"),
+        (_replace_subtask(md, index=2), "subtask index 2"),
+        (_replace_subtask(md, keyed=(keyed, keyed)), "2 keyed state handles"),
+        (_replace_subtask(md, raw_operator=(operator_state, operator_state)),
+         "2 raw operator state handles"),
+        (_replace_subtask(md, keyed=(dataclasses.replace(keyed, savepoint=True),)),
+         "'handle-id'"),
+        (_replace_subtask(md, keyed=(dataclasses.replace(
+            keyed, stream=StreamHandle(None, False, 7, b"x" * 7)),)), "inline state of 7 bytes"),
+        (_replace_subtask(md, keyed=(dataclasses.replace(
+            keyed, stream=StreamHandle(None, True, 7)),)), "7 bytes has no path"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_refusals())))
+def test_metadata_flink_could_not_read_is_refused(index):
+    metadata, message = _refusals()[index]
+    with pytest.raises(InvalidArgumentError, match=message):
+        write_metadata(metadata)  # type: ignore[arg-type]
