@@ -9,12 +9,14 @@ every value it must refuse, with an error naming that value.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from statesource.errors import InvalidArgumentError
 from statesource.flink.binary import BinaryReader, decode_modified_utf8
 from statesource.flink.binary_writer import BinaryWriter, encode_modified_utf8
+from statesource.flink.header_writer import write_keyed_header
 from statesource.flink.metadata import (
     KeyedHandle,
     OperatorHandle,
@@ -27,7 +29,11 @@ from statesource.flink.metadata import (
     parse_metadata,
 )
 from statesource.flink.metadata_writer import write_metadata
+from statesource.flink.serializers import TupleFlinkType
+from statesource.flink.snapshot import FlinkSnapshot
 from statesource.model import DistributionMode
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 
 # -- binary writer -------------------------------------------------------------------------
 
@@ -167,3 +173,43 @@ def test_metadata_flink_could_not_read_is_refused(index):
     metadata, message = _refusals()[index]
     with pytest.raises(InvalidArgumentError, match=message):
         write_metadata(metadata)  # type: ignore[arg-type]
+
+
+# -- keyed-state header --------------------------------------------------------------------
+
+def _fixture_header():
+    snapshot = FlinkSnapshot.open(str(FIXTURES / "mp256" / "canonical"))
+    header = snapshot.header(snapshot.operator("stateful"))
+    assert header is not None
+    return header
+
+
+def test_serializer_snapshots_keep_their_bytes():
+    header = _fixture_header()
+    long_snapshot = BinaryWriter()
+    long_snapshot.utf("org.apache.flink.api.common.typeutils.base.LongSerializer"
+                      "$LongSerializerSnapshot")
+    long_snapshot.i32(3)  # its version; a simple serializer's snapshot has no payload
+    assert header.key.snapshot == long_snapshot.getvalue()
+    for info in header.states:
+        for serializer in info.serializers.values():
+            assert BinaryReader(serializer.snapshot, "test").utf() == serializer.serializer
+
+
+def test_a_header_without_flinks_snapshot_bytes_is_refused():
+    header = _fixture_header()
+    built = TupleFlinkType("org.example.TupleSerializerSnapshot", "Tuple0", [])
+    with pytest.raises(InvalidArgumentError, match="the key serializer .*TupleSerializerSnapshot"):
+        write_keyed_header(dataclasses.replace(header, key=built))
+
+
+def test_a_state_out_of_its_position_is_refused():
+    header = _fixture_header()
+    swapped = (header.states[1], header.states[0]) + header.states[2:]
+    with pytest.raises(InvalidArgumentError, match="has id 1 but is at position 0"):
+        write_keyed_header(dataclasses.replace(header, states=swapped))
+
+
+def test_a_header_of_another_version_is_refused():
+    with pytest.raises(InvalidArgumentError, match="version 5"):
+        write_keyed_header(dataclasses.replace(_fixture_header(), version=5))
