@@ -13,10 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from statesource.errors import InvalidArgumentError
+from statesource.errors import CorruptCheckpointError, InvalidArgumentError
 from statesource.flink.binary import BinaryReader, decode_modified_utf8
 from statesource.flink.binary_writer import BinaryWriter, encode_modified_utf8
+from statesource.flink.canonical_writer import (
+    assemble_keyed_file,
+    frame_key_group,
+    key_group_prefix,
+)
 from statesource.flink.header_writer import write_keyed_header
+from statesource.flink.keyed import CanonicalSection, canonical_sections
 from statesource.flink.metadata import (
     KeyedHandle,
     OperatorHandle,
@@ -213,3 +219,58 @@ def test_a_state_out_of_its_position_is_refused():
 def test_a_header_of_another_version_is_refused():
     with pytest.raises(InvalidArgumentError, match="version 5"):
         write_keyed_header(dataclasses.replace(_fixture_header(), version=5))
+
+
+# -- canonical key groups ------------------------------------------------------------------
+
+SECTIONS = [CanonicalSection(1, [(b"\x03k1", b"v1"), (b"\x03k2", b"")]),
+            CanonicalSection(0, [(b"\x03k3", b"v3")])]
+FRAMED = bytes.fromhex(
+    "0001" "00000003" "036b31" "00000002" "7631"  # state 1, first pair
+    "00000003" "836b32" "00000000"  # its last pair: the flag on the key's first byte
+    "0000" "00000003" "836b33" "00000002" "7633"  # state 0, one pair, flagged
+    "ffff")  # end of the key group
+
+
+def test_a_key_group_is_framed_as_flink_frames_it():
+    assert frame_key_group(3, 128, SECTIONS) == FRAMED
+    assert canonical_sections(FRAMED, "test", 0, 3, 1, False) == SECTIONS
+
+
+def test_key_group_prefixes_take_two_bytes_beyond_128_key_groups():
+    assert key_group_prefix(127, 128) == b"\x7f"
+    assert key_group_prefix(300, 32768) == b"\x01\x2c"
+    sections = [CanonicalSection(0, [(b"\x01\x2ckey", b"value")])]
+    framed = frame_key_group(300, 32768, sections)
+    assert framed[6] == 0x81  # the flag in the first byte of the two-byte prefix
+    assert canonical_sections(framed, "test", 0, 300, 2, False) == sections
+
+
+@pytest.mark.parametrize("key_group, max_parallelism, sections, message", [
+    (3, 128, [CanonicalSection(0, [(b"\x04k", b"")])], "prefix 03 of key group 3"),
+    (3, 128, [CanonicalSection(0, [(b"\x83k", b"")])], "key 836b"),
+    (3, 128, [CanonicalSection(0, [])], "state 0 has no entries"),
+    (3, 128, [], "key group 3 has no entries"),
+    (3, 128, SECTIONS + SECTIONS[:1], "state id 1 in key group 3"),
+    (3, 128, [CanonicalSection(0xFFFF, [(b"\x03k", b"")])], "state id 65535"),
+    (128, 128, SECTIONS, "key group 128"),
+    (3, 0, SECTIONS, "max parallelism 0"),
+    (3, 40000, SECTIONS, "max parallelism 40000"),
+])
+def test_a_key_group_flink_could_not_read_is_refused(key_group, max_parallelism, sections,
+                                                     message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        frame_key_group(key_group, max_parallelism, sections)
+
+
+def test_raw_sections_check_the_key_group_and_the_end():
+    with pytest.raises(CorruptCheckpointError, match="entry of key group 3 in key group 4"):
+        canonical_sections(FRAMED, "test", 0, 4, 1, False)
+    with pytest.raises(CorruptCheckpointError, match="bytes after the end of the key group"):
+        canonical_sections(FRAMED + b"\x00", "test", 0, 3, 1, False)
+
+
+def test_a_file_records_empty_key_groups_at_offset_zero():
+    data, offsets = assemble_keyed_file(b"HEADER", [b"", FRAMED, b"", b"xy"])
+    assert data == b"HEADER" + FRAMED + b"xy"
+    assert offsets == [0, 6, 0, 6 + len(FRAMED)]
