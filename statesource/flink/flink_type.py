@@ -15,6 +15,10 @@ class FlinkType:
     serializer: str
     length: int = -1
     """Bytes of every value, or -1 when values vary in size (as Flink's ``getLength``)."""
+    snapshot: bytes = b""
+    """The snapshot this type was read from, as written (class name, version, payload), so
+    that a header can be written back with Flink's own bytes, which only Flink's classes
+    could otherwise produce (empty for a type built by hand)."""
 
     def read(self, r: BinaryReader) -> Any:
         raise NotImplementedError

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from statesource.flink.binary import INT_AT, BinaryReader
@@ -45,6 +45,53 @@ class KeyGroupState:
     keys: list[Any] = field(default_factory=list)
     namespaces: list[Any] = field(default_factory=list)
     stored: list[Any] = field(default_factory=list)
+
+
+class CanonicalSection(NamedTuple):
+    """One state's pairs in a canonical key group, as written: composite key and value bytes.
+
+    Keys are given without the "meta data follows" flag, which is framing, not key.
+    """
+
+    state_id: int
+    pairs: list[tuple[bytes, bytes]]
+
+
+def canonical_sections(data: bytes, source: str, base: int, key_group: int, prefix_bytes: int,
+                       compressed: bool) -> list[CanonicalSection]:
+    """The state sections of one canonical key group in file order, their pairs undecoded.
+
+    Heap backends write a key group's entries in hash-map order, which no
+    decoded view keeps: these raw pairs are what re-framing
+    (:func:`canonical_writer.frame_key_group`) needs to reproduce a file, and
+    what carries a state over without decoding its values.
+    """
+    if compressed:
+        data = unframe(data, source, base)
+        source = f"{source} (key group {key_group}, decompressed)"
+    r = BinaryReader(data, source, base)
+    sections = []
+    state_id = r.u16()
+    while state_id != END_OF_KEY_GROUP:
+        pairs = []
+        last = False
+        while not last:
+            at = r.pos
+            key = bytearray(r.take(r.count("key length")))
+            value = r.take(r.count("value length"))
+            if len(key) < prefix_bytes:
+                raise r.error(f"invalid key length {len(key)}", at)
+            last = bool(key[0] & META_DATA_FOLLOWS)
+            key[0] &= ~META_DATA_FOLLOWS & 0xFF
+            found = int.from_bytes(key[:prefix_bytes], "big")
+            if found != key_group:
+                raise r.error(f"entry of key group {found} in key group {key_group}", at + 4)
+            pairs.append((bytes(key), value))
+        sections.append(CanonicalSection(state_id, pairs))
+        state_id = r.u16()
+    if not r.at_end():
+        raise r.error("bytes after the end of the key group")
+    return sections
 
 
 def _length_bytes(length: int) -> int:

@@ -3,9 +3,12 @@
 Parsed from the bytes with the layout of Flink's metadata serializer, version 6
 (Flink 2.x): per operator its name and uid, its 16-byte id, parallelism, max
 parallelism, coordinator state and per subtask the handles of managed and raw
-operator and keyed state. Only what a reader needs is kept: where each
-subtask's keyed state lies (a file and one offset per key group) and where its
-operator state lies (a file and the offsets of each named state).
+operator and keyed state; at the end, the checkpoint's properties as a Java
+serialized object. A reader needs where each subtask's keyed state lies (a
+file and one offset per key group) and where its operator state lies (a file
+and the offsets of each named state); the rest (master and coordinator
+states, raw state, handle names and ids, the properties) is kept too, so that
+:mod:`metadata_writer` writes a parsed file back byte for byte.
 
 Handles of RocksDB native or incremental snapshots, and of the changelog
 backend, hold RocksDB files this reader cannot decode: they are refused with
@@ -29,11 +32,13 @@ from statesource.model import DistributionMode
 MAGIC = 0x4960672D
 SUPPORTED_VERSIONS = (6,)
 
-_NULL, _BYTE_STREAM, _FILE_STREAM, _RELATIVE_STREAM = 0, 1, 2, 6
-_KEY_GROUPS, _OPERATOR, _SAVEPOINT_KEY_GROUPS, _KEY_GROUPS_V2 = 3, 4, 7, 12
+NULL_HANDLE, BYTE_STREAM, FILE_STREAM, RELATIVE_STREAM = 0, 1, 2, 6
+KEY_GROUPS, OPERATOR_STATE, SAVEPOINT_KEY_GROUPS, KEY_GROUPS_V2 = 3, 4, 7, 12
 _NATIVE_ROCKSDB = {5: "incremental RocksDB", 11: "incremental RocksDB", 8: "changelog",
                    9: "changelog", 10: "changelog", 13: "changelog", 14: "changelog"}
-_MODES = (DistributionMode.SPLIT_DISTRIBUTE, DistributionMode.UNION, DistributionMode.BROADCAST)
+# Flink's OperatorStateHandle.Mode, by ordinal.
+DISTRIBUTION_MODES = (DistributionMode.SPLIT_DISTRIBUTE, DistributionMode.UNION,
+                      DistributionMode.BROADCAST)
 _CANONICAL_ADVICE = (
     "; statesource reads heap-backend snapshots and canonical savepoints: take a canonical"
     " savepoint instead (flink savepoint --type canonical, the default type)"
@@ -42,22 +47,32 @@ _CANONICAL_ADVICE = (
 
 @dataclass(frozen=True)
 class StreamHandle:
-    """Where a state file's bytes are: a path (relative to the snapshot or absolute) or inline."""
+    """Where a state file's bytes are: a path (relative to the snapshot or absolute) or inline.
+
+    Inline bytes come with the name Flink gave their handle (``handle_name``).
+    """
 
     path: str | None
     relative: bool
     size: int
     inline: bytes | None = None
+    handle_name: str | None = None
 
 
 @dataclass(frozen=True)
 class KeyedHandle:
-    """One subtask's keyed state: key groups ``start .. start+len(offsets)-1`` in ``stream``."""
+    """One subtask's keyed state: key groups ``start .. start+len(offsets)-1`` in ``stream``.
+
+    A checkpoint's handle carries a state handle id (``handle_id``, Flink's
+    ``KEY_GROUPS_HANDLE_V2``); a savepoint's has none, nor has the older
+    ``KEY_GROUPS_HANDLE``.
+    """
 
     start: int
     offsets: tuple[int, ...]
     stream: StreamHandle
     savepoint: bool
+    handle_id: str | None = None
 
     @property
     def end(self) -> int:
@@ -81,9 +96,16 @@ class OperatorHandle:
 
 @dataclass(frozen=True)
 class SubtaskState:
+    """One subtask's managed keyed and operator state, and the raw state user code wrote.
+
+    Each tuple holds at most one handle (Flink writes one or none of each).
+    """
+
     index: int
     keyed: tuple[KeyedHandle, ...]
     operator: tuple[OperatorHandle, ...]
+    raw_keyed: tuple[KeyedHandle, ...] = ()
+    raw_operator: tuple[OperatorHandle, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +116,9 @@ class OperatorSnapshot:
     parallelism: int
     max_parallelism: int
     subtasks: tuple[SubtaskState, ...]
+    coordinator: StreamHandle | None = None
+    finished: bool = False
+    """Whether every subtask had finished (Flink then records no subtask at all)."""
 
     @property
     def label(self) -> str:
@@ -103,9 +128,20 @@ class OperatorSnapshot:
 
 @dataclass(frozen=True)
 class SnapshotMetadata:
+    """A whole ``_metadata`` file.
+
+    ``master_states`` are the checkpoint hooks' states, each the block after
+    its magic number and length (int version, UTF name, int length and
+    payload); ``properties`` the trailing Java-serialized
+    ``CheckpointProperties`` (the snapshot's type: checkpoint or savepoint,
+    canonical or native), as bytes.
+    """
+
     version: int
     checkpoint_id: int
     operators: tuple[OperatorSnapshot, ...]
+    master_states: tuple[bytes, ...] = ()
+    properties: bytes = b""
 
 
 def operator_id_of(uid: str) -> str:
@@ -130,11 +166,13 @@ def parse_metadata(data: bytes, source: str) -> SnapshotMetadata:
     checkpoint_id = reader.i64()
     if checkpoint_id < 0:
         raise reader.error(f"invalid checkpoint id {checkpoint_id}", reader.pos - 8)
+    master_states = []
     for _ in range(reader.count("number of master states")):
         reader.i32()  # magic
-        reader.skip(reader.count("master state length"))
+        master_states.append(reader.take(reader.count("master state length")))
     operators = tuple(_operator(reader) for _ in range(reader.count("number of operators")))
-    return SnapshotMetadata(version, checkpoint_id, operators)
+    return SnapshotMetadata(version, checkpoint_id, operators, tuple(master_states),
+                            reader.take(reader.remaining()))
 
 
 def _operator(reader: BinaryReader) -> OperatorSnapshot:
@@ -146,7 +184,7 @@ def _operator(reader: BinaryReader) -> OperatorSnapshot:
     if not 1 <= max_parallelism <= 32768 or not 1 <= parallelism <= max_parallelism:
         raise reader.error(f"invalid parallelism {parallelism} / max parallelism"
                            f" {max_parallelism} of operator {uid or operator_id}")
-    _stream_handle(reader)  # the operator coordinator's state
+    coordinator = _stream_handle(reader)
     count = reader.i32()
     subtasks = []
     for _ in range(max(count, 0)):  # a negative count marks a fully finished operator
@@ -164,33 +202,35 @@ def _operator(reader: BinaryReader) -> OperatorSnapshot:
                 f" {max_parallelism} key groups")
         covered |= groups
     return OperatorSnapshot(name or None, uid or None, operator_id, parallelism,
-                            max_parallelism, tuple(subtasks))
+                            max_parallelism, tuple(subtasks), coordinator, count < 0)
 
 
 def _subtask(reader: BinaryReader, index: int) -> SubtaskState:
     managed_operator = [_operator_handle(reader)
                         for _ in range(reader.count("number of operator state handles"))]
-    for _ in range(reader.count("number of raw operator state handles")):
-        _operator_handle(reader)
+    raw_operator = [_operator_handle(reader)
+                    for _ in range(reader.count("number of raw operator state handles"))]
     keyed = _keyed_handle(reader)
-    _keyed_handle(reader)  # raw keyed state: written by user code in its own format
+    raw_keyed = _keyed_handle(reader)  # written by user code in its own format
     for _ in range(2):  # input channel and result subpartition (unaligned checkpoints)
         if reader.count("number of channel state handles"):
             raise reader.error("channel state of an unaligned checkpoint is not supported")
     return SubtaskState(index, () if keyed is None else (keyed,),
-                        tuple(h for h in managed_operator if h is not None))
+                        tuple(h for h in managed_operator if h is not None),
+                        () if raw_keyed is None else (raw_keyed,),
+                        tuple(h for h in raw_operator if h is not None))
 
 
 def _keyed_handle(reader: BinaryReader) -> KeyedHandle | None:
     at = reader.pos
     kind = reader.u8()
-    if kind == _NULL:
+    if kind == NULL_HANDLE:
         return None
     if kind in _NATIVE_ROCKSDB:
         raise IncompatibleCheckpointError(
             f"{reader.source} holds {_NATIVE_ROCKSDB[kind]} state (handle type {kind} at byte"
             f" offset {at}), RocksDB's own files" + _CANONICAL_ADVICE)
-    if kind not in (_KEY_GROUPS, _SAVEPOINT_KEY_GROUPS, _KEY_GROUPS_V2):
+    if kind not in (KEY_GROUPS, SAVEPOINT_KEY_GROUPS, KEY_GROUPS_V2):
         raise IncompatibleCheckpointError(
             f"{reader.source}: unsupported keyed state handle type {kind} at byte offset {at}"
             + _CANONICAL_ADVICE)
@@ -200,31 +240,30 @@ def _keyed_handle(reader: BinaryReader) -> KeyedHandle | None:
         raise reader.error(f"invalid key-group range {start}+{count}", at)
     offsets = tuple(reader.i64() for _ in range(count))
     stream = _stream_handle(reader)
-    if kind == _KEY_GROUPS_V2:
-        reader.utf()  # the state handle id
+    handle_id = reader.utf() if kind == KEY_GROUPS_V2 else None
     if stream is None:
         raise reader.error("keyed state handle without a file", at)
     if any(not 0 <= offset <= stream.size for offset in offsets):
         raise reader.error(f"key-group offsets beyond the file's {stream.size} bytes", at)
-    return KeyedHandle(start, offsets, stream, kind == _SAVEPOINT_KEY_GROUPS)
+    return KeyedHandle(start, offsets, stream, kind == SAVEPOINT_KEY_GROUPS, handle_id)
 
 
 def _operator_handle(reader: BinaryReader) -> OperatorHandle | None:
     at = reader.pos
     kind = reader.u8()
-    if kind == _NULL:
+    if kind == NULL_HANDLE:
         return None
-    if kind != _OPERATOR:
+    if kind != OPERATOR_STATE:
         raise IncompatibleCheckpointError(
             f"{reader.source}: unsupported operator state handle type {kind} at byte offset {at}")
     states = []
     for _ in range(reader.count("number of operator states")):
         name = reader.utf()
         mode = reader.u8()
-        if mode >= len(_MODES):
+        if mode >= len(DISTRIBUTION_MODES):
             raise reader.error(f"unknown distribution mode {mode} of operator state {name!r}")
         offsets = tuple(reader.i64() for _ in range(reader.count("number of offsets")))
-        states.append(OperatorStateOffsets(name, _MODES[mode], offsets))
+        states.append(OperatorStateOffsets(name, DISTRIBUTION_MODES[mode], offsets))
     stream = _stream_handle(reader)
     if stream is None:
         raise reader.error("operator state handle without a file", at)
@@ -234,16 +273,16 @@ def _operator_handle(reader: BinaryReader) -> OperatorHandle | None:
 def _stream_handle(reader: BinaryReader) -> StreamHandle | None:
     at = reader.pos
     kind = reader.u8()
-    if kind == _NULL:
+    if kind == NULL_HANDLE:
         return None
-    if kind == _BYTE_STREAM:
-        reader.utf()  # handle name
+    if kind == BYTE_STREAM:
+        name = reader.utf()
         data = reader.take(reader.count("inline state length"))
-        return StreamHandle(None, False, len(data), data)
-    if kind == _FILE_STREAM:
+        return StreamHandle(None, False, len(data), data, name)
+    if kind == FILE_STREAM:
         size = reader.i64()
         return StreamHandle(reader.utf(), False, size)
-    if kind == _RELATIVE_STREAM:
+    if kind == RELATIVE_STREAM:
         path = reader.utf()
         return StreamHandle(path, True, reader.i64())
     raise IncompatibleCheckpointError(

@@ -348,7 +348,14 @@ def _record(name: str, fields: list[tuple[str, FlinkType]], row_kind: bool = Fal
 # -- snapshots -----------------------------------------------------------------------------
 
 def read_snapshot(r: BinaryReader) -> FlinkType:
-    """One ``writeVersionedSnapshot``: class name, version, payload."""
+    """One ``writeVersionedSnapshot``: class name, version, payload (kept as ``snapshot``)."""
+    at = r.pos
+    found = _read_snapshot(r)
+    found.snapshot = bytes(r.data[at:r.pos])
+    return found
+
+
+def _read_snapshot(r: BinaryReader) -> FlinkType:
     at = r.pos
     name = r.utf()
     version = r.i32()
@@ -369,6 +376,10 @@ def read_proxied_snapshot(r: BinaryReader) -> FlinkType:
     """A snapshot behind ``TypeSerializerSnapshotSerializationProxy`` (an int version first)."""
     r.i32()
     return read_snapshot(r)
+
+
+SNAPSHOT_PROXY_VERSION = 2
+"""The version ``TypeSerializerSnapshotSerializationProxy`` writes before a snapshot (Flink 2.x)."""
 
 
 def _outer_version(r: BinaryReader) -> int:

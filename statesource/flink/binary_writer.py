@@ -1,0 +1,105 @@
+"""A big-endian writer of the bytes of one Flink file: the counterpart of :mod:`binary`.
+
+Flink reads what Java's ``DataOutputStream`` wrote: big-endian integers and
+``writeUTF`` strings (a u16 byte length, then "modified UTF-8"). Every value is
+checked against the width it is written in, because a value that silently
+wrapped would make a file Flink reads without complaint but restores wrongly;
+a string too long for ``writeUTF`` (over 65535 encoded bytes) is refused, as
+Java refuses it.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from statesource.errors import InvalidArgumentError
+
+_SHORT = struct.Struct(">h")
+_USHORT = struct.Struct(">H")
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+UTF_LIMIT = 0xFFFF
+
+
+def _check(value: int, low: int, high: int, what: str) -> None:
+    if not low <= value <= high:
+        raise InvalidArgumentError(f"{value} does not fit in a {what} ({low} .. {high})")
+
+
+class BinaryWriter:
+    """Appends big-endian values to a growing buffer; :meth:`getvalue` returns the bytes."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def __len__(self) -> int:
+        """Bytes written so far: the offset of the next value."""
+        return len(self._buffer)
+
+    def getvalue(self) -> bytes:
+        return bytes(self._buffer)
+
+    def raw(self, data: bytes) -> None:
+        """Bytes as they are (no length: the caller frames them)."""
+        self._buffer += data
+
+    def u8(self, value: int) -> None:
+        _check(value, 0, 0xFF, "byte")
+        self._buffer.append(value)
+
+    def boolean(self, value: bool) -> None:
+        self._buffer.append(1 if value else 0)
+
+    def i16(self, value: int) -> None:
+        _check(value, -(1 << 15), (1 << 15) - 1, "short")
+        self._buffer += _SHORT.pack(value)
+
+    def u16(self, value: int) -> None:
+        _check(value, 0, 0xFFFF, "unsigned short")
+        self._buffer += _USHORT.pack(value)
+
+    def i32(self, value: int) -> None:
+        _check(value, -(1 << 31), (1 << 31) - 1, "int")
+        self._buffer += _INT.pack(value)
+
+    def i64(self, value: int) -> None:
+        _check(value, -(1 << 63), (1 << 63) - 1, "long")
+        self._buffer += _LONG.pack(value)
+
+    def length_prefixed(self, data: bytes) -> None:
+        """An int length, then the bytes (a ``byte[]`` as Flink frames one)."""
+        self.i32(len(data))
+        self._buffer += data
+
+    def utf(self, text: str) -> None:
+        """Java ``writeUTF``: a u16 byte length, then modified UTF-8."""
+        encoded = encode_modified_utf8(text)
+        if len(encoded) > UTF_LIMIT:
+            raise InvalidArgumentError(
+                f"string of {len(encoded)} encoded bytes is too long for Java's writeUTF (at most"
+                f" {UTF_LIMIT}): {text[:60]!r}...")
+        self._buffer += _USHORT.pack(len(encoded))
+        self._buffer += encoded
+
+
+def encode_modified_utf8(text: str) -> bytes:
+    """Java's modified UTF-8: UTF-16 units, NUL as ``c0 80``, no 4-byte sequences.
+
+    A character outside the BMP is its surrogate pair, each unit three bytes;
+    a lone surrogate (which :func:`binary.decode_modified_utf8` may return) is
+    written back as it came.
+    """
+    if text.isascii() and "\0" not in text:
+        return text.encode("ascii")
+    raw = text.encode("utf-16-be", "surrogatepass")
+    out = bytearray()
+    for (unit,) in struct.iter_unpack(">H", raw):
+        if 0 < unit < 0x80:
+            out.append(unit)
+        elif unit < 0x800:
+            out += bytes((0xC0 | unit >> 6, 0x80 | unit & 0x3F))
+        else:
+            out += bytes((0xE0 | unit >> 12, 0x80 | unit >> 6 & 0x3F, 0x80 | unit & 0x3F))
+    return bytes(out)

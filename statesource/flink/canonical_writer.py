@@ -1,0 +1,98 @@
+"""Writing the key groups of a canonical savepoint's keyed-state file: the counterpart of the
+canonical part of :mod:`keyed`.
+
+A key group is its states' sections one after another: the state's id (a
+short), then its pairs, each an int length and the composite key, an int
+length and the value. The first byte of the last key of a section carries the
+flag ``0x80`` ("meta data follows"); what follows is the next section's state
+id, or ``0xFFFF`` after the last. Every composite key starts with the key
+group (one byte when max parallelism <= 128, else two), so that first byte
+never has the flag's bit of its own. An empty key group has no bytes at all:
+its offset in ``_metadata`` is 0.
+
+Only the framing is written here: composite keys and values come already
+serialized, and compression (a Snappy stream per key group) is the caller's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from statesource.errors import InvalidArgumentError
+from statesource.flink.binary_writer import BinaryWriter
+from statesource.flink.keyed import END_OF_KEY_GROUP, META_DATA_FOLLOWS, CanonicalSection
+
+_MAX_PARALLELISM = 1 << 15
+_MAX_STATE_ID = (1 << 15) - 2  # ids are positions among at most 32767 states
+
+
+def prefix_bytes(max_parallelism: int) -> int:
+    """Bytes of the key-group prefix of every composite key (1 up to 128 key groups, else 2)."""
+    if not 1 <= max_parallelism <= _MAX_PARALLELISM:
+        raise InvalidArgumentError(
+            f"max parallelism {max_parallelism} is outside 1 .. {_MAX_PARALLELISM}")
+    return 1 if max_parallelism <= 128 else 2
+
+
+def key_group_prefix(key_group: int, max_parallelism: int) -> bytes:
+    """The bytes every composite key of ``key_group`` starts with (big-endian)."""
+    size = prefix_bytes(max_parallelism)
+    if not 0 <= key_group < max_parallelism:
+        raise InvalidArgumentError(
+            f"key group {key_group} is outside 0 .. {max_parallelism - 1} (max parallelism"
+            f" {max_parallelism})")
+    return key_group.to_bytes(size, "big")
+
+
+def frame_key_group(key_group: int, max_parallelism: int,
+                    sections: Iterable[CanonicalSection]) -> bytes:
+    """The uncompressed bytes of one non-empty key group: its sections, in the order given.
+
+    Flink's restore reads whatever order a file has (a heap backend writes
+    hash-map order), so the order is the caller's; each key must start with
+    the key group's prefix, and each state may have one section, of at least
+    one pair.
+    """
+    prefix = key_group_prefix(key_group, max_parallelism)
+    w = BinaryWriter()
+    seen: set[int] = set()
+    for state_id, pairs in sections:
+        if not 0 <= state_id <= _MAX_STATE_ID or state_id in seen:
+            raise InvalidArgumentError(
+                f"state id {state_id} in key group {key_group}: ids are 0 .. {_MAX_STATE_ID},"
+                " one section each")
+        if not pairs:
+            raise InvalidArgumentError(
+                f"state {state_id} has no entries in key group {key_group}: leave it out")
+        seen.add(state_id)
+        w.i16(state_id)
+        last = len(pairs) - 1
+        for index, (key, value) in enumerate(pairs):
+            if not key.startswith(prefix):
+                raise InvalidArgumentError(
+                    f"key {key[:8].hex()}... of state {state_id} does not start with the prefix"
+                    f" {prefix.hex()} of key group {key_group}")
+            if index == last:
+                key = bytes((key[0] | META_DATA_FOLLOWS,)) + key[1:]
+            w.length_prefixed(key)
+            w.length_prefixed(value)
+    if not seen:
+        raise InvalidArgumentError(
+            f"key group {key_group} has no entries: an empty key group is not written (offset 0)")
+    w.u16(END_OF_KEY_GROUP)
+    return w.getvalue()
+
+
+def assemble_keyed_file(header: bytes, key_groups: Sequence[bytes]) -> tuple[bytes, list[int]]:
+    """A keyed-state file and the offset of each of its key groups, as ``_metadata`` records them.
+
+    ``key_groups`` holds the bytes of each key group of the file's range in
+    order (framed, and compressed if the header says so), empty for an empty
+    key group, whose offset is then 0.
+    """
+    out = bytearray(header)
+    offsets = []
+    for data in key_groups:
+        offsets.append(len(out) if data else 0)
+        out += data
+    return bytes(out), offsets
