@@ -1,13 +1,17 @@
 """Test-session fixtures: one SparkSession for the whole run (starting one costs ~20 s).
 
-Markers are applied here, not by hand (both are registered in pyproject.toml):
+Markers are applied here, not by hand (all are registered in pyproject.toml):
 
 - ``spark``: the test needs a SparkSession / JVM: it uses the ``spark`` fixture, directly or
   through another fixture, or lives under tests/spark/ (the connector's tests, most of which
-  start Spark, some in a subprocess). ``pytest -m "not spark"`` runs the rest without a JVM.
+  start Spark, some in a subprocess). ``pytest -m "not spark"`` runs the rest without Spark
+  (``-m "not spark and not realflink"``: without a JVM).
 - ``golden``: the test reads Flink's output from ../shared: the vectors in flink-golden
   (tests/golden_vectors.py reads them for tests/keygroups/ and tests/spark/test_functions.py)
-  or the savepoints in flink-savepoints (tests/flink/, and tests/spark/test_flink_snapshots.py).
+  or the savepoints in flink-savepoints (tests/flink/, and tests/spark/test_flink_snapshots.py),
+  or uses a fixture named ``shared_*`` that does.
+- ``realflink``: the test restores snapshots in a real Apache Flink (tests/flink_restore.py:
+  a JVM per restore; tests/flink/test_real_flink_restore.py).
 
 Every test has a time limit (``STATESOURCE_TEST_TIMEOUT`` seconds, default 300), so a
 bug that makes code wait forever fails its test instead of hanging the suite: the
@@ -30,6 +34,7 @@ TESTS = Path(__file__).resolve().parent
 GOLDEN_FILES = {"test_golden.py", "test_shared_snapshots.py", "test_errors.py", "test_import.py",
                 "test_flink_snapshots.py", "test_keygroup_columns.py", "test_functions.py",
                 "test_flink_round_trips.py"}
+REAL_FLINK_FILES = {"test_real_flink_restore.py"}
 TEST_TIMEOUT_SECONDS = float(os.environ.get("STATESOURCE_TEST_TIMEOUT", "300"))
 STUCK_GRACE_SECONDS = 60
 
@@ -83,5 +88,9 @@ def pytest_collection_modifyitems(config, items):
         relative = path.relative_to(TESTS).parts if path.is_relative_to(TESTS) else ()
         if "spark" in getattr(item, "fixturenames", ()) or relative[:1] == ("spark",):
             item.add_marker(pytest.mark.spark)
-        if relative and relative[-1] in GOLDEN_FILES:
+        fixtures = getattr(item, "fixturenames", ())
+        if (relative and relative[-1] in GOLDEN_FILES) or any(
+                name.startswith("shared_") for name in fixtures):
             item.add_marker(pytest.mark.golden)
+        if relative and relative[-1] in REAL_FLINK_FILES:
+            item.add_marker(pytest.mark.realflink)
