@@ -40,11 +40,17 @@ LIST_DELIMITER = ord(",")
 
 @dataclass
 class KeyGroupState:
-    """One state's entries in one key group (timers: ``stored`` holds timestamps)."""
+    """One state's entries in one key group (timers: ``stored`` holds timestamps).
+
+    ``size_bytes`` is the length of the state's section of the key group as
+    serialized (its state id, counts, keys and values; for compressed snapshots,
+    before compression).
+    """
 
     keys: list[Any] = field(default_factory=list)
     namespaces: list[Any] = field(default_factory=list)
     stored: list[Any] = field(default_factory=list)
+    size_bytes: int = 0
 
 
 class CanonicalSection(NamedTuple):
@@ -101,8 +107,13 @@ def _length_bytes(length: int) -> int:
 
 def decode_key_group(data: bytes, source: str, base: int, header: KeyedHeader,
                      key_group: int, canonical: bool, prefix_bytes: int,
-                     wanted: Collection[int] | None = None) -> dict[int, KeyGroupState]:
-    """Entries per state id of the key group whose bytes are ``data`` (file offset ``base``)."""
+                     wanted: Collection[int] | None = None,
+                     stop_at: Collection[int] = ()) -> dict[int, KeyGroupState]:
+    """Entries per state id of the key group whose bytes are ``data`` (file offset ``base``).
+
+    ``stop_at`` (native snapshots only) names states whose values cannot be framed: the
+    walk ends where the first of them begins, so the result holds the states before it.
+    """
     if canonical:
         if header.compressed:
             data = unframe(data, source, base)
@@ -116,7 +127,7 @@ def decode_key_group(data: bytes, source: str, base: int, header: KeyedHeader,
     if header.compressed:
         reader = BinaryReader(unframe(data[4:], source, base + 4),
                               f"{source} (key group {key_group}, decompressed)", base + 4)
-    return _native(reader, header, wanted)
+    return _native(reader, header, wanted, stop_at)
 
 
 def _state(header: KeyedHeader, reader: BinaryReader, state_id: int) -> StateInfo:
@@ -125,8 +136,8 @@ def _state(header: KeyedHeader, reader: BinaryReader, state_id: int) -> StateInf
     return header.states[state_id]
 
 
-def _native(r: BinaryReader, header: KeyedHeader,
-            wanted: Collection[int] | None) -> dict[int, KeyGroupState]:
+def _native(r: BinaryReader, header: KeyedHeader, wanted: Collection[int] | None,
+            stop_at: Collection[int] = ()) -> dict[int, KeyGroupState]:
     """Every state section of the key group, up to the last wanted one.
 
     Values are not framed here, so a state whose values statesource cannot
@@ -136,13 +147,18 @@ def _native(r: BinaryReader, header: KeyedHeader,
     result: dict[int, KeyGroupState] = {}
     remaining = None if wanted is None else set(wanted)
     while not r.at_end() and (remaining is None or remaining):
+        start = r.pos
         info = _state(header, r, r.i16())
+        if info.state_id in stop_at:
+            break
+        out = result.setdefault(info.state_id, KeyGroupState())
         try:
-            _native_section(r, header, info, result.setdefault(info.state_id, KeyGroupState()))
+            _native_section(r, header, info, out)
         except IncompatibleCheckpointError as error:
             raise IncompatibleCheckpointError(
                 f"state {info.name!r} of a native snapshot: {error}; the states after it in"
                 " each key group cannot be found either") from None
+        out.size_bytes += r.pos - start
         if remaining is not None:
             remaining.discard(info.state_id)
     if wanted is not None:
@@ -184,6 +200,7 @@ def _canonical(r: BinaryReader, header: KeyedHeader, key_group: int, prefix_byte
     state_id = r.u16()
     pos = r.pos
     while state_id != END_OF_KEY_GROUP:
+        section_start = pos - 2
         r.pos = pos
         info = _state(header, r, state_id)
         decoding = remaining is None or state_id in remaining
@@ -212,6 +229,8 @@ def _canonical(r: BinaryReader, header: KeyedHeader, key_group: int, prefix_byte
                 decoder.decode(key_start + prefix_bytes, value_at, value_start, pos, entries)
             if first & META_DATA_FOLLOWS:
                 break
+        if entries is not None:
+            entries.size_bytes += pos - section_start
         if remaining is not None:
             remaining.discard(state_id)
             if not remaining:
@@ -295,7 +314,7 @@ def _grouped(info: StateInfo, entries: KeyGroupState, reader: BinaryReader) -> K
                 f"{reader.source}, state {info.name!r} of the key group at byte offset"
                 f" {reader.base}", user_key)
         mapping[user_key] = value
-    grouped = KeyGroupState()
+    grouped = KeyGroupState(size_bytes=entries.size_bytes)
     for (key, namespace), mapping in maps.items():
         grouped.keys.append(key)
         grouped.namespaces.append(namespace)

@@ -194,14 +194,16 @@ class FlinkSnapshot:
         return self.read_bytes(piece.handle.stream, piece.begin, length)
 
     def decode_piece(self, op: OperatorSnapshot, piece: KeyGroupBytes, data: bytes,
-                     state_ids: Collection[int] | None = None) -> dict[int, KeyGroupState]:
-        """Entries per state id of one key group whose bytes (:meth:`piece_bytes`) are ``data``."""
+                     state_ids: Collection[int] | None = None,
+                     stop_at: Collection[int] = ()) -> dict[int, KeyGroupState]:
+        """Entries per state id of one key group whose bytes (:meth:`piece_bytes`) are ``data``
+        (a native key group up to the first state in ``stop_at``)."""
         header = self.header(op)
         assert header is not None
         prefix_bytes = 1 if op.max_parallelism <= 128 else 2
         return decode_key_group(data, self.describe(piece.handle.stream), piece.begin, header,
                                 piece.key_group, piece.handle.savepoint, prefix_bytes,
-                                state_ids)
+                                state_ids, stop_at)
 
     def header_bytes(self, op: OperatorSnapshot) -> bytes:
         """The bytes of the header every key group of the operator is decoded with."""
