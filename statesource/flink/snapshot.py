@@ -214,6 +214,32 @@ class FlinkSnapshot:
 
     # -- files -----------------------------------------------------------------------------
 
+    def check_files(self) -> int:
+        """Check that every file ``_metadata`` names exists with its recorded size; their number.
+
+        Nothing is read: the key groups' own framing is checked only by decoding them.
+        """
+        streams: dict[str, StreamHandle] = {}
+        for op in self.operators:
+            for subtask in op.subtasks:
+                named = [h.stream for h in subtask.keyed] + [h.stream for h in subtask.operator]
+                for stream in named:
+                    if stream.inline is None:
+                        streams[self.file_location(stream).path] = stream
+        for stream in streams.values():
+            location = self.file_location(stream)
+            try:
+                info = location.filesystem.get_file_info(location.path)
+            except OSError as error:
+                raise CorruptCheckpointError(f"cannot read {location}: {error}") from None
+            if info.type != pafs.FileType.File:
+                raise CorruptCheckpointError(
+                    f"{location}, named by {self.location.child(FLINK_METADATA)}, does not exist")
+            if info.size != stream.size:
+                raise CorruptCheckpointError(
+                    f"{location} has {info.size} bytes; {FLINK_METADATA} records {stream.size}")
+        return len(streams)
+
     def file_location(self, stream: StreamHandle) -> Location:
         """A recorded file, inside the snapshot directory (absolute paths by file name)."""
         assert stream.path is not None
