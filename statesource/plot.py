@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from statesource.errors import StateSourceError
-from statesource.format.metadata import OperatorMeta
-from statesource.skew import Distribution, imbalance
+from statesource.skew import OperatorCounts, imbalance
 
 
 def require_matplotlib() -> None:
@@ -20,11 +19,13 @@ def require_matplotlib() -> None:
         ) from None
 
 
-def plot_distribution(op: OperatorMeta, proposed: int | None, path: str) -> None:
+def plot_distribution(op: OperatorCounts, proposed: int | None, path: str) -> None:
     """Write a PNG: bytes per key group on top, bytes per subtask below."""
     require_matplotlib()
     import matplotlib.pyplot as plt
-    distribution = Distribution.of(op)
+    distribution = op.distribution
+    if distribution is None:
+        raise StateSourceError(f"operator {op.uid!r} has no keyed state to plot")
     per_group = [size / 1024 for size in distribution.bytes]
     parallelisms = list(dict.fromkeys(p for p in (op.parallelism, proposed) if p))
     panels = 1 + len(parallelisms)

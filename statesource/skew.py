@@ -10,8 +10,9 @@ divides the max parallelism (:class:`KeyGroupBalance`).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from statesource.format.metadata import OperatorMeta
 from statesource.keygroups import check_parallelism, key_group_range_for_operator
@@ -47,6 +48,77 @@ class Distribution:
         ranges = (key_group_range_for_operator(max_parallelism, parallelism, subtask)
                   for subtask in range(parallelism))
         return [sum(amounts[owned.start:owned.end + 1]) for owned in ranges]
+
+
+@dataclass(frozen=True)
+class StateCounts:
+    """One state as ``inspect`` lists it: its kind, what it holds, and its value types.
+
+    ``entries``, ``rows`` and ``size_bytes`` are None where they could not be
+    counted, and ``unreadable`` then says why.
+    """
+
+    name: str
+    kind: str
+    entries: int | None
+    rows: int | None
+    size_bytes: int | None
+    types: Mapping[str, Any]
+    """The Avro schema of each value role (a timer state: its namespace type's name)."""
+    unreadable: str | None = None
+
+
+@dataclass(frozen=True)
+class OperatorCounts:
+    """One operator as ``inspect`` shows it, whatever kind of snapshot holds it: its states'
+    counts and, when it keeps keyed state, how that spreads over key groups.
+
+    ``skew_by`` names the amount of :attr:`distribution` the skew is told in
+    (``"rows"``, or ``"bytes"`` where some keyed state's rows could not be
+    counted) and ``skew_of`` what it covers; ``notes`` are lines on how the
+    counts were taken.
+    """
+
+    uid: str
+    label: str
+    parallelism: int
+    max_parallelism: int
+    key_type: str | None
+    states: tuple[StateCounts, ...]
+    distribution: Distribution | None
+    skew_by: str = "rows"
+    skew_of: str = "rows of all keyed states"
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, op: OperatorMeta) -> OperatorCounts:
+        """A statesource checkpoint's operator, counted by its metadata."""
+        states = [StateCounts(s.name, s.kind.value, s.entries, s.rows, s.size_bytes,
+                              _avro(s.schemas)) for s in op.keyed_states]
+        states += [StateCounts(s.name, f"operator-{s.mode.value}", s.rows, s.rows, s.size_bytes,
+                               _avro(s.schemas)) for s in op.operator_states]
+        return cls(op.uid, op.uid, op.parallelism, op.max_parallelism,
+                   op.key_type.name if op.key_type else None, tuple(states),
+                   Distribution.of(op) if op.keyed_states else None)
+
+    @property
+    def skew_amounts(self) -> list[int]:
+        """Per key group, the amount the skew is told in."""
+        assert self.distribution is not None
+        return self.distribution.bytes if self.skew_by == "bytes" else self.distribution.rows
+
+
+def _avro(schemas: Mapping[str, Any]) -> dict[str, Any]:
+    return {role: schema.avro for role, schema in schemas.items()}
+
+
+def format_bytes(size: float) -> str:
+    """``98.5 KB``: a size in the largest unit that keeps it at least 1 (up to GB)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 def imbalance(amounts: Sequence[float]) -> float:

@@ -5,12 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
+import sys
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from statesource.checks import check_int
 from statesource.errors import InvalidArgumentError
+from statesource.flink.census import count_snapshot
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.format import Checkpoint
 from statesource.format.metadata import OperatorMeta
@@ -18,8 +24,14 @@ from statesource.format.source import FLINK
 from statesource.format.storage import resolve
 from statesource.plot import require_matplotlib
 from statesource.rescale import check_parallelism_for
-from statesource.schema import ValueSchema
-from statesource.skew import Distribution, KeyGroupBalance, describe_per_subtask, imbalance
+from statesource.skew import (
+    Distribution,
+    KeyGroupBalance,
+    OperatorCounts,
+    describe_per_subtask,
+    format_bytes,
+    imbalance,
+)
 from statesource.sources import kind_of
 
 
@@ -27,7 +39,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "inspect", help="summarise a checkpoint: states, sizes, key-group skew",
         description="Summarise a checkpoint from its metadata: operators, states, entries,"
-        " bytes, and how state spreads over key groups and subtasks.")
+        " bytes, and how state spreads over key groups and subtasks. A Flink savepoint or"
+        " checkpoint records none of these counts: its key groups are decoded to count them.")
     parser.add_argument("path", help="a checkpoint, or a directory of checkpoints (newest used);"
                         " also a Flink savepoint or checkpoint")
     parser.add_argument("--checkpoint-id", type=int, help="a checkpoint under PATH")
@@ -40,7 +53,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--verify", action="store_true",
                         help="read every byte range of every data file and check it against"
                         " its checksum and the metadata (by default only the files' presence"
-                        " and sizes are checked)")
+                        " and sizes are checked); a Flink snapshot's key groups are always"
+                        " decoded whole, to count them, which checks their framing")
     parser.set_defaults(run=run)
 
 
@@ -67,27 +81,19 @@ def check_arguments(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     check_arguments(args)
     if kind_of(resolve(args.path), args.checkpoint_id) == FLINK:
-        return inspect_flink(FlinkCheckpoint.open(args.path, checkpoint_id=args.checkpoint_id))
-    checkpoint = Checkpoint.open(args.path, checkpoint_id=args.checkpoint_id)
-    meta = checkpoint.metadata
-    for op in meta.operators:
-        if op.keyed_states and args.parallelism is not None:
-            check_parallelism_for(op, args.parallelism)
-    files = checkpoint.check_files()
-    ranges = checkpoint.verify() if args.verify else None
-    taken = datetime.fromtimestamp(meta.timestamp_ms / 1000, timezone.utc)
-    print(f"checkpoint {meta.checkpoint_id} at {checkpoint.location.path}"
-          f" (format v{meta.format_version}, taken {taken:%Y-%m-%d %H:%M:%S} UTC)")
-    keyed = [op for op in meta.operators if op.keyed_states]
-    for op in meta.operators:
-        print_operator(op, args.parallelism)
-    if ranges is None:
-        print(f"\n{files} data files present with their recorded sizes; their contents were"
-              " not read (--verify checks every byte range)")
+        report = flink_report(FlinkCheckpoint.open(args.path, checkpoint_id=args.checkpoint_id),
+                              args.parallelism, args.verify)
     else:
-        print(f"\nverified: {files} data files, {ranges:,} byte ranges match their checksums"
-              " and the metadata")
+        report = checkpoint_report(Checkpoint.open(args.path, checkpoint_id=args.checkpoint_id),
+                                   args.parallelism, args.verify)
+    print(report.title)
+    for op in report.operators:
+        print_operator(op, args.parallelism)
+    print()
+    for line in report.checked:
+        print(line)
     if args.plot:
+        keyed = [op for op in report.operators if op.distribution is not None]
         if not keyed:
             print("nothing to plot: no operator has keyed state")
             return 0
@@ -100,67 +106,129 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def inspect_flink(snapshot: FlinkCheckpoint) -> int:
-    """A Flink snapshot from its headers: operators, states and types (sizes need a full read)."""
-    print(f"Flink snapshot {snapshot.checkpoint_id} at {snapshot.location.path}")
-    by_operator: dict[str, list] = {}
-    for summary in snapshot.summaries():
-        by_operator.setdefault(summary.operator_uid, []).append(summary)
-    for op in snapshot.snapshot.operators:
-        label = op.label + (f" ({op.name})" if op.name and op.name != op.uid else "")
-        rows = by_operator.get(op.label, [])
-        key_type = next((r.key_type for r in rows if r.key_type), "none")
-        print(f"\noperator {label}: parallelism {op.parallelism}, max parallelism"
-              f" {op.max_parallelism}, key type {key_type}")
-        unreadable = snapshot.unreadable_states(op.operator_id)
-        for row in rows:
-            print(f"  {row.state_name:<36} {row.kind:<18} {json.dumps(row.value_types)}")
-            if row.state_name in unreadable and row.key_type is not None:
-                print(f"  {'':<36} not readable here: {unreadable[row.state_name]}")
-    return 0
+@dataclass(frozen=True)
+class Report:
+    """What ``inspect`` prints of a snapshot, whatever its kind."""
+
+    title: str
+    operators: tuple[OperatorCounts, ...]
+    checked: tuple[str, ...]
+    """What was checked of the snapshot's files, and how."""
 
 
-def print_operator(op: OperatorMeta, proposed: int | None) -> None:
-    key_type = op.key_type.name if op.key_type else "none"
-    print(f"\noperator {op.uid}: parallelism {op.parallelism}, max parallelism"
-          f" {op.max_parallelism}, key type {key_type}")
-    rows = [(s.name, s.kind.value, s.entries, s.rows, s.size_bytes, _types(s.schemas))
-            for s in op.keyed_states]
-    rows += [(s.name, f"operator-{s.mode.value}", s.rows, s.rows, s.size_bytes,
-              _types(s.schemas)) for s in op.operator_states]
-    print(f"  {'state':<20} {'kind':<18} {'entries':>11} {'rows':>11} {'bytes':>10}  types")
-    for name, kind, entries, count, size, types in rows:
-        print(f"  {name:<20} {kind:<18} {entries:>11,} {count:>11,} {_bytes(size):>10}  {types}")
-    if not op.keyed_states:
-        return
-    distribution = Distribution.of(op)
-    per_group = distribution.rows
+def checkpoint_report(checkpoint: Checkpoint, proposed: int | None, verify: bool) -> Report:
+    """A statesource checkpoint, counted by its metadata."""
+    meta = checkpoint.metadata
+    for op in meta.operators:
+        if op.keyed_states and proposed is not None:
+            check_parallelism_for(op, proposed)
+    files = checkpoint.check_files()
+    ranges = checkpoint.verify() if verify else None
+    taken = datetime.fromtimestamp(meta.timestamp_ms / 1000, timezone.utc)
+    title = (f"checkpoint {meta.checkpoint_id} at {checkpoint.location.path}"
+             f" (format v{meta.format_version}, taken {taken:%Y-%m-%d %H:%M:%S} UTC)")
+    if ranges is None:
+        checked = (f"{files} data files present with their recorded sizes; their contents were"
+                   " not read (--verify checks every byte range)")
+    else:
+        checked = (f"verified: {files} data files, {ranges:,} byte ranges match their checksums"
+                   " and the metadata")
+    return Report(title, tuple(OperatorCounts.of(op) for op in meta.operators), (checked,))
+
+
+def flink_report(checkpoint: FlinkCheckpoint, proposed: int | None, verify: bool) -> Report:
+    """A Flink snapshot, counted by decoding every key group once (progress on stderr)."""
+    snapshot = checkpoint.snapshot
+    if proposed is not None:
+        for op in snapshot.operators:
+            if snapshot.keyed_handles(op):
+                check_parallelism_for(OperatorMeta(op.label, op.parallelism, op.max_parallelism,
+                                                   None, (), ()), proposed)
+    files = snapshot.check_files()
+    counted = count_snapshot(checkpoint, DecodingProgress())
+    decoded = (f"{counted.key_groups:,} key groups ({format_bytes(counted.key_group_bytes)})"
+               " decoded")
+    if verify:
+        checked = [f"verified: {files} files present with their recorded sizes, {decoded}:"
+                   " their framing holds (Flink's files carry no checksums to compare)"]
+    else:
+        checked = [f"{files} files present with their recorded sizes; {decoded} to count"
+                   " them, which checks their framing (--verify checks nothing more in a Flink"
+                   " snapshot)"]
+    if counted.unchecked:
+        checked.append("not decoded, so neither counted nor checked: "
+                       + "; ".join(counted.unchecked))
+    return Report(f"Flink snapshot {checkpoint.checkpoint_id} at {checkpoint.location.path}",
+                  counted.operators, tuple(checked))
+
+
+PROGRESS_AFTER_SECONDS = 2.0
+PROGRESS_EVERY_SECONDS = 5.0
+
+
+class DecodingProgress:
+    """Reports decoding on stderr once it has taken a while, then every few seconds."""
+
+    def __init__(self) -> None:
+        self._next = time.monotonic() + PROGRESS_AFTER_SECONDS
+        self._shown: str | None = None
+
+    def __call__(self, label: str, done: int, total: int, done_bytes: int,
+                 total_bytes: int) -> None:
+        now = time.monotonic()
+        if now < self._next and not (done == total and self._shown == label):
+            return
+        print(f"decoding operator {label}: {done:,} of {total:,} key groups"
+              f" ({format_bytes(done_bytes)} of {format_bytes(total_bytes)})",
+              file=sys.stderr, flush=True)
+        self._next = now + PROGRESS_EVERY_SECONDS
+        self._shown = None if done == total else label
+
+
+def print_operator(op: OperatorCounts, proposed: int | None) -> None:
+    print(f"\noperator {op.label}: parallelism {op.parallelism}, max parallelism"
+          f" {op.max_parallelism}, key type {op.key_type or 'none'}")
+    if op.states:
+        width = max(20, *(len(s.name) for s in op.states))
+        print(f"  {'state':<{width}} {'kind':<18} {'entries':>11} {'rows':>11} {'bytes':>10}"
+              "  types")
+    for s in op.states:
+        print(f"  {s.name:<{width}} {s.kind:<18} {_count(s.entries):>11} {_count(s.rows):>11}"
+              f" {'-' if s.size_bytes is None else format_bytes(s.size_bytes):>10}"
+              f"  {_types(s.types)}")
+        if s.unreadable is not None:
+            print(f"  {'':<{width}} not counted: {s.unreadable}")
+    if op.distribution is not None:
+        _print_skew(op, op.distribution, proposed)
+    for note in op.notes:
+        print(f"  {note}")
+
+
+def _print_skew(op: OperatorCounts, distribution: Distribution, proposed: int | None) -> None:
+    per_group = op.skew_amounts
     heaviest = sorted(range(len(per_group)), key=lambda kg: -per_group[kg])[:3]
-    print(f"  key-group skew (rows of all keyed states): min {min(per_group):,}, median"
+    print(f"  key-group skew ({op.skew_of}): min {min(per_group):,}, median"
           f" {statistics.median(per_group):,.0f}, max {max(per_group):,}"
           f" (max/mean {imbalance(per_group):.2f}); heaviest key groups: "
           + ", ".join(f"{kg} ({per_group[kg]:,})" for kg in heaviest))
     for parallelism in dict.fromkeys(p for p in (op.parallelism, proposed) if p):
         totals = distribution.per_subtask(per_group, parallelism)
         label = "now" if parallelism == op.parallelism else "proposed"
-        print(f"  rows per subtask at parallelism {parallelism} ({label}):"
+        print(f"  {op.skew_by} per subtask at parallelism {parallelism} ({label}):"
               f" {describe_per_subtask(totals)}")
         print(f"  key groups per subtask at parallelism {parallelism}:"
               f" {KeyGroupBalance(op.max_parallelism, parallelism).describe()}")
 
 
-def _types(schemas: Mapping[str, ValueSchema]) -> str:
-    return ", ".join(f"{role}={json.dumps(s.avro)}" for role, s in schemas.items())
+def _count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
 
 
-def _bytes(size: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"
+def _types(avro: Mapping[str, Any]) -> str:
+    return ", ".join(f"{role}={json.dumps(schema)}" for role, schema in avro.items())
 
 
 def _suffixed(path: str, uid: str) -> str:
     stem, dot, extension = path.rpartition(".")
-    return f"{stem}-{uid}.{extension}" if dot else f"{path}-{uid}"
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", uid)
+    return f"{stem}-{safe}.{extension}" if dot else f"{path}-{safe}"
