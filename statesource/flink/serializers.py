@@ -281,10 +281,13 @@ class PojoFlinkType(FlinkType):
     _NULL, _NO_SUBCLASS = 1, 2
 
     def __init__(self, serializer: str, pojo_class: str,
-                 fields: list[tuple[str, FlinkType]]) -> None:
+                 fields: list[tuple[str, FlinkType]],
+                 declaring_classes: dict[str, str] | None = None) -> None:
         self.serializer = serializer
         self.pojo_class = pojo_class
         self.fields = fields
+        self.declaring_classes = declaring_classes or {}
+        """The class that declares each field, by field name (a superclass, or the POJO's)."""
 
     def read(self, r: BinaryReader) -> RecordKey | None:
         """The fields by name (hashable: a POJO may be a map state's user key)."""
@@ -414,8 +417,14 @@ def _composite(build: Callable[[str, BinaryReader, Any, list[FlinkType]], FlinkT
 
 
 def _row_outer(r: BinaryReader, version: int) -> bool:
-    """Whether rows carry their kind in the null mask (RowSerializer's legacy flag negated)."""
-    return r.boolean() if version >= 3 else False
+    """Whether rows carry their kind in the null mask (``supportsRowKind``).
+
+    Outer version 4 writes the flag; version 3 (Flink 1.11 to 1.13) always had the row
+    kind and writes nothing; older versions never had it.
+    """
+    if version >= 4:
+        return r.boolean()
+    return version == 3
 
 
 _OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
@@ -437,15 +446,18 @@ def _optional_map(r: BinaryReader) -> list[tuple[str, bytes | None, bytes | None
 def _pojo(name: str, r: BinaryReader) -> FlinkType:
     pojo_class = r.utf()
     fields = []
-    for field_name, _, snapshot in _optional_map(r):
+    declaring = {}
+    for field_name, field, snapshot in _optional_map(r):
         if snapshot is None:
             raise r.error(f"POJO {pojo_class} field {field_name!r} has no serializer snapshot")
         fields.append((field_name, read_snapshot(BinaryReader(snapshot, r.source))))
+        if field is not None:  # the field as Flink writes it: declaring class, then name
+            declaring[field_name] = BinaryReader(field, r.source).utf()
     for _ in range(2):  # registered and non-registered subclasses
         if _optional_map(r):
             raise IncompatibleCheckpointError(
                 f"{r.source}: POJO {pojo_class} has subclass serializers, not supported yet")
-    return PojoFlinkType(name, pojo_class, fields)
+    return PojoFlinkType(name, pojo_class, fields, declaring)
 
 
 def _kryo(name: str, r: BinaryReader) -> FlinkType:
