@@ -64,9 +64,11 @@ from statesource.flink.serializers import (
     NESTED_MAGIC,
     ListType,
     MapType,
+    NullableType,
     OpaqueType,
     PojoFlinkType,
     RowFlinkType,
+    SetType,
     TimerType,
     TtlType,
     TupleFlinkType,
@@ -272,6 +274,68 @@ class MapSerializer(FlinkSerializer):
 
 
 @dataclass(frozen=True)
+class SetSerializer(FlinkSerializer):
+    """Flink's ``SetSerializer`` (``Types.SET``; a ``Set`` field of a POJO, wrapped nullable)."""
+
+    element: FlinkSerializer
+    snapshot_class = _BASE + "SetSerializerSnapshot"
+
+    def __post_init__(self) -> None:
+        _check_serializer(self.element, "a set's element")
+
+    def write(self, w: BinaryWriter) -> None:
+        _write_composite(w, self.snapshot_class, 1, [self.element])
+
+
+@dataclass(frozen=True)
+class NullableSerializer(FlinkSerializer):
+    """Flink's ``NullableSerializer``: a null flag before the value (``padding`` bytes after a
+    null keep a fixed length; Flink's type extraction pads nothing).
+
+    Flink 2.x's type extraction (a POJO's fields, ``TypeHint``) makes a ``List<T>``
+    ``Nullable(List(Nullable(T)))``, a ``Map<K, V>`` ``Nullable(Map(Nullable(K), V))`` and a
+    ``Set<T>`` ``Nullable(Set(T))``: see :func:`extracted_list` and the like.
+    """
+
+    inner: FlinkSerializer
+    padding: int = 0
+    snapshot_class = _RUNTIME + "NullableSerializer$NullableSerializerSnapshot"
+
+    def __post_init__(self) -> None:
+        _check_serializer(self.inner, "a nullable value")
+        if isinstance(self.inner, NullableSerializer):
+            raise InvalidArgumentError("a nullable serializer is not wrapped twice (Flink does"
+                                       " not)")
+        if type(self.padding) is not int or not 0 <= self.padding <= 0x7FFFFFFF:
+            raise InvalidArgumentError(f"null padding {self.padding!r} is not a byte count")
+
+    def write(self, w: BinaryWriter) -> None:
+        _write_composite(w, self.snapshot_class, 2, [self.inner],
+                         lambda out: out.i32(self.padding))
+
+
+def nullable(serializer: FlinkSerializer) -> FlinkSerializer:
+    """``serializer`` wrapped as Flink's ``NullableSerializer.wrap`` does (never twice)."""
+    return serializer if isinstance(serializer, NullableSerializer) else NullableSerializer(
+        serializer)
+
+
+def extracted_list(element: FlinkSerializer) -> FlinkSerializer:
+    """What Flink 2.x's type extraction makes of a ``List<T>`` (``NullableListTypeInfo``)."""
+    return nullable(ListSerializer(nullable(element)))
+
+
+def extracted_map(key: FlinkSerializer, value: FlinkSerializer) -> FlinkSerializer:
+    """What Flink 2.x's type extraction makes of a ``Map<K, V>`` (``NullableMapTypeInfo``)."""
+    return nullable(MapSerializer(nullable(key), value))
+
+
+def extracted_set(element: FlinkSerializer) -> FlinkSerializer:
+    """What Flink 2.x's type extraction makes of a ``Set<T>`` (``NullableSetTypeInfo``)."""
+    return nullable(SetSerializer(element))
+
+
+@dataclass(frozen=True)
 class TtlSerializer(FlinkSerializer):
     """TTL's ``TtlSerializer``: the last-access timestamp (a Long), then the value."""
 
@@ -423,11 +487,14 @@ def serializer_for_type(data_type: DataType | str) -> FlinkSerializer:
 
 @dataclass(frozen=True)
 class PojoClass:
-    """How a record of a value schema is a Java POJO: its class, and the superclasses
-    that declare some of its fields (``{field: class}``)."""
+    """How a record of a value schema is a Java POJO: its class (Java's binary name,
+    ``a.b.Outer$Inner``), the superclasses that declare some of its fields
+    (``{field: class}``), and the serializers of fields their schema does not say
+    (``{field: FlinkSerializer}``: a ``Set``, an array, a type with its own serializer)."""
 
     name: str
     declaring_classes: Mapping[str, str] = field(default_factory=dict, hash=False)
+    serializers: Mapping[str, FlinkSerializer] = field(default_factory=dict, hash=False)
 
 
 _AVRO_PRIMITIVES = {"string": "string", "int": "int", "long": "long", "float": "float",
@@ -436,50 +503,58 @@ _JAVA_CLASSES = {("int", "java.lang.Short"): "short", ("int", "java.lang.Byte"):
                  ("string", "java.lang.Character"): "char", ("int", "java.lang.Character"): "char"}
 
 
+_COLLECTIONS = (ListSerializer, MapSerializer, SetSerializer, NullableSerializer,
+                TupleSerializer, RowSerializer)
+
+
 class _AvroMapping:
-    """One walk of an Avro schema to serializers; named types are resolved as they are met."""
+    """One walk of an Avro schema to serializers.
+
+    ``extracted``: whether Flink's type extraction made the type (a POJO's fields and what
+    they hold), which makes lists and maps nullable and anything generic inside them (a
+    Tuple, a Row, a nested collection) a Kryo type; else the types are Flink's ``Types``
+    (``Types.LIST``, ``Types.MAP``, ``Types.TUPLE``, ``Types.ROW``), as state descriptors
+    declare them.
+    """
 
     def __init__(self, pojos: Mapping[str, PojoClass]) -> None:
         self.pojos = pojos
-        self.named: dict[str, FlinkSerializer] = {}
+        self.named: dict[str, tuple[dict[str, Any], str]] = {}
         self.pending: set[str] = set()
 
     def fail(self, path: str, problem: str) -> TypeMismatchError:
         return TypeMismatchError(f"no Flink serializer is derived for {path}: {problem}")
 
-    def serializer(self, schema: Any, path: str, namespace: str = "") -> FlinkSerializer:
+    def serializer(self, schema: Any, path: str, namespace: str,
+                   extracted: bool) -> FlinkSerializer:
         if isinstance(schema, str):
             if schema in _AVRO_PRIMITIVES:
                 return SIMPLE[_AVRO_PRIMITIVES[schema]]
-            full = _full_name(schema, namespace)
-            if schema in self.pending or full in self.pending:
-                raise self.fail(path, f"record {schema} contains itself: Flink serializes a"
-                                      " recursive type with Kryo, which is not derived")
-            named = self.named.get(schema) or self.named.get(full)
-            if named is None:
+            full = schema if schema in self.named else _full_name(schema, namespace)
+            if full not in self.named:
                 raise self.fail(path, f"type {schema!r} is not a supported Avro type")
-            return named
+            record, record_namespace = self.named[full]
+            return self._record(record, path, record_namespace, extracted)
         if isinstance(schema, list):
             branches = [b for b in schema if b != "null"]
             if len(schema) != 2 or len(branches) != 1:
                 raise self.fail(path, f"a union {schema!r}: only [\"null\", X] is a Flink type")
-            return self.serializer(branches[0], path, namespace)
+            return self.serializer(branches[0], path, namespace, extracted)
         if not isinstance(schema, dict) or "type" not in schema:
             raise self.fail(path, f"{schema!r} is not an Avro schema")
         kind = schema["type"]
         if isinstance(kind, (list, dict)):
-            return self.serializer(kind, path, namespace)
+            return self.serializer(kind, path, namespace, extracted)
         if "avro-schema" in schema:
             raise self.fail(path, refusal(AVRO_SNAPSHOT))
         if kind in _AVRO_PRIMITIVES:
             return self._primitive(schema, kind, path)
         if kind == "array":
-            return self._array(schema, path, namespace)
+            return self._array(schema, path, namespace, extracted)
         if kind == "map":
-            return MapSerializer(STRING_SERIALIZER,
-                                 self.serializer(schema.get("values"), path + "{}", namespace))
+            return self._map(STRING_SERIALIZER, schema.get("values"), path, namespace, extracted)
         if kind == "record":
-            return self._record(schema, path, namespace)
+            return self._record(schema, path, namespace, extracted)
         raise self.fail(path, f"Avro {kind!r} has no Flink serializer statesource derives"
                               " (Flink writes it with Avro or Kryo)")
 
@@ -497,21 +572,37 @@ class _AvroMapping:
             raise self.fail(path, f"{java_class} values are Kryo's bytes; {refusal(_KRYO)}")
         return SIMPLE[_AVRO_PRIMITIVES[kind]]
 
-    def _array(self, schema: dict[str, Any], path: str, namespace: str) -> FlinkSerializer:
+    def _held(self, schema: Any, path: str, namespace: str,
+              extracted: bool) -> FlinkSerializer:
+        """An element, map key or map value: extracted ones cannot be generic types."""
+        held = self.serializer(schema, path, namespace, extracted)
+        if extracted and isinstance(held, _COLLECTIONS):
+            raise self.fail(path, f"Flink's type extraction makes a collection of {held.describe()}"
+                                  f" values a Kryo type; {refusal(_KRYO)}")
+        return held
+
+    def _map(self, key: FlinkSerializer, values: Any, path: str, namespace: str,
+             extracted: bool) -> FlinkSerializer:
+        value = self._held(values, path + "{}", namespace, extracted)
+        return extracted_map(key, value) if extracted else MapSerializer(key, value)
+
+    def _array(self, schema: dict[str, Any], path: str, namespace: str,
+               extracted: bool) -> FlinkSerializer:
         items = schema.get("items")
-        resolved = self.named.get(items, items) if isinstance(items, str) else items
-        entry = resolved
+        entry = self.named.get(items, (items, ""))[0] if isinstance(items, str) else items
         if isinstance(entry, list):  # a nullable entry record
             entry = next((b for b in entry if b != "null"), None)
         if (isinstance(entry, dict) and entry.get("type") == "record"
                 and entry.get("name") == "MapEntry"
                 and [f.get("name") for f in entry.get("fields", ())] == ["key", "value"]):
             key_schema, value_schema = (f["type"] for f in entry["fields"])
-            return MapSerializer(self.serializer(key_schema, path + "{key}", namespace),
-                                 self.serializer(value_schema, path + "{}", namespace))
-        return ListSerializer(self.serializer(items, path + "[]", namespace))
+            key = self._held(key_schema, path + "{key}", namespace, extracted)
+            return self._map(key, value_schema, path, namespace, extracted)
+        element = self._held(items, path + "[]", namespace, extracted)
+        return extracted_list(element) if extracted else ListSerializer(element)
 
-    def _record(self, schema: dict[str, Any], path: str, namespace: str) -> FlinkSerializer:
+    def _record(self, schema: dict[str, Any], path: str, namespace: str,
+                extracted: bool) -> FlinkSerializer:
         name = schema.get("name")
         if not isinstance(name, str):
             raise self.fail(path, "a record without a name")
@@ -520,36 +611,41 @@ class _AvroMapping:
         elif isinstance(schema.get("namespace"), str):
             namespace = schema["namespace"]
         full = _full_name(name, namespace)
+        if full in self.pending:
+            raise self.fail(path, f"record {full} contains itself: Flink serializes a recursive"
+                                  f" type with Kryo; {refusal(_KRYO)}")
+        self.named[full] = (schema, namespace)
         self.pending.add(full)
         try:
-            serializer = self._record_of(full, schema.get("fields") or [], path, namespace)
+            return self._record_of(full, schema.get("fields") or [], path, namespace, extracted)
         finally:
             self.pending.discard(full)
-        self.named[full] = serializer
-        return serializer
 
-    def _record_of(self, full: str, fields: list[Any], path: str,
-                   namespace: str) -> FlinkSerializer:
+    def _record_of(self, full: str, fields: list[Any], path: str, namespace: str,
+                   extracted: bool) -> FlinkSerializer:
         """A record as a POJO (declared in ``pojos``), a Row or a Tuple (by field names)."""
         names = [f.get("name") for f in fields]
 
-        def serializers(start: int = 0) -> tuple[FlinkSerializer, ...]:
-            return tuple(self.serializer(f.get("type"), f"{path}.{f.get('name')}", namespace)
-                         for f in fields[start:])
+        def field_serializer(f: Any, inside: bool) -> FlinkSerializer:
+            return self.serializer(f.get("type"), f"{path}.{f.get('name')}", namespace, inside)
 
         pojo = self.pojos.get(full) or self.pojos.get(full.rsplit(".", 1)[-1])
         if pojo is not None:
-            unknown = sorted(set(pojo.declaring_classes) - set(names))
+            unknown = sorted((set(pojo.declaring_classes) | set(pojo.serializers)) - set(names))
             if unknown:
-                raise self.fail(path, f"POJO {pojo.name} declares the class of fields {unknown},"
-                                      f" which record {full} does not have")
+                raise self.fail(path, f"POJO {pojo.name} declares fields {unknown}, which record"
+                                      f" {full} does not have")
             return PojoSerializer(pojo.name, tuple(
-                PojoField(n, s, pojo.declaring_classes.get(n))
-                for n, s in zip(names, serializers())))
+                PojoField(name, pojo.serializers.get(name) or field_serializer(f, True),
+                          pojo.declaring_classes.get(name))
+                for name, f in zip(names, fields)))
         if names[:1] == ["row_kind"] and names[1:] == [f"f{i}" for i in range(len(names) - 1)]:
-            return RowSerializer(serializers(1))
+            if extracted:
+                raise self.fail(path, "Flink's type extraction makes a Row field a Kryo type;"
+                                      f" {refusal(_KRYO)}")
+            return RowSerializer(tuple(field_serializer(f, False) for f in fields[1:]))
         if names == [f"f{i}" for i in range(len(names))] and 1 <= len(names) <= MAX_TUPLE_ARITY:
-            return TupleSerializer(serializers())
+            return TupleSerializer(tuple(field_serializer(f, extracted) for f in fields))
         raise self.fail(path, f"record {full} is not a Tuple (fields f0, f1, ...) or a Row"
                               " (row_kind, f0, f1, ...): declare the POJO it is"
                               f" (pojos={{{full!r}: PojoClass('<Java class>')}}); an Avro"
@@ -561,18 +657,26 @@ def _full_name(name: str, namespace: str) -> str:
 
 
 def serializer_for_schema(schema: ValueSchema | Mapping[str, Any] | list[Any] | str,
-                          pojos: Mapping[str, PojoClass] | None = None) -> FlinkSerializer:
+                          pojos: Mapping[str, PojoClass] | None = None, *,
+                          extracted: bool = False) -> FlinkSerializer:
     """The serializer of values of an Avro value schema, in the shapes the Flink reader gives them.
 
     ``string``, ``int``, ``long``, ``float``, ``double``, ``boolean``, ``bytes`` (``byte[]``),
     ``int``/``string`` with ``java-class`` ``java.lang.Short``, ``Byte`` or ``Character``;
-    ``array`` (``List``; an array of ``MapEntry`` records ``{key, value}`` is a ``Map``),
+    ``array`` (a ``List``; an array of ``MapEntry`` records ``{key, value}`` is a ``Map``),
     ``map`` (a ``Map`` with String keys); records with fields ``f0``, ``f1``, ... (a
     Tuple) or ``row_kind``, ``f0``, ... (a Row); any other record declared in ``pojos``
     by its (full or short) name: a POJO of that class, with the record's fields.
     ``["null", X]`` is X (Flink's serializers take the nulls their types allow). The rest
     (enums, fixed, logical types, other records, Kryo's ``bytes`` of a ``java-class``)
     is refused with :class:`TypeMismatchError`.
+
+    Lists and maps are ``Types.LIST`` and ``Types.MAP`` (``ListSerializer``,
+    ``MapSerializer``), as a descriptor built with ``Types`` has them; with ``extracted``,
+    as Flink's type extraction makes them (``TypeInformation.of``, a ``TypeHint``):
+    nullable (:func:`extracted_list`, :func:`extracted_map`). A POJO's fields are always
+    extracted: a list field of strings is ``Nullable(List(Nullable(String)))``, and a
+    collection of collections, Tuples or Rows, or a Row field, is Kryo and refused.
     """
     avro = schema.avro if isinstance(schema, ValueSchema) else schema
     if isinstance(avro, str) and avro.lstrip().startswith(("{", "[", '"')):
@@ -580,7 +684,7 @@ def serializer_for_schema(schema: ValueSchema | Mapping[str, Any] | list[Any] | 
             avro = json.loads(avro)
         except ValueError as error:
             raise InvalidArgumentError(f"the value schema is not JSON: {error}") from None
-    return _AvroMapping(pojos or {}).serializer(avro, "the value")
+    return _AvroMapping(pojos or {}).serializer(avro, "the value", "", extracted)
 
 
 # -- from a serializer read from a Flink file ---------------------------------------------
@@ -595,6 +699,10 @@ def declared_serializer(read: FlinkType) -> FlinkSerializer:
         return ListSerializer(declared_serializer(read.element))
     if isinstance(read, MapType):
         return MapSerializer(declared_serializer(read.key), declared_serializer(read.value))
+    if isinstance(read, SetType):
+        return SetSerializer(declared_serializer(read.element))
+    if isinstance(read, NullableType):
+        return NullableSerializer(declared_serializer(read.inner), read.padding)
     if isinstance(read, TtlType):
         if declared_serializer(read.timestamp) != LONG_SERIALIZER:
             raise TypeMismatchError(f"a TTL timestamp of {read.timestamp.serializer}, not Long")
@@ -666,12 +774,14 @@ def keyed_state_info(name: str, kind: StateKind, namespace: FlinkSerializer | Da
 
 def state_info(declaration: StateDeclaration, state_id: int = 0, *,
                serializers: Mapping[str, FlinkSerializer] | None = None,
-               pojos: Mapping[str, PojoClass] | None = None) -> StateInfo:
+               pojos: Mapping[str, PojoClass] | None = None,
+               extracted: bool = False) -> StateInfo:
     """The meta info Flink writes for a declared keyed state, its serializers derived.
 
     Each value role's serializer comes from ``serializers`` when given there, else from
-    its schema (:func:`serializer_for_schema`, with ``pojos``); the namespace from the
-    declaration's namespace type; a TTL wraps the values as Flink's TTL state does.
+    its schema (:func:`serializer_for_schema`, with ``pojos`` and ``extracted``); the
+    namespace from the declaration's namespace type; a TTL wraps the values as Flink's
+    TTL state does.
     """
     given = dict(serializers or {})
     unknown = sorted(set(given) - set(declaration.schemas))
@@ -686,7 +796,7 @@ def state_info(declaration: StateDeclaration, state_id: int = 0, *,
             values[role] = given[role]
             continue
         try:
-            values[role] = serializer_for_schema(schema, pojos)
+            values[role] = serializer_for_schema(schema, pojos, extracted=extracted)
         except TypeMismatchError as error:
             raise TypeMismatchError(f"state {declaration.name!r}, {role}: {error}") from None
     return keyed_state_info(declaration.name, declaration.kind, declaration.namespace_type,

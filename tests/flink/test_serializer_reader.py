@@ -1,9 +1,17 @@
-"""Serializer snapshots the real files do not hold: old Row snapshots, POJO declaring classes."""
+"""Serializer snapshots the real files do not hold: old Row snapshots, POJO declaring classes,
+Flink 2.x's nullable collections."""
 
 from __future__ import annotations
 
 from statesource.flink.binary import BinaryReader
 from statesource.flink.binary_writer import BinaryWriter
+from statesource.flink.serializer_writer import (
+    SIMPLE,
+    NullableSerializer,
+    extracted_list,
+    extracted_set,
+    flink_type,
+)
 from statesource.flink.serializers import (
     COMPOSITE_MAGIC,
     NESTED_MAGIC,
@@ -76,3 +84,28 @@ def test_a_pojo_snapshot_keeps_the_class_declaring_each_field():
     assert isinstance(pojo, PojoFlinkType)
     assert [name for name, _ in pojo.fields] == ["id", "name"]
     assert pojo.declaring_classes == {"id": "com.acme.Base", "name": "com.acme.Child"}
+
+
+def test_nullable_and_set_serializers_decode_their_values():
+    """Flink 2.x's type extraction makes a POJO's List<String> Nullable(List(Nullable(String)))."""
+    strings = flink_type(extracted_list(SIMPLE["string"]))
+    w = BinaryWriter()
+    w.boolean(False)  # the list is there
+    w.i32(3)
+    for item in ["a", None, "bc"]:
+        w.boolean(item is None)
+        if item is not None:
+            w.raw(bytes([len(item) + 1]) + item.encode())  # StringValue: ASCII, one byte each
+    w.boolean(True)  # then a null list
+    r = BinaryReader(w.getvalue(), "values")
+    assert strings.read(r) == ["a", None, "bc"]
+    assert strings.read(r) is None and r.pos == len(w.getvalue())
+    assert strings.avro() == {"type": "array", "items": ["null", "string"]}
+
+    ints = flink_type(extracted_set(SIMPLE["int"]))
+    data = bytes([0]) + (2).to_bytes(4, "big") + bytes([0]) + (7).to_bytes(4, "big") + bytes([1])
+    assert ints.read(BinaryReader(data, "values")) == [7, None]
+
+    padded = flink_type(NullableSerializer(SIMPLE["long"], padding=8))
+    r = BinaryReader(bytes([1]) + bytes(8) + bytes([0]) + (5).to_bytes(8, "big"), "values")
+    assert padded.read(r) is None and padded.read(r) == 5

@@ -5,7 +5,8 @@
 ``TimerSerializer``, ``RegisteredKeyValueStateBackendMetaInfo`` and
 ``RegisteredPriorityQueueStateBackendMetaInfo`` written by Flink's meta-info writer): every
 primitive, the window namespaces, nested Tuples, Rows (with field names), lists and maps, a
-POJO with inherited, boxed, primitive and nested POJO fields, TTL wrappers, timers, key
+POJO with inherited, boxed, primitive and nested POJO fields, a POJO of lists, maps and sets
+(which Flink 2.x's type extraction makes nullable), TTL wrappers, timers, key
 serializers behind their proxy version and whole meta infos of every state kind with and
 without TTL. Each must equal what statesource derives from the declared types. One JVM for
 all cases (about 2 s); marked ``realflink``, skipped without Flink's jars or a JDK.
@@ -38,6 +39,10 @@ from statesource.flink.serializer_writer import (
     PojoSerializer,
     TimerSerializer,
     TtlSerializer,
+    TupleSerializer,
+    extracted_list,
+    extracted_map,
+    extracted_set,
     key_serializer,
     serializer_for_schema,
     serializer_for_type,
@@ -57,6 +62,7 @@ ORACLE = SOURCES / "SerializerSnapshots.java"
 CHILD = "SerializerSnapshots$Child"
 BASE = "SerializerSnapshots$Base"
 INNER = "SerializerSnapshots$Inner"
+BAG = "SerializerSnapshots$Bag"
 
 PRIMITIVES = {"String": "string", "Long": "long", "Integer": "int", "Short": "short",
               "Byte": "byte", "Boolean": "boolean", "Character": "char", "Double": "double",
@@ -80,6 +86,29 @@ CHILD_RECORD = {"type": "record", "name": "Child", "fields": [
         {"name": "flag", "type": "boolean"}, {"name": "f", "type": "float"},
         {"name": "raw", "type": ["null", "bytes"]}]}]}]}
 CHILD_CLASSES = {"Child": PojoClass(CHILD, {"id": BASE, "zeta": BASE}), "Inner": PojoClass(INNER)}
+BAG_POJO = PojoSerializer(BAG, (
+    PojoField("tags", extracted_list(SIMPLE["string"])),
+    PojoField("counts", extracted_map(SIMPLE["string"], SIMPLE["long"])),
+    PojoField("ids", extracted_set(SIMPLE["int"])),
+    PojoField("inners", extracted_list(INNER_POJO)),
+    PojoField("byInner", extracted_map(INNER_POJO, SIMPLE["string"])),
+    PojoField("blobs", extracted_map(SIMPLE["string"], SIMPLE["bytes"])),
+    PojoField("pair", TupleSerializer((extracted_list(SIMPLE["long"]), SIMPLE["string"])))))
+INNER_RECORD = CHILD_RECORD["fields"][5]["type"][1]
+BAG_RECORD = {"type": "record", "name": "Bag", "fields": [
+    {"name": "tags", "type": ["null", {"type": "array", "items": ["null", "string"]}]},
+    {"name": "counts", "type": ["null", {"type": "map", "values": ["null", "long"]}]},
+    {"name": "ids", "type": ["null", {"type": "array", "items": ["null", "int"]}]},
+    {"name": "inners", "type": ["null", {"type": "array", "items": ["null", INNER_RECORD]}]},
+    {"name": "byInner", "type": ["null", {"type": "array", "items": {
+        "type": "record", "name": "MapEntry", "fields": [
+            {"name": "key", "type": "Inner"}, {"name": "value", "type": ["null", "string"]}]}}]},
+    {"name": "blobs", "type": ["null", {"type": "map", "values": ["null", "bytes"]}]},
+    {"name": "pair", "type": ["null", {"type": "record", "name": "Tuple2", "fields": [
+        {"name": "f0", "type": ["null", {"type": "array", "items": "long"}]},
+        {"name": "f1", "type": ["null", "string"]}]}]}]}
+BAG_CLASSES = {"Bag": PojoClass(BAG, serializers={"ids": extracted_set(SIMPLE["int"])}),
+               "Inner": PojoClass(INNER)}
 
 # id -> (the Java side's type spec, what statesource derives)
 SERIALIZERS: dict[str, tuple[Any, FlinkSerializer]] = {
@@ -106,6 +135,9 @@ SERIALIZERS: dict[str, tuple[Any, FlinkSerializer]] = {
     "pojo": ({"pojo": CHILD}, CHILD_POJO),
     "pojo from a schema": ({"pojo": CHILD}, serializer_for_schema(CHILD_RECORD, CHILD_CLASSES)),
     "list of pojos": ({"list": {"pojo": INNER}}, ListSerializer(INNER_POJO)),
+    "pojo of collections": ({"pojo": BAG}, BAG_POJO),
+    "pojo of collections from a schema": ({"pojo": BAG},
+                                          serializer_for_schema(BAG_RECORD, BAG_CLASSES)),
     "ttl": ({"ttl": {"tuple": ["Double", "Long"]}},
             TtlSerializer(serializer_for_type("tuple<double,long>"))),
     "ttl pojo": ({"ttl": {"pojo": CHILD}}, TtlSerializer(CHILD_POJO)),

@@ -33,16 +33,21 @@ from statesource.flink.serializer_writer import (
     SIMPLE,
     ListSerializer,
     MapSerializer,
+    NullableSerializer,
     PojoClass,
     PojoField,
     PojoSerializer,
     RowSerializer,
+    SetSerializer,
     SimpleSerializer,
     TtlSerializer,
     TupleSerializer,
     declared_serializer,
+    extracted_list,
+    extracted_set,
     flink_type,
     key_serializer,
+    nullable,
     serializer_for_schema,
     serializer_for_type,
     snapshot_bytes,
@@ -271,11 +276,42 @@ def test_a_record_is_a_pojo_when_its_class_is_declared():
         "com.acme.Event", {"id": "com.acme.Base"})})
     assert pojo == PojoSerializer("com.acme.Event", (
         PojoField("id", SIMPLE["long"], "com.acme.Base"),
-        PojoField("tags", ListSerializer(SIMPLE["string"])),
+        PojoField("tags", extracted_list(SIMPLE["string"])),  # a POJO's fields are extracted
         PojoField("zeta", SIMPLE["string"])))
     assert [f.name for f in pojo.fields] == ["id", "tags", "zeta"]  # Flink's order: by name
+    as_set = serializer_for_schema(schema, {"Event": PojoClass(
+        "com.acme.Event", serializers={"tags": extracted_set(SIMPLE["string"])})})
+    assert isinstance(as_set, PojoSerializer)
+    assert as_set.fields[1] == PojoField("tags", NullableSerializer(SetSerializer(
+        SIMPLE["string"])))
     with pytest.raises(TypeMismatchError, match="does not have"):
         serializer_for_schema(schema, {"Event": PojoClass("com.acme.Event", {"nope": "X"})})
+
+
+def test_extracted_collections_are_nullable_and_hold_no_generic_types():
+    strings = {"type": "array", "items": "string"}
+    assert serializer_for_schema(strings) == ListSerializer(SIMPLE["string"])
+    assert serializer_for_schema(strings, extracted=True) == NullableSerializer(ListSerializer(
+        NullableSerializer(SIMPLE["string"])))
+    longs = {"type": "map", "values": "long"}
+    assert serializer_for_schema(longs, extracted=True) == NullableSerializer(MapSerializer(
+        NullableSerializer(SIMPLE["string"]), SIMPLE["long"]))
+    pair = {"type": "record", "name": "Tuple2", "fields": [
+        {"name": "f0", "type": strings}, {"name": "f1", "type": "long"}]}
+    assert serializer_for_schema(pair, extracted=True) == TupleSerializer((
+        extracted_list(SIMPLE["string"]), SIMPLE["long"]))  # a Tuple's List is extracted too
+    for generic in ({"type": "array", "items": strings}, {"type": "map", "values": strings},
+                    {"type": "array", "items": pair}):
+        assert serializer_for_schema(generic) is not None  # Types.LIST and Types.MAP hold them
+        with pytest.raises(TypeMismatchError, match="Kryo"):
+            serializer_for_schema(generic, extracted=True)
+    row = {"type": "record", "name": "Row", "fields": [{"name": "row_kind", "type": "string"},
+                                                       {"name": "f0", "type": "long"}]}
+    with pytest.raises(TypeMismatchError, match="Row field a Kryo type"):
+        serializer_for_schema(row, extracted=True)
+    assert nullable(nullable(SIMPLE["long"])) == NullableSerializer(SIMPLE["long"])
+    with pytest.raises(InvalidArgumentError, match="twice"):
+        NullableSerializer(NullableSerializer(SIMPLE["long"]))
 
 
 @pytest.mark.parametrize("schema, problem", [

@@ -1,6 +1,9 @@
 import java.io.File;
 import java.nio.file.Files;
 import java.util.Base64;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
 
 import org.apache.flink.api.common.ExecutionConfig;
 import org.apache.flink.api.common.serialization.SerializerConfig;
@@ -11,6 +14,7 @@ import org.apache.flink.api.common.typeutils.TypeSerializerSnapshotSerialization
 import org.apache.flink.api.common.typeutils.base.ListSerializer;
 import org.apache.flink.api.common.typeutils.base.LongSerializer;
 import org.apache.flink.api.common.typeutils.base.MapSerializer;
+import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.core.memory.DataOutputSerializer;
 import org.apache.flink.runtime.state.RegisteredKeyValueStateBackendMetaInfo;
 import org.apache.flink.runtime.state.RegisteredPriorityQueueStateBackendMetaInfo;
@@ -65,6 +69,17 @@ public class SerializerSnapshots {
         public boolean flag;
         public float f;
         public byte[] raw;
+    }
+
+    /** Collections as Flink 2.x's type extraction sees them: nullable, or Kryo (not here). */
+    public static class Bag {
+        public List<String> tags;
+        public Map<String, Long> counts;
+        public Set<Integer> ids;
+        public List<Inner> inners;
+        public Map<Inner, String> byInner;
+        public Map<String, byte[]> blobs;
+        public Tuple2<List<Long>, String> pair;
     }
 
     public static void main(String[] args) throws Exception {
