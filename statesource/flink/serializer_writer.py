@@ -396,8 +396,9 @@ class PojoSerializer(FlinkSerializer):
 
     Declare every field Flink sees: the public or getter/setter fields of the class
     and its superclasses, with the serializer Flink's type extraction gives each (a
-    ``List`` or ``Map`` field without type information is Kryo, which cannot be
-    derived). The snapshot lists them sorted by name, as Flink does, whatever the
+    ``List``, ``Map`` or ``Set`` field is nullable, :func:`extracted_list` and the like;
+    a collection of Tuples, Rows or collections, or a ``Row`` field, is Kryo, which is
+    not derived). The snapshot lists them sorted by name, as Flink does, whatever the
     declared order.
     """
 
@@ -736,11 +737,13 @@ def _serializer(declared: FlinkSerializer | DataType | str) -> FlinkSerializer:
     return declared if isinstance(declared, FlinkSerializer) else serializer_for_type(declared)
 
 
+def _key(key: FlinkSerializer | DataType | str) -> FlinkSerializer:
+    return key if isinstance(key, FlinkSerializer) else serializer_for_type(key_type(key))
+
+
 def key_serializer(key: FlinkSerializer | DataType | str) -> FlinkType:
     """The key serializer of a keyed-state header, for a key type or a declared serializer."""
-    if not isinstance(key, FlinkSerializer):
-        key = serializer_for_type(key_type(key))
-    return flink_type(key)
+    return flink_type(_key(key))
 
 
 def state_serializer(kind: StateKind, values: Mapping[str, FlinkSerializer],
@@ -814,7 +817,7 @@ def timer_state_info(name: str, key: FlinkSerializer | DataType | str,
     """The meta info of a timer queue: a priority-queue state of ``TimerSerializer(key,
     namespace)``, without options (the window operator's timers have a ``timewindow``
     namespace)."""
-    timers = TimerSerializer(_serializer(key), _serializer(namespace))
+    timers = TimerSerializer(_key(key), _serializer(namespace))
     return StateInfo(state_id, name, PRIORITY_QUEUE, {}, {VALUE_SERIALIZER: flink_type(timers)})
 
 
