@@ -86,6 +86,7 @@ def _read_bytes(r: BinaryReader) -> bytes:
 
 
 _BASE = "org.apache.flink.api.common.typeutils.base."
+_RUNTIME = "org.apache.flink.api.java.typeutils.runtime."
 _SIMPLE: dict[str, tuple[DataType, int, Callable[[BinaryReader], Any]]] = {
     _BASE + "StringSerializer$StringSerializerSnapshot": (STRING, -1, BinaryReader.flink_string),
     _BASE + "LongSerializer$LongSerializerSnapshot": (LONG, 8, BinaryReader.i64),
@@ -178,6 +179,60 @@ def duplicate_user_key(where: str, key: Any) -> IncompatibleCheckpointError:
         f"{where}: a map holds the user key {key!r} twice: Java"
         " told them apart (a key class without equals and hashCode, or 0.0 and -0.0), and"
         " statesource would have to merge them")
+
+
+class SetType(FlinkType):
+    """``SetSerializer``: an int count, then per element a null flag and the element."""
+
+    def __init__(self, serializer: str, element: FlinkType) -> None:
+        self.serializer = serializer
+        self.element = element
+
+    def read(self, r: BinaryReader) -> list[Any]:
+        read = self.element.read
+        return [None if r.boolean() else read(r) for _ in range(r.count("set size"))]
+
+    def avro(self) -> Any:
+        return {"type": "array", "items": _nullable(self.element.avro())}
+
+    def to_value(self, value: Any) -> Any:
+        convert = self.element.to_value
+        return [None if v is None else convert(v) for v in value]
+
+
+class NullableType(FlinkType):
+    """``NullableSerializer``: a null flag, then the value (or, for a null, the padding).
+
+    Flink 2.x wraps the lists and maps its type extraction finds (POJO fields,
+    ``TypeHint``s), and their elements, map keys and the like, in it. Its Avro type is the
+    wrapped one: where a value may be null, the enclosing record, list or map says so.
+    """
+
+    def __init__(self, serializer: str, inner: FlinkType, padding: int) -> None:
+        self.serializer = serializer
+        self.inner = inner
+        self.padding = padding
+
+    def read(self, r: BinaryReader) -> Any:
+        if r.boolean():
+            r.take(self.padding)
+            return None
+        return self.inner.read(r)
+
+    def read_whole(self, r: BinaryReader) -> Any:
+        if r.boolean():
+            r.take(self.padding)
+            return None
+        return self.inner.read_whole(r)
+
+    def avro(self) -> Any:
+        return self.inner.avro()
+
+    def to_value(self, value: Any) -> Any:
+        return None if value is None else self.inner.to_value(value)
+
+    def describe(self) -> str:
+        return f"nullable {self.inner.describe()}"
 
 
 class TtlType(FlinkType):
@@ -281,10 +336,13 @@ class PojoFlinkType(FlinkType):
     _NULL, _NO_SUBCLASS = 1, 2
 
     def __init__(self, serializer: str, pojo_class: str,
-                 fields: list[tuple[str, FlinkType]]) -> None:
+                 fields: list[tuple[str, FlinkType]],
+                 declaring_classes: dict[str, str] | None = None) -> None:
         self.serializer = serializer
         self.pojo_class = pojo_class
         self.fields = fields
+        self.declaring_classes = declaring_classes or {}
+        """The class that declares each field, by field name (a superclass, or the POJO's)."""
 
     def read(self, r: BinaryReader) -> RecordKey | None:
         """The fields by name (hashable: a POJO may be a map state's user key)."""
@@ -414,8 +472,14 @@ def _composite(build: Callable[[str, BinaryReader, Any, list[FlinkType]], FlinkT
 
 
 def _row_outer(r: BinaryReader, version: int) -> bool:
-    """Whether rows carry their kind in the null mask (RowSerializer's legacy flag negated)."""
-    return r.boolean() if version >= 3 else False
+    """Whether rows carry their kind in the null mask (``supportsRowKind``).
+
+    Outer version 4 writes the flag; version 3 (Flink 1.11 to 1.13) always had the row
+    kind and writes nothing; older versions never had it.
+    """
+    if version >= 4:
+        return r.boolean()
+    return version == 3
 
 
 _OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
@@ -437,15 +501,18 @@ def _optional_map(r: BinaryReader) -> list[tuple[str, bytes | None, bytes | None
 def _pojo(name: str, r: BinaryReader) -> FlinkType:
     pojo_class = r.utf()
     fields = []
-    for field_name, _, snapshot in _optional_map(r):
+    declaring = {}
+    for field_name, field, snapshot in _optional_map(r):
         if snapshot is None:
             raise r.error(f"POJO {pojo_class} field {field_name!r} has no serializer snapshot")
         fields.append((field_name, read_snapshot(BinaryReader(snapshot, r.source))))
+        if field is not None:  # the field as Flink writes it: declaring class, then name
+            declaring[field_name] = BinaryReader(field, r.source).utf()
     for _ in range(2):  # registered and non-registered subclasses
         if _optional_map(r):
             raise IncompatibleCheckpointError(
                 f"{r.source}: POJO {pojo_class} has subclass serializers, not supported yet")
-    return PojoFlinkType(name, pojo_class, fields)
+    return PojoFlinkType(name, pojo_class, fields, declaring)
 
 
 def _kryo(name: str, r: BinaryReader) -> FlinkType:
@@ -460,9 +527,20 @@ def _tuple_outer(r: BinaryReader, version: int) -> str:
     return r.utf()
 
 
+def _nullable_outer(r: BinaryReader, version: int) -> int:
+    """The bytes a null takes after its flag (to keep a fixed length)."""
+    padding = r.i32()
+    if padding < 0:
+        raise r.error(f"negative null padding {padding}", r.pos - 4)
+    return padding
+
+
 _COMPOSITES: dict[str, Callable[[str, BinaryReader], FlinkType]] = {
     _BASE + "ListSerializerSnapshot": _composite(lambda n, r, x, s: ListType(n, s[0])),
     _BASE + "MapSerializerSnapshot": _composite(lambda n, r, x, s: MapType(n, s[0], s[1])),
+    _BASE + "SetSerializerSnapshot": _composite(lambda n, r, x, s: SetType(n, s[0])),
+    _RUNTIME + "NullableSerializer$NullableSerializerSnapshot":
+        _composite(lambda n, r, x, s: NullableType(n, s[0], x), _nullable_outer),
     "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot":
         _composite(lambda n, r, x, s: TtlType(n, s[0], s[1])),
     "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot":
