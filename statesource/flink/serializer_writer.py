@@ -13,12 +13,9 @@ have written for its declared types. This module writes them:
   :class:`ListSerializer`, :class:`MapSerializer`, :class:`PojoSerializer`,
   :class:`TtlSerializer`, :class:`TimerSerializer`), and :func:`snapshot_bytes`
   gives its snapshot as it appears in a keyed-state header;
-- :func:`serializer_for_type` (key and namespace types), :func:`serializer_for_schema`
-  (value schemas) and :func:`declared_serializer` (a serializer read from a Flink
-  file) map other declarations to one;
-- :func:`state_info`, :func:`timer_state_info` and :func:`key_serializer` build the
-  :class:`~statesource.flink.header.StateInfo` and key type that
-  :func:`~statesource.flink.header_writer.write_keyed_header` writes.
+- :mod:`serializer_mapping` maps statesource's declarations (types, value schemas)
+  and serializers read from Flink files to one, and :mod:`state_meta_writer` builds
+  the state meta infos of a keyed-state header from them.
 
 The layout, as Flink 2.x writes it (every string a Java ``writeUTF``):
 
@@ -47,9 +44,8 @@ their snapshot over from a Flink snapshot.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from statesource.errors import InvalidArgumentError, TypeMismatchError
@@ -57,26 +53,11 @@ from statesource.flink.avro import AVRO_SNAPSHOT
 from statesource.flink.binary import BinaryReader
 from statesource.flink.binary_writer import BinaryWriter
 from statesource.flink.flink_type import FlinkType
-from statesource.flink.header import KEY_VALUE, PRIORITY_QUEUE, StateInfo
-from statesource.flink.header_writer import write_state_info
 from statesource.flink.serializers import (
     COMPOSITE_MAGIC,
     NESTED_MAGIC,
-    ListType,
-    MapType,
-    NullableType,
-    OpaqueType,
-    PojoFlinkType,
-    RowFlinkType,
-    SetType,
-    TimerType,
-    TtlType,
-    TupleFlinkType,
     read_snapshot,
 )
-from statesource.model import StateDeclaration, StateKind
-from statesource.schema import ValueSchema
-from statesource.types import DataType, RowType, TupleType, key_type, parse_type
 
 _BASE = "org.apache.flink.api.common.typeutils.base."
 _RUNTIME = "org.apache.flink.api.java.typeutils.runtime."
@@ -90,16 +71,12 @@ _OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
 MAX_TUPLE_ARITY = 25
 """Flink's largest tuple class, ``Tuple25``."""
 
-KEYED_STATE_TYPE = "KEYED_STATE_TYPE"
-VALUE_SERIALIZER = "VALUE_SERIALIZER"
-NAMESPACE_SERIALIZER = "NAMESPACE_SERIALIZER"
-
-_KRYO = _RUNTIME + "kryo.KryoSerializerSnapshot"
+KRYO_SNAPSHOT = _RUNTIME + "kryo.KryoSerializerSnapshot"
 _BYTE_ARRAY_WRAPPER = ("org.apache.flink.streaming.api.utils.ByteArrayWrapperSerializer"
                        "$ByteArrayWrapperSerializerSnapshot")
 REFUSED: dict[str, str] = {
-    _KRYO: "Kryo's snapshot records the job's Kryo configuration (registered classes, default"
-           " serializers), which no declared type says",
+    KRYO_SNAPSHOT: "Kryo's snapshot records the job's Kryo configuration (registered classes,"
+                   " default serializers), which no declared type says",
     AVRO_SNAPSHOT: "Avro's snapshot holds the schema as Java's Avro prints it and the class"
                    " Flink was given (generic, specific or reflect)",
     _BYTE_ARRAY_WRAPPER: "PyFlink wraps pickled map keys in it, and no statesource type says"
@@ -136,10 +113,10 @@ class SimpleSerializer(FlinkSerializer):
     def __post_init__(self) -> None:
         if self.snapshot_class in REFUSED:
             raise TypeMismatchError(refusal(self.snapshot_class))
-        if self.snapshot_class not in _SIMPLE_CLASSES:
+        if self.snapshot_class not in SIMPLE_CLASSES:
             raise InvalidArgumentError(
                 f"{self.snapshot_class} is not a parameterless Flink serializer snapshot"
-                f" statesource writes; known: {', '.join(sorted(_SIMPLE_CLASSES))}")
+                f" statesource writes; known: {', '.join(sorted(SIMPLE_CLASSES))}")
 
     def write(self, w: BinaryWriter) -> None:
         w.utf(self.snapshot_class)
@@ -162,7 +139,7 @@ _SIMPLE_BY_TYPE = {
     "timewindow": _WINDOWS + "TimeWindow$Serializer$TimeWindowSerializerSnapshot",
 }
 _GLOBAL_WINDOW_CLASS = _WINDOWS + "GlobalWindow$Serializer$GlobalWindowSerializerSnapshot"
-_SIMPLE_CLASSES = frozenset([*_SIMPLE_BY_TYPE.values(), _GLOBAL_WINDOW_CLASS])
+SIMPLE_CLASSES = frozenset([*_SIMPLE_BY_TYPE.values(), _GLOBAL_WINDOW_CLASS])
 
 SIMPLE: dict[str, SimpleSerializer] = {name: SimpleSerializer(snapshot_class)
                                        for name, snapshot_class in _SIMPLE_BY_TYPE.items()}
@@ -191,7 +168,7 @@ def _write_composite(w: BinaryWriter, snapshot_class: str, outer_version: int,
         serializer.write(w)
 
 
-def _check_serializer(value: Any, what: str) -> None:
+def check_serializer(value: Any, what: str) -> None:
     if not isinstance(value, FlinkSerializer):
         raise InvalidArgumentError(f"{what} must be a FlinkSerializer, got {value!r}")
 
@@ -210,7 +187,7 @@ class TupleSerializer(FlinkSerializer):
             raise InvalidArgumentError(
                 f"a Flink tuple has 1 to {MAX_TUPLE_ARITY} fields, not {len(self.fields)}")
         for i, serializer in enumerate(self.fields):
-            _check_serializer(serializer, f"tuple field f{i}")
+            check_serializer(serializer, f"tuple field f{i}")
 
     @property
     def java_class(self) -> str:
@@ -236,7 +213,7 @@ class RowSerializer(FlinkSerializer):
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", tuple(self.fields))
         for i, serializer in enumerate(self.fields):
-            _check_serializer(serializer, f"row field f{i}")
+            check_serializer(serializer, f"row field f{i}")
 
     def write(self, w: BinaryWriter) -> None:
         _write_composite(w, self.snapshot_class, 4, self.fields,
@@ -251,7 +228,7 @@ class ListSerializer(FlinkSerializer):
     snapshot_class = _BASE + "ListSerializerSnapshot"
 
     def __post_init__(self) -> None:
-        _check_serializer(self.element, "a list's element")
+        check_serializer(self.element, "a list's element")
 
     def write(self, w: BinaryWriter) -> None:
         _write_composite(w, self.snapshot_class, 1, [self.element])
@@ -266,8 +243,8 @@ class MapSerializer(FlinkSerializer):
     snapshot_class = _BASE + "MapSerializerSnapshot"
 
     def __post_init__(self) -> None:
-        _check_serializer(self.key, "a map's key")
-        _check_serializer(self.value, "a map's value")
+        check_serializer(self.key, "a map's key")
+        check_serializer(self.value, "a map's value")
 
     def write(self, w: BinaryWriter) -> None:
         _write_composite(w, self.snapshot_class, 1, [self.key, self.value])
@@ -281,7 +258,7 @@ class SetSerializer(FlinkSerializer):
     snapshot_class = _BASE + "SetSerializerSnapshot"
 
     def __post_init__(self) -> None:
-        _check_serializer(self.element, "a set's element")
+        check_serializer(self.element, "a set's element")
 
     def write(self, w: BinaryWriter) -> None:
         _write_composite(w, self.snapshot_class, 1, [self.element])
@@ -302,7 +279,7 @@ class NullableSerializer(FlinkSerializer):
     snapshot_class = _RUNTIME + "NullableSerializer$NullableSerializerSnapshot"
 
     def __post_init__(self) -> None:
-        _check_serializer(self.inner, "a nullable value")
+        check_serializer(self.inner, "a nullable value")
         if isinstance(self.inner, NullableSerializer):
             raise InvalidArgumentError("a nullable serializer is not wrapped twice (Flink does"
                                        " not)")
@@ -343,7 +320,7 @@ class TtlSerializer(FlinkSerializer):
     snapshot_class = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
 
     def __post_init__(self) -> None:
-        _check_serializer(self.value, "a TTL value")
+        check_serializer(self.value, "a TTL value")
         if isinstance(self.value, TtlSerializer):
             raise InvalidArgumentError("a TTL value cannot itself be wrapped for TTL")
 
@@ -360,8 +337,8 @@ class TimerSerializer(FlinkSerializer):
     snapshot_class = "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot"
 
     def __post_init__(self) -> None:
-        _check_serializer(self.key, "a timer's key")
-        _check_serializer(self.namespace, "a timer's namespace")
+        check_serializer(self.key, "a timer's key")
+        check_serializer(self.namespace, "a timer's namespace")
 
     def write(self, w: BinaryWriter) -> None:
         _write_composite(w, self.snapshot_class, 2, [self.key, self.namespace])
@@ -382,7 +359,7 @@ class PojoField:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise InvalidArgumentError(f"a POJO field needs a name, got {self.name!r}")
-        _check_serializer(self.serializer, f"POJO field {self.name!r}")
+        check_serializer(self.serializer, f"POJO field {self.name!r}")
 
 
 def java_string_order(text: str) -> bytes:
@@ -451,7 +428,7 @@ class PojoSerializer(FlinkSerializer):
 
 def snapshot_bytes(serializer: FlinkSerializer) -> bytes:
     """The snapshot as a keyed-state header holds it (after the proxy's version)."""
-    _check_serializer(serializer, "a serializer")
+    check_serializer(serializer, "a serializer")
     w = BinaryWriter()
     serializer.write(w)
     return w.getvalue()
@@ -465,364 +442,3 @@ def flink_type(serializer: FlinkSerializer) -> FlinkType:
     found = read_snapshot(r)
     assert r.pos == len(data)
     return found
-
-
-# -- from statesource types --------------------------------------------------------------
-
-def serializer_for_type(data_type: DataType | str) -> FlinkSerializer:
-    """The serializer Flink uses for a key or namespace type (``Types.TUPLE``, ``Types.ROW``).
-
-    ``void`` is ``VoidNamespace``, ``timewindow`` is ``TimeWindow``; a ``row<...>``
-    carries its row kind (as every Flink 2.x ``RowTypeInfo`` serializer does).
-    """
-    data_type = parse_type(data_type)
-    if isinstance(data_type, TupleType):
-        return TupleSerializer(tuple(serializer_for_type(f) for f in data_type.fields))
-    if isinstance(data_type, RowType):
-        return RowSerializer(tuple(serializer_for_type(f) for f in data_type.fields))
-    simple = SIMPLE.get(data_type.name)
-    if simple is None:
-        raise TypeMismatchError(f"no Flink serializer is derived for type {data_type.name}")
-    return simple
-
-
-@dataclass(frozen=True)
-class PojoClass:
-    """How a record of a value schema is a Java POJO: its class (Java's binary name,
-    ``a.b.Outer$Inner``), the superclasses that declare some of its fields
-    (``{field: class}``), and the serializers of fields their schema does not say
-    (``{field: FlinkSerializer}``: a ``Set``, an array, a type with its own serializer)."""
-
-    name: str
-    declaring_classes: Mapping[str, str] = field(default_factory=dict, hash=False)
-    serializers: Mapping[str, FlinkSerializer] = field(default_factory=dict, hash=False)
-
-
-_AVRO_PRIMITIVES = {"string": "string", "int": "int", "long": "long", "float": "float",
-                    "double": "double", "boolean": "boolean", "bytes": "bytes"}
-_JAVA_CLASSES = {("int", "java.lang.Short"): "short", ("int", "java.lang.Byte"): "byte",
-                 ("string", "java.lang.Character"): "char", ("int", "java.lang.Character"): "char"}
-
-
-_COLLECTIONS = (ListSerializer, MapSerializer, SetSerializer, NullableSerializer,
-                TupleSerializer, RowSerializer)
-
-
-class _AvroMapping:
-    """One walk of an Avro schema to serializers.
-
-    ``extracted``: whether Flink's type extraction made the type (a POJO's fields and what
-    they hold), which makes lists and maps nullable and anything generic inside them (a
-    Tuple, a Row, a nested collection) a Kryo type; else the types are Flink's ``Types``
-    (``Types.LIST``, ``Types.MAP``, ``Types.TUPLE``, ``Types.ROW``), as state descriptors
-    declare them.
-    """
-
-    def __init__(self, pojos: Mapping[str, PojoClass]) -> None:
-        self.pojos = pojos
-        self.named: dict[str, tuple[dict[str, Any], str]] = {}
-        self.pending: set[str] = set()
-
-    def fail(self, path: str, problem: str) -> TypeMismatchError:
-        return TypeMismatchError(f"no Flink serializer is derived for {path}: {problem}")
-
-    def serializer(self, schema: Any, path: str, namespace: str,
-                   extracted: bool) -> FlinkSerializer:
-        if isinstance(schema, str):
-            if schema in _AVRO_PRIMITIVES:
-                return SIMPLE[_AVRO_PRIMITIVES[schema]]
-            full = schema if schema in self.named else _full_name(schema, namespace)
-            if full not in self.named:
-                raise self.fail(path, f"type {schema!r} is not a supported Avro type")
-            record, record_namespace = self.named[full]
-            return self._record(record, path, record_namespace, extracted)
-        if isinstance(schema, list):
-            branches = [b for b in schema if b != "null"]
-            if len(schema) != 2 or len(branches) != 1:
-                raise self.fail(path, f"a union {schema!r}: only [\"null\", X] is a Flink type")
-            return self.serializer(branches[0], path, namespace, extracted)
-        if not isinstance(schema, dict) or "type" not in schema:
-            raise self.fail(path, f"{schema!r} is not an Avro schema")
-        kind = schema["type"]
-        if isinstance(kind, (list, dict)):
-            return self.serializer(kind, path, namespace, extracted)
-        if "avro-schema" in schema:
-            raise self.fail(path, refusal(AVRO_SNAPSHOT))
-        if kind in _AVRO_PRIMITIVES:
-            return self._primitive(schema, kind, path)
-        if kind == "array":
-            return self._array(schema, path, namespace, extracted)
-        if kind == "map":
-            return self._map(STRING_SERIALIZER, schema.get("values"), path, namespace, extracted)
-        if kind == "record":
-            return self._record(schema, path, namespace, extracted)
-        raise self.fail(path, f"Avro {kind!r} has no Flink serializer statesource derives"
-                              " (Flink writes it with Avro or Kryo)")
-
-    def _primitive(self, schema: dict[str, Any], kind: str, path: str) -> FlinkSerializer:
-        if "logicalType" in schema:
-            raise self.fail(path, f"logical type {schema['logicalType']!r}: Flink writes it with"
-                                  " a serializer of its Java class, which is not derived")
-        java_class = schema.get("java-class")
-        if java_class is None:
-            return SIMPLE[_AVRO_PRIMITIVES[kind]]
-        known = _JAVA_CLASSES.get((kind, java_class))
-        if known is not None:
-            return SIMPLE[known]
-        if kind == "bytes":
-            raise self.fail(path, f"{java_class} values are Kryo's bytes; {refusal(_KRYO)}")
-        return SIMPLE[_AVRO_PRIMITIVES[kind]]
-
-    def _held(self, schema: Any, path: str, namespace: str,
-              extracted: bool) -> FlinkSerializer:
-        """An element, map key or map value: extracted ones cannot be generic types."""
-        held = self.serializer(schema, path, namespace, extracted)
-        if extracted and isinstance(held, _COLLECTIONS):
-            raise self.fail(path, f"Flink's type extraction makes a collection of {held.describe()}"
-                                  f" values a Kryo type; {refusal(_KRYO)}")
-        return held
-
-    def _map(self, key: FlinkSerializer, values: Any, path: str, namespace: str,
-             extracted: bool) -> FlinkSerializer:
-        value = self._held(values, path + "{}", namespace, extracted)
-        return extracted_map(key, value) if extracted else MapSerializer(key, value)
-
-    def _array(self, schema: dict[str, Any], path: str, namespace: str,
-               extracted: bool) -> FlinkSerializer:
-        items = schema.get("items")
-        entry = self.named.get(items, (items, ""))[0] if isinstance(items, str) else items
-        if isinstance(entry, list):  # a nullable entry record
-            entry = next((b for b in entry if b != "null"), None)
-        if (isinstance(entry, dict) and entry.get("type") == "record"
-                and entry.get("name") == "MapEntry"
-                and [f.get("name") for f in entry.get("fields", ())] == ["key", "value"]):
-            key_schema, value_schema = (f["type"] for f in entry["fields"])
-            key = self._held(key_schema, path + "{key}", namespace, extracted)
-            return self._map(key, value_schema, path, namespace, extracted)
-        element = self._held(items, path + "[]", namespace, extracted)
-        return extracted_list(element) if extracted else ListSerializer(element)
-
-    def _record(self, schema: dict[str, Any], path: str, namespace: str,
-                extracted: bool) -> FlinkSerializer:
-        name = schema.get("name")
-        if not isinstance(name, str):
-            raise self.fail(path, "a record without a name")
-        if "." in name:
-            namespace = name.rsplit(".", 1)[0]
-        elif isinstance(schema.get("namespace"), str):
-            namespace = schema["namespace"]
-        full = _full_name(name, namespace)
-        if full in self.pending:
-            raise self.fail(path, f"record {full} contains itself: Flink serializes a recursive"
-                                  f" type with Kryo; {refusal(_KRYO)}")
-        self.named[full] = (schema, namespace)
-        self.pending.add(full)
-        try:
-            return self._record_of(full, schema.get("fields") or [], path, namespace, extracted)
-        finally:
-            self.pending.discard(full)
-
-    def _record_of(self, full: str, fields: list[Any], path: str, namespace: str,
-                   extracted: bool) -> FlinkSerializer:
-        """A record as a POJO (declared in ``pojos``), a Row or a Tuple (by field names)."""
-        names = [f.get("name") for f in fields]
-
-        def field_serializer(f: Any, inside: bool) -> FlinkSerializer:
-            return self.serializer(f.get("type"), f"{path}.{f.get('name')}", namespace, inside)
-
-        pojo = self.pojos.get(full) or self.pojos.get(full.rsplit(".", 1)[-1])
-        if pojo is not None:
-            unknown = sorted((set(pojo.declaring_classes) | set(pojo.serializers)) - set(names))
-            if unknown:
-                raise self.fail(path, f"POJO {pojo.name} declares fields {unknown}, which record"
-                                      f" {full} does not have")
-            return PojoSerializer(pojo.name, tuple(
-                PojoField(name, pojo.serializers.get(name) or field_serializer(f, True),
-                          pojo.declaring_classes.get(name))
-                for name, f in zip(names, fields)))
-        if names[:1] == ["row_kind"] and names[1:] == [f"f{i}" for i in range(len(names) - 1)]:
-            if extracted:
-                raise self.fail(path, "Flink's type extraction makes a Row field a Kryo type;"
-                                      f" {refusal(_KRYO)}")
-            return RowSerializer(tuple(field_serializer(f, False) for f in fields[1:]))
-        if names == [f"f{i}" for i in range(len(names))] and 1 <= len(names) <= MAX_TUPLE_ARITY:
-            return TupleSerializer(tuple(field_serializer(f, extracted) for f in fields))
-        raise self.fail(path, f"record {full} is not a Tuple (fields f0, f1, ...) or a Row"
-                              " (row_kind, f0, f1, ...): declare the POJO it is"
-                              f" (pojos={{{full!r}: PojoClass('<Java class>')}}); an Avro"
-                              f" record is not: {refusal(AVRO_SNAPSHOT)}")
-
-
-def _full_name(name: str, namespace: str) -> str:
-    return name if "." in name or not namespace else f"{namespace}.{name}"
-
-
-def serializer_for_schema(schema: ValueSchema | Mapping[str, Any] | list[Any] | str,
-                          pojos: Mapping[str, PojoClass] | None = None, *,
-                          extracted: bool = False) -> FlinkSerializer:
-    """The serializer of values of an Avro value schema, in the shapes the Flink reader gives them.
-
-    ``string``, ``int``, ``long``, ``float``, ``double``, ``boolean``, ``bytes`` (``byte[]``),
-    ``int``/``string`` with ``java-class`` ``java.lang.Short``, ``Byte`` or ``Character``;
-    ``array`` (a ``List``; an array of ``MapEntry`` records ``{key, value}`` is a ``Map``),
-    ``map`` (a ``Map`` with String keys); records with fields ``f0``, ``f1``, ... (a
-    Tuple) or ``row_kind``, ``f0``, ... (a Row); any other record declared in ``pojos``
-    by its (full or short) name: a POJO of that class, with the record's fields.
-    ``["null", X]`` is X (Flink's serializers take the nulls their types allow). The rest
-    (enums, fixed, logical types, other records, Kryo's ``bytes`` of a ``java-class``)
-    is refused with :class:`TypeMismatchError`.
-
-    Lists and maps are ``Types.LIST`` and ``Types.MAP`` (``ListSerializer``,
-    ``MapSerializer``), as a descriptor built with ``Types`` has them; with ``extracted``,
-    as Flink's type extraction makes them (``TypeInformation.of``, a ``TypeHint``):
-    nullable (:func:`extracted_list`, :func:`extracted_map`). A POJO's fields are always
-    extracted: a list field of strings is ``Nullable(List(Nullable(String)))``, and a
-    collection of collections, Tuples or Rows, or a Row field, is Kryo and refused.
-    """
-    avro = schema.avro if isinstance(schema, ValueSchema) else schema
-    if isinstance(avro, str) and avro.lstrip().startswith(("{", "[", '"')):
-        try:
-            avro = json.loads(avro)
-        except ValueError as error:
-            raise InvalidArgumentError(f"the value schema is not JSON: {error}") from None
-    return _AvroMapping(pojos or {}).serializer(avro, "the value", "", extracted)
-
-
-# -- from a serializer read from a Flink file ---------------------------------------------
-
-def declared_serializer(read: FlinkType) -> FlinkSerializer:
-    """The declaration of a serializer read from a Flink file (whose snapshot it rewrites).
-
-    Refuses (:class:`TypeMismatchError`) the serializers listed in :data:`REFUSED`, and
-    any other statesource cannot derive, naming the snapshot class.
-    """
-    if isinstance(read, ListType):
-        return ListSerializer(declared_serializer(read.element))
-    if isinstance(read, MapType):
-        return MapSerializer(declared_serializer(read.key), declared_serializer(read.value))
-    if isinstance(read, SetType):
-        return SetSerializer(declared_serializer(read.element))
-    if isinstance(read, NullableType):
-        return NullableSerializer(declared_serializer(read.inner), read.padding)
-    if isinstance(read, TtlType):
-        if declared_serializer(read.timestamp) != LONG_SERIALIZER:
-            raise TypeMismatchError(f"a TTL timestamp of {read.timestamp.serializer}, not Long")
-        return TtlSerializer(declared_serializer(read.user))
-    if isinstance(read, TimerType):
-        return TimerSerializer(declared_serializer(read.key), declared_serializer(read.namespace))
-    if isinstance(read, TupleFlinkType):
-        fields = tuple(declared_serializer(f) for f in read.fields)
-        default = TupleSerializer(fields)
-        return default if read.tuple_class == default.java_class else TupleSerializer(
-            fields, read.tuple_class)
-    if isinstance(read, RowFlinkType):
-        return RowSerializer(tuple(declared_serializer(f) for f in read.fields),
-                             read.kind_in_mask)
-    if isinstance(read, PojoFlinkType):
-        return PojoSerializer(read.pojo_class, tuple(
-            PojoField(name, declared_serializer(f), read.declaring_classes.get(name))
-            for name, f in read.fields))
-    if read.serializer in REFUSED:
-        raise TypeMismatchError(refusal(read.serializer))
-    if isinstance(read, OpaqueType):
-        raise TypeMismatchError(refusal(_KRYO))
-    if read.serializer in _SIMPLE_CLASSES:
-        return SimpleSerializer(read.serializer)
-    raise TypeMismatchError(f"{read.serializer} is not a serializer statesource derives")
-
-
-# -- states ------------------------------------------------------------------------------
-
-def _serializer(declared: FlinkSerializer | DataType | str) -> FlinkSerializer:
-    return declared if isinstance(declared, FlinkSerializer) else serializer_for_type(declared)
-
-
-def _key(key: FlinkSerializer | DataType | str) -> FlinkSerializer:
-    return key if isinstance(key, FlinkSerializer) else serializer_for_type(key_type(key))
-
-
-def key_serializer(key: FlinkSerializer | DataType | str) -> FlinkType:
-    """The key serializer of a keyed-state header, for a key type or a declared serializer."""
-    return flink_type(_key(key))
-
-
-def state_serializer(kind: StateKind, values: Mapping[str, FlinkSerializer],
-                     ttl: bool) -> FlinkSerializer:
-    """The serializer of a keyed state's stored value, from its value serializers by role.
-
-    As Flink's state descriptors make it: a list state's is a ``ListSerializer`` of its
-    elements, a map state's a ``MapSerializer``; with TTL, each element, map value or
-    value is wrapped in a ``TtlSerializer`` (the last-access timestamp first).
-    """
-    def wrapped(serializer: FlinkSerializer) -> FlinkSerializer:
-        return TtlSerializer(serializer) if ttl else serializer
-
-    if kind is StateKind.LIST:
-        return ListSerializer(wrapped(values["element"]))
-    if kind is StateKind.MAP:
-        return MapSerializer(values["user_key"], wrapped(values["user_value"]))
-    role = "accumulator" if kind is StateKind.AGGREGATING else "value"
-    return wrapped(values[role])
-
-
-def keyed_state_info(name: str, kind: StateKind, namespace: FlinkSerializer | DataType | str,
-                     values: Mapping[str, FlinkSerializer], ttl: bool,
-                     state_id: int = 0) -> StateInfo:
-    """A keyed state's meta info (Flink's ``StateMetaInfoSnapshot``) from its serializers."""
-    options = {KEYED_STATE_TYPE: kind.name}
-    serializers = {VALUE_SERIALIZER: flink_type(state_serializer(kind, values, ttl)),
-                   NAMESPACE_SERIALIZER: flink_type(_serializer(namespace))}
-    return StateInfo(state_id, name, KEY_VALUE, options, serializers)
-
-
-def state_info(declaration: StateDeclaration, state_id: int = 0, *,
-               serializers: Mapping[str, FlinkSerializer] | None = None,
-               pojos: Mapping[str, PojoClass] | None = None,
-               extracted: bool = False) -> StateInfo:
-    """The meta info Flink writes for a declared keyed state, its serializers derived.
-
-    Each value role's serializer comes from ``serializers`` when given there, else from
-    its schema (:func:`serializer_for_schema`, with ``pojos`` and ``extracted``); the
-    namespace from the declaration's namespace type; a TTL wraps the values as Flink's
-    TTL state does.
-    """
-    given = dict(serializers or {})
-    unknown = sorted(set(given) - set(declaration.schemas))
-    if unknown:
-        raise InvalidArgumentError(
-            f"state {declaration.name!r} has no value roles {unknown}; its roles:"
-            f" {sorted(declaration.schemas)}")
-    values = {}
-    for role, schema in declaration.schemas.items():
-        if role in given:
-            _check_serializer(given[role], f"the {role} serializer of {declaration.name!r}")
-            values[role] = given[role]
-            continue
-        try:
-            values[role] = serializer_for_schema(schema, pojos, extracted=extracted)
-        except TypeMismatchError as error:
-            raise TypeMismatchError(f"state {declaration.name!r}, {role}: {error}") from None
-    return keyed_state_info(declaration.name, declaration.kind, declaration.namespace_type,
-                            values, declaration.ttl is not None, state_id)
-
-
-def timer_state_name(service: str, event_time: bool) -> str:
-    """The state name of a timer service's queue (``_timer_state/event_<service>``)."""
-    return f"_timer_state/{'event' if event_time else 'processing'}_{service}"
-
-
-def timer_state_info(name: str, key: FlinkSerializer | DataType | str,
-                     namespace: FlinkSerializer | DataType | str = "void",
-                     state_id: int = 0) -> StateInfo:
-    """The meta info of a timer queue: a priority-queue state of ``TimerSerializer(key,
-    namespace)``, without options (the window operator's timers have a ``timewindow``
-    namespace)."""
-    timers = TimerSerializer(_key(key), _serializer(namespace))
-    return StateInfo(state_id, name, PRIORITY_QUEUE, {}, {VALUE_SERIALIZER: flink_type(timers)})
-
-
-def state_meta_info_bytes(info: StateInfo) -> bytes:
-    """The ``StateMetaInfoSnapshot`` bytes of a state, as the keyed-state header holds them."""
-    w = BinaryWriter()
-    write_state_info(w, info)
-    return w.getvalue()

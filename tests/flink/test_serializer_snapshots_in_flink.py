@@ -28,13 +28,17 @@ import pytest
 from flink_restore import JVM_FLAGS, SOURCES, _tool, compiled_classes, flink_lib, skip_reason
 from statesource.flink.binary_writer import BinaryWriter
 from statesource.flink.header_writer import write_proxied_snapshot
+from statesource.flink.serializer_mapping import (
+    PojoClass,
+    serializer_for_schema,
+    serializer_for_type,
+)
 from statesource.flink.serializer_writer import (
     GLOBAL_WINDOW,
     SIMPLE,
     FlinkSerializer,
     ListSerializer,
     MapSerializer,
-    PojoClass,
     PojoField,
     PojoSerializer,
     TimerSerializer,
@@ -43,10 +47,10 @@ from statesource.flink.serializer_writer import (
     extracted_list,
     extracted_map,
     extracted_set,
-    key_serializer,
-    serializer_for_schema,
-    serializer_for_type,
     snapshot_bytes,
+)
+from statesource.flink.state_meta_writer import (
+    key_serializer,
     state_info,
     state_meta_info_bytes,
     timer_state_info,

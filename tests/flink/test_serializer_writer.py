@@ -27,6 +27,12 @@ from statesource.flink.declarations import declaration, value_avro
 from statesource.flink.flink_type import FlinkType
 from statesource.flink.header import KeyedHeader, StateInfo, read_keyed_header
 from statesource.flink.header_writer import write_keyed_header
+from statesource.flink.serializer_mapping import (
+    PojoClass,
+    declared_serializer,
+    serializer_for_schema,
+    serializer_for_type,
+)
 from statesource.flink.serializer_writer import (
     GLOBAL_WINDOW,
     REFUSED,
@@ -34,7 +40,6 @@ from statesource.flink.serializer_writer import (
     ListSerializer,
     MapSerializer,
     NullableSerializer,
-    PojoClass,
     PojoField,
     PojoSerializer,
     RowSerializer,
@@ -42,22 +47,21 @@ from statesource.flink.serializer_writer import (
     SimpleSerializer,
     TtlSerializer,
     TupleSerializer,
-    declared_serializer,
     extracted_list,
     extracted_set,
     flink_type,
-    key_serializer,
     nullable,
-    serializer_for_schema,
-    serializer_for_type,
     snapshot_bytes,
+)
+from statesource.flink.serializers import PojoFlinkType
+from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.state_meta_writer import (
+    key_serializer,
     state_info,
     state_meta_info_bytes,
     timer_state_info,
     timer_state_name,
 )
-from statesource.flink.serializers import PojoFlinkType
-from statesource.flink.snapshot import FlinkSnapshot
 from statesource.model import StateDeclaration, StateKind, TtlConfig
 from statesource.schema import ValueSchema
 from statesource.types import LONG, TIMEWINDOW, VOID
