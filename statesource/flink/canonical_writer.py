@@ -16,14 +16,17 @@ serialized, and compression (a Snappy stream per key group) is the caller's.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 
 from statesource.errors import InvalidArgumentError
-from statesource.flink.binary_writer import BinaryWriter
 from statesource.flink.keyed import END_OF_KEY_GROUP, META_DATA_FOLLOWS, CanonicalSection
 
 _MAX_PARALLELISM = 1 << 15
 _MAX_STATE_ID = (1 << 15) - 2  # ids are positions among at most 32767 states
+_INT = struct.Struct(">i")
+_SHORT = struct.Struct(">h")
+_END = struct.pack(">H", END_OF_KEY_GROUP)
 
 
 def prefix_bytes(max_parallelism: int) -> int:
@@ -54,7 +57,8 @@ def frame_key_group(key_group: int, max_parallelism: int,
     one pair.
     """
     prefix = key_group_prefix(key_group, max_parallelism)
-    w = BinaryWriter()
+    parts: list[bytes] = []
+    pack_int = _INT.pack
     seen: set[int] = set()
     for state_id, pairs in sections:
         if not 0 <= state_id <= _MAX_STATE_ID or state_id in seen:
@@ -65,22 +69,22 @@ def frame_key_group(key_group: int, max_parallelism: int,
             raise InvalidArgumentError(
                 f"state {state_id} has no entries in key group {key_group}: leave it out")
         seen.add(state_id)
-        w.i16(state_id)
-        last = len(pairs) - 1
-        for index, (key, value) in enumerate(pairs):
+        parts.append(_SHORT.pack(state_id))
+        for key, _ in pairs:
             if not key.startswith(prefix):
                 raise InvalidArgumentError(
                     f"key {key[:8].hex()}... of state {state_id} does not start with the prefix"
                     f" {prefix.hex()} of key group {key_group}")
-            if index == last:
-                key = bytes((key[0] | META_DATA_FOLLOWS,)) + key[1:]
-            w.length_prefixed(key)
-            w.length_prefixed(value)
+        for key, value in pairs[:-1]:
+            parts += (pack_int(len(key)), key, pack_int(len(value)), value)
+        key, value = pairs[-1]
+        parts += (pack_int(len(key)), bytes((key[0] | META_DATA_FOLLOWS,)), key[1:],
+                  pack_int(len(value)), value)
     if not seen:
         raise InvalidArgumentError(
             f"key group {key_group} has no entries: an empty key group is not written (offset 0)")
-    w.u16(END_OF_KEY_GROUP)
-    return w.getvalue()
+    parts.append(_END)
+    return b"".join(parts)
 
 
 def assemble_keyed_file(header: bytes, key_groups: Sequence[bytes]) -> tuple[bytes, list[int]]:
