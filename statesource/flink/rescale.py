@@ -40,19 +40,29 @@ from __future__ import annotations
 import base64
 import dataclasses
 import os
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
+from statesource.errors import (
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    InvalidArgumentError,
+)
 from statesource.flink.binary import BinaryReader
 from statesource.flink.canonical_writer import assemble_keyed_file, frame_key_group, prefix_bytes
 from statesource.flink.declarations import native_blockers
 from statesource.flink.flink_type import FlinkType
 from statesource.flink.header import KeyedHeader, StateInfo
 from statesource.flink.header_writer import write_keyed_header
-from statesource.flink.keyed import CanonicalSection, canonical_sections, check_key_group_range
+from statesource.flink.keyed import (
+    END_OF_KEY_GROUP,
+    META_DATA_FOLLOWS,
+    CanonicalSection,
+    check_key_group_range,
+)
 from statesource.flink.metadata import (
     KeyedHandle,
     OperatorHandle,
@@ -73,6 +83,9 @@ from statesource.keygroups import (
 )
 from statesource.model import StateKind
 from statesource.types import DataType
+
+_INT_AT = struct.Struct(">i").unpack_from
+_USHORT_AT = struct.Struct(">H").unpack_from
 
 Progress = Callable[[str], None]
 Pairs = list[tuple[bytes, bytes]]
@@ -357,7 +370,8 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
     assert header is not None and plan.key_type is not None
     rekey = _Rekeyer(header.key, plan.key_type, op.max_parallelism, max_parallelism,
                      f"operator {op.label!r}")
-    buckets: dict[int, dict[int, Pairs]] = {}
+    by_state: dict[int, dict[int, Pairs]] = {}
+    """Per state id of the written header, the pairs of each new key group."""
     prefixes = [kg.to_bytes(prefix_bytes(max_parallelism), "big")
                 for kg in range(max_parallelism)]
     old_prefix = prefix_bytes(op.max_parallelism)
@@ -378,38 +392,42 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
             for state_id, pairs in sections:
                 info = states[state_id]
                 offset = TIMER_KEY_OFFSET if info.is_timer else 0
-                target = source.state_ids[state_id]
+                groups = by_state.setdefault(source.state_ids[state_id], {})
+                known, length = rekey.cache, rekey.length  # the hash cache, looked up inline
                 for body, value in pairs:
-                    new_group = rekey(body, offset, info.name)
-                    buckets.setdefault(new_group, {}).setdefault(target, []).append(
-                        (prefixes[new_group] + body, value))
+                    new_group = known.get(body[offset:offset + length]) if length >= 0 else None
+                    if new_group is None:
+                        new_group = rekey(body, offset, info.name)
+                    moved = groups.get(new_group)
+                    if moved is None:
+                        moved = groups[new_group] = []
+                    moved.append((prefixes[new_group] + body, value))
                 entries += len(pairs)
                 if info.is_timer:
                     timers += len(pairs)
     header_bytes = write_keyed_header(header)
     old_subtasks = {s.index: s for s in op.subtasks}
-    subtasks, written, groups = [], 0, 0
+    subtasks, written, written_groups = [], 0, 0
     for index in range(plan.parallelism):
         key_groups = key_group_range_for_operator(max_parallelism, plan.parallelism, index)
         framed = []
         for key_group in key_groups:
-            found = buckets.pop(key_group, None)
-            framed.append(b"" if not found else frame_key_group(
-                key_group, max_parallelism,
-                [CanonicalSection(state_id, pairs) for state_id, pairs in sorted(found.items())]))
-            groups += bool(found)
+            found = [CanonicalSection(state_id, moved.pop(key_group))
+                     for state_id, moved in sorted(by_state.items()) if key_group in moved]
+            framed.append(frame_key_group(key_group, max_parallelism, found) if found else b"")
+            written_groups += bool(found)
         whole, offsets = assemble_keyed_file(header_bytes, framed)
         stream = writer.write_file(whole)
         written += stream.size
         keyed = KeyedHandle(key_groups.start, tuple(offsets), stream, savepoint=True)
         subtasks.append(copies.subtask(index, (keyed,), old_subtasks.get(index)))
-    assert not buckets, "every key group lies in one subtask's range"
+    assert not any(by_state.values()), "every key group lies in one subtask's range"
     new = dataclasses.replace(op, parallelism=plan.parallelism, max_parallelism=max_parallelism,
                               coordinator=copies.stream(op.coordinator),
                               subtasks=tuple(subtasks))
     return new, RescaledOperator(op.label, op.max_parallelism, op.parallelism,
-                                 max_parallelism, plan.parallelism, entries, timers, groups,
-                                 written)
+                                 max_parallelism, plan.parallelism, entries, timers,
+                                 written_groups, written)
 
 
 class _Rekeyer:
@@ -470,15 +488,59 @@ class _Rekeyer:
 
 def _canonical_pairs(raw: bytes, source: str, base: int, key_group: int, header: KeyedHeader,
                      old_prefix: int) -> list[tuple[int, Pairs]]:
-    """A canonical key group's pairs per state id, composite keys without their prefix."""
-    sections = canonical_sections(raw, source, base, key_group, old_prefix, header.compressed)
-    for section in sections:
-        if not 0 <= section.state_id < len(header.states):
-            raise IncompatibleCheckpointError(
-                f"{source}: key group {key_group} holds state id {section.state_id}; the"
-                f" header has {len(header.states)} states")
-    return [(s.state_id, [(key[old_prefix:], value) for key, value in s.pairs])
-            for s in sections]
+    """A canonical key group's pairs per state id, composite keys without their prefix.
+
+    The walk of :func:`keyed.canonical_sections`, with the same checks (every length
+    within the key group, every key's prefix its key group, nothing after the end), in
+    one pass that slices each key after its prefix: this loop runs once per pair.
+    """
+    if header.compressed:
+        data = unframe(raw, source, base)
+        source = f"{source} (key group {key_group}, decompressed)"
+    else:
+        data = raw
+    end, states = len(data), len(header.states)
+
+    def corrupt(what: str, at: int) -> CorruptCheckpointError:
+        return CorruptCheckpointError(f"{source}: {what} at byte offset {base + at}")
+
+    sections: list[tuple[int, Pairs]] = []
+    if end < 2:
+        raise corrupt("truncated key group", 0)
+    state_id, pos = _USHORT_AT(data, 0)[0], 2
+    while state_id != END_OF_KEY_GROUP:
+        if state_id >= states:
+            raise corrupt(f"state id {state_id} of a header with {states} states", pos - 2)
+        pairs: Pairs = []
+        append = pairs.append
+        while True:
+            key_start = pos + 4
+            if key_start > end:
+                raise corrupt("truncated: no room for a key length", pos)
+            value_at = key_start + _INT_AT(data, pos)[0]
+            if value_at < key_start + old_prefix or value_at + 4 > end:
+                raise corrupt(f"invalid key length {value_at - key_start}", pos)
+            value_start = value_at + 4
+            pos = value_start + _INT_AT(data, value_at)[0]
+            if pos < value_start or pos > end:
+                raise corrupt(f"invalid value length {pos - value_start}", value_at)
+            first = data[key_start]
+            found = first & 0x7F
+            if old_prefix == 2:
+                found = (found << 8) | data[key_start + 1]
+            if found != key_group:
+                raise corrupt(f"entry of key group {found} in key group {key_group}",
+                              key_start)
+            append((data[key_start + old_prefix:value_at], data[value_start:pos]))
+            if first & META_DATA_FOLLOWS:
+                break
+        sections.append((state_id, pairs))
+        if pos + 2 > end:
+            raise corrupt("truncated: no room for a state id", pos)
+        state_id, pos = _USHORT_AT(data, pos)[0], pos + 2
+    if pos != end:
+        raise corrupt("bytes after the end of the key group", pos)
+    return sections
 
 
 def _native_pairs(raw: bytes, source: str, base: int, key_group: int, header: KeyedHeader

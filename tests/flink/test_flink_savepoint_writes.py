@@ -26,6 +26,7 @@ from statesource.errors import (
     IncompatibleCheckpointError,
     InvalidArgumentError,
 )
+from statesource.flink.keyed import canonical_sections
 from statesource.flink.metadata import SnapshotMetadata, StreamHandle
 from statesource.flink.publish import SavepointWriter, is_staging_name
 from statesource.flink.reader import FlinkCheckpoint
@@ -156,6 +157,40 @@ def pairs_by_key_group(path: Path) -> dict:
                 found[(op.label, piece.key_group, name)] = collections.Counter(pairs)
         assert header is not None or not snapshot.keyed_handles(op)
     return found
+
+
+@pytest.mark.parametrize("variant", ["mp256", "mp128-snappy", "types"])
+def test_the_pairs_walked_are_those_of_the_canonical_reader(variant):
+    """The rescale's one-pass walk of a canonical key group gives the pairs
+    ``keyed.canonical_sections`` (checked byte for byte by the round trips) gives."""
+    snapshot = FlinkSnapshot.open(str(FIXTURES / variant / "canonical"))
+    walked = 0
+    for op in snapshot.operators:
+        prefix = 2 if op.max_parallelism > 128 else 1
+        for piece in snapshot.key_group_bytes(op):
+            header = snapshot.read_header(piece.handle)
+            raw = snapshot.piece_bytes(piece)
+            expected = [(s.state_id, [(k[prefix:], v) for k, v in s.pairs]) for s in
+                        canonical_sections(raw, "", piece.begin, piece.key_group, prefix,
+                                           header.compressed)]
+            assert rescale_module._canonical_pairs(
+                raw, "", piece.begin, piece.key_group, header, prefix) == expected
+            walked += 1
+    assert walked > 10
+
+
+@pytest.mark.parametrize("cut, message", [(1, "truncated"), (3, "truncated"),
+                                          (-1, "truncated: no room for a state id"),
+                                          (None, "bytes after the end")])
+def test_a_damaged_key_group_is_refused(cut, message):
+    snapshot = FlinkSnapshot.open(str(MP256))
+    op = snapshot.operator("stateful")
+    piece = snapshot.key_group_bytes(op)[0]
+    header = snapshot.read_header(piece.handle)
+    raw = snapshot.piece_bytes(piece)
+    raw = raw + b"\0" if cut is None else raw[:cut] if cut > 0 else raw[:-2]
+    with pytest.raises(CorruptCheckpointError, match=message):
+        rescale_module._canonical_pairs(raw, "file", piece.begin, piece.key_group, header, 2)
 
 
 @pytest.mark.parametrize("variant", ["mp256", "mp128-snappy"])
