@@ -10,7 +10,9 @@ are checked with the same functions.
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 import uuid
 from pathlib import Path
 
@@ -154,3 +156,48 @@ def check_shared_java(rows: list[dict], truth: dict) -> None:
     assert all(isinstance(row["ttlTimestamp"], int) and row["ttlTimestamp"] > 0 for row in ttl)
     assert timers(rows, "stateful", "user-timers") == {}
     assert [row["value"] for row in rows_of(rows, "src", "SourceReaderState")] == [[]]
+
+
+def pyflink_spec(max_parallelism: int, parallelism: int) -> dict:
+    """The states of the shared PyFlink savepoint's job: ``Row`` keys of one field, every
+    value the bytes of PyFlink's coders (restored with ``opt_jars=["flink-python"]``)."""
+    return {
+        "max_parallelism": max_parallelism, "parallelism": parallelism,
+        "operators": [
+            {"uid": "stateful", "key": {"row": [["f0", "String"]]},
+             "keyed_states": [
+                 {"name": "python-state-count", "kind": "list", "element": "byte[]"},
+                 {"name": "python-state-tags", "kind": "list", "element": "byte[]"},
+                 {"name": "python-state-last_seq_ttl", "kind": "list", "element": "byte[]",
+                  "ttl": True}]},
+            {"uid": "src", "parallelism": 1,
+             "operator_states": [{"name": "SourceReaderState", "mode": "split",
+                                  "element": "byte[]"}]},
+        ]}
+
+
+def _pyflink_strings(chunks: list[str]) -> list[str]:
+    """PyFlink's list state of strings: batches of (int length, UTF-8) elements."""
+    data = b"".join(base64.b64decode(chunk) for chunk in chunks)
+    found, at = [], 0
+    while at < len(data):
+        (size,) = struct.unpack_from(">i", data, at)
+        found.append(data[at + 4:at + 4 + size].decode())
+        at += 4 + size
+    return found
+
+
+def check_pyflink(rows: list[dict], truth: dict) -> None:
+    """What Flink restored from the shared PyFlink savepoint is exactly its expected state,
+    every entry in the key group of its key."""
+    check_placement(rows, heap=True)
+    state = truth["state"]
+
+    def longs(name):
+        return {key[0][1]: struct.unpack(">q", base64.b64decode(value[0]))[0]
+                for key, value in values(rows, "stateful", name).items()}
+
+    assert longs("python-state-count") == {k: w["count"] for k, w in state.items()}
+    assert longs("python-state-last_seq_ttl") == {k: w["last_seq_ttl"] for k, w in state.items()}
+    assert {key[0][1]: _pyflink_strings(value) for key, value in values(
+        rows, "stateful", "python-state-tags").items()} == {k: w["tags"] for k, w in state.items()}

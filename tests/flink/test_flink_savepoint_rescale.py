@@ -19,9 +19,11 @@ import pytest
 from flink_fixture_checks import (
     FIXTURES,
     check_fixture,
+    check_pyflink,
     check_shared_java,
     fixture_spec,
     fixture_truth,
+    pyflink_spec,
     shared_java_spec,
 )
 from flink_restore import FIXTURE_JOB, restore, skip_reason, subtasks
@@ -133,3 +135,19 @@ def test_a_native_savepoint_is_converted_and_restores(tmp_path, shared_java_nati
     rows = restore(output, shared_java_spec(1024, truth["parallelism"]),
                    java_sources=[FIXTURE_JOB])
     check_shared_java(rows, truth)
+
+
+@pytest.fixture(scope="module")
+def shared_pyflink_savepoint():
+    return only("pyflink/savepoint-*")
+
+
+def test_row_keys_of_a_pyflink_job_rescale(tmp_path, shared_pyflink_savepoint):
+    """PyFlink keys by a one-field ``Row``, whose Java hashCode includes its row kind; the
+    values are PyFlink's bytes (list states, one with TTL) and move untouched."""
+    truth = expected("pyflink")
+    output = tmp_path / "pyflink-mp4096"
+    rescale_max_parallelism(shared_pyflink_savepoint, output, 4096)
+    check_written(output, 4096, truth["parallelism"])
+    rows = restore(output, pyflink_spec(4096, truth["parallelism"]), opt_jars=["flink-python"])
+    check_pyflink(rows, truth)

@@ -18,7 +18,6 @@ Needs ``apache-flink-libraries==2.3.0`` (in the ``test`` extra), ``java`` and ``
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import struct
@@ -30,8 +29,10 @@ from flink_fixture_checks import (
     FIXTURES,
     check_fixture,
     check_placement,
+    check_pyflink,
     check_shared_java,
     fixture_spec,
+    pyflink_spec,
     shared_java_spec,
 )
 from flink_restore import (
@@ -41,7 +42,6 @@ from flink_restore import (
     rows_of,
     skip_reason,
     subtasks,
-    values,
 )
 from flink_snapshots import expected, only
 
@@ -110,46 +110,15 @@ def test_a_misplaced_entry_is_caught(tmp_path):
         check_placement(rows, heap=True)
 
 
-def _pyflink_strings(chunks: list[str]) -> list[str]:
-    """PyFlink's list state of strings: batches of (int length, UTF-8) elements."""
-    data = b"".join(base64.b64decode(chunk) for chunk in chunks)
-    found, at = [], 0
-    while at < len(data):
-        (size,) = struct.unpack_from(">i", data, at)
-        found.append(data[at + 4:at + 4 + size].decode())
-        at += 4 + size
-    return found
-
-
 def test_shared_pyflink_savepoint_restores_with_row_keys(shared_pyflink_savepoint):
     """Row keys; PyFlink's Python values are bytes to Java (the serializers of its map
     state, ByteArrayWrapper, come from flink-python, in pyflink/opt)."""
     truth = expected("pyflink")
-    spec = {
-        "max_parallelism": truth["max_parallelism"], "parallelism": truth["parallelism"],
-        "operators": [
-            {"uid": "stateful", "key": {"row": [["f0", "String"]]},
-             "keyed_states": [
-                 {"name": "python-state-count", "kind": "list", "element": "byte[]"},
-                 {"name": "python-state-tags", "kind": "list", "element": "byte[]"},
-                 {"name": "python-state-last_seq_ttl", "kind": "list", "element": "byte[]",
-                  "ttl": True}]},
-            {"uid": "src", "parallelism": 1,
-             "operator_states": [{"name": "SourceReaderState", "mode": "split",
-                                  "element": "byte[]"}]},
-        ]}
-    rows = restore(shared_pyflink_savepoint, spec, opt_jars=["flink-python"])
-    check_placement(rows, heap=True)
+    rows = restore(shared_pyflink_savepoint,
+                   pyflink_spec(truth["max_parallelism"], truth["parallelism"]),
+                   opt_jars=["flink-python"])
+    check_pyflink(rows, truth)
     state = truth["state"]
-
-    def longs(name):
-        return {key[0][1]: struct.unpack(">q", base64.b64decode(value[0]))[0]
-                for key, value in values(rows, "stateful", name).items()}
-
-    assert longs("python-state-count") == {k: w["count"] for k, w in state.items()}
-    assert longs("python-state-last_seq_ttl") == {k: w["last_seq_ttl"] for k, w in state.items()}
-    assert {key[0][1]: _pyflink_strings(value) for key, value in values(
-        rows, "stateful", "python-state-tags").items()} == {k: w["tags"] for k, w in state.items()}
     for row in rows_of(rows, "stateful", "python-state-count"):
         assert row["keyGroup"] == state[row["key"]["f0"]]["key_group_row_key"]
 
