@@ -87,6 +87,56 @@ def frame_key_group(key_group: int, max_parallelism: int,
     return b"".join(parts)
 
 
+class KeyGroupFramer:
+    """One canonical key group framed as its pairs arrive, in any order of states.
+
+    What :func:`frame_key_group` writes from sections held whole, built up pair
+    by pair instead: each state's section grows as bytes (no pair is kept as an
+    object), in the order states first arrive; :meth:`getvalue` flags each
+    section's last key and ends the key group. Keys are given without the key
+    group's prefix (``key_tail``), which the framer writes itself.
+    """
+
+    __slots__ = ("key_group", "prefix", "_sections", "_last", "_done")
+
+    def __init__(self, key_group: int, max_parallelism: int) -> None:
+        self.key_group = key_group
+        self.prefix = key_group_prefix(key_group, max_parallelism)
+        self._sections: dict[int, bytearray] = {}
+        self._last: dict[int, int] = {}
+        self._done = False
+
+    def add(self, state_id: int, key_tail: bytes, value: bytes) -> None:
+        """One pair of state ``state_id``: the composite key after its prefix, and the value."""
+        section = self._sections.get(state_id)
+        if section is None:
+            if self._done or not 0 <= state_id <= _MAX_STATE_ID:
+                raise InvalidArgumentError(
+                    f"state id {state_id} in key group {self.key_group}: ids are 0 .."
+                    f" {_MAX_STATE_ID}, and nothing is added once the key group is framed")
+            section = self._sections[state_id] = bytearray(_SHORT.pack(state_id))
+        elif self._done:
+            raise InvalidArgumentError(f"key group {self.key_group} is already framed")
+        prefix = self.prefix
+        self._last[state_id] = len(section) + 4
+        section += _INT.pack(len(prefix) + len(key_tail))
+        section += prefix
+        section += key_tail
+        section += _INT.pack(len(value))
+        section += value
+
+    def getvalue(self) -> bytes:
+        """The key group's bytes; nothing can be added after."""
+        if not self._sections:
+            raise InvalidArgumentError(
+                f"key group {self.key_group} has no entries: an empty key group is not written"
+                " (offset 0)")
+        self._done = True
+        for state_id, section in self._sections.items():
+            section[self._last[state_id]] |= META_DATA_FOLLOWS
+        return b"".join([*self._sections.values(), _END])
+
+
 def assemble_keyed_file(header: bytes, key_groups: Sequence[bytes]) -> tuple[bytes, list[int]]:
     """A keyed-state file and the offset of each of its key groups, as ``_metadata`` records them.
 

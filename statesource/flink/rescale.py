@@ -52,7 +52,7 @@ from statesource.errors import (
     InvalidArgumentError,
 )
 from statesource.flink.binary import BinaryReader
-from statesource.flink.canonical_writer import assemble_keyed_file, frame_key_group, prefix_bytes
+from statesource.flink.canonical_writer import KeyGroupFramer, assemble_keyed_file, prefix_bytes
 from statesource.flink.declarations import native_blockers
 from statesource.flink.flink_type import FlinkType
 from statesource.flink.header import KeyedHeader, StateInfo
@@ -60,7 +60,6 @@ from statesource.flink.header_writer import write_keyed_header
 from statesource.flink.keyed import (
     END_OF_KEY_GROUP,
     META_DATA_FOLLOWS,
-    CanonicalSection,
     check_key_group_range,
 )
 from statesource.flink.metadata import (
@@ -370,10 +369,8 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
     assert header is not None and plan.key_type is not None
     rekey = _Rekeyer(header.key, plan.key_type, op.max_parallelism, max_parallelism,
                      f"operator {op.label!r}")
-    by_state: dict[int, dict[int, Pairs]] = {}
-    """Per state id of the written header, the pairs of each new key group."""
-    prefixes = [kg.to_bytes(prefix_bytes(max_parallelism), "big")
-                for kg in range(max_parallelism)]
+    framers: dict[int, KeyGroupFramer] = {}
+    """The new key groups, framed as their pairs arrive."""
     old_prefix = prefix_bytes(op.max_parallelism)
     entries = timers = 0
     for source in plan.inputs:
@@ -392,16 +389,16 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
             for state_id, pairs in sections:
                 info = states[state_id]
                 offset = TIMER_KEY_OFFSET if info.is_timer else 0
-                groups = by_state.setdefault(source.state_ids[state_id], {})
+                target = source.state_ids[state_id]
                 known, length = rekey.cache, rekey.length  # the hash cache, looked up inline
                 for body, value in pairs:
                     new_group = known.get(body[offset:offset + length]) if length >= 0 else None
                     if new_group is None:
                         new_group = rekey(body, offset, info.name)
-                    moved = groups.get(new_group)
-                    if moved is None:
-                        moved = groups[new_group] = []
-                    moved.append((prefixes[new_group] + body, value))
+                    framer = framers.get(new_group)
+                    if framer is None:
+                        framer = framers[new_group] = KeyGroupFramer(new_group, max_parallelism)
+                    framer.add(target, body, value)
                 entries += len(pairs)
                 if info.is_timer:
                     timers += len(pairs)
@@ -412,16 +409,15 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
         key_groups = key_group_range_for_operator(max_parallelism, plan.parallelism, index)
         framed = []
         for key_group in key_groups:
-            found = [CanonicalSection(state_id, moved.pop(key_group))
-                     for state_id, moved in sorted(by_state.items()) if key_group in moved]
-            framed.append(frame_key_group(key_group, max_parallelism, found) if found else b"")
-            written_groups += bool(found)
+            framer = framers.pop(key_group, None)
+            framed.append(b"" if framer is None else framer.getvalue())
+            written_groups += framer is not None
         whole, offsets = assemble_keyed_file(header_bytes, framed)
         stream = writer.write_file(whole)
         written += stream.size
         keyed = KeyedHandle(key_groups.start, tuple(offsets), stream, savepoint=True)
         subtasks.append(copies.subtask(index, (keyed,), old_subtasks.get(index)))
-    assert not any(by_state.values()), "every key group lies in one subtask's range"
+    assert not framers, "every key group lies in one subtask's range"
     new = dataclasses.replace(op, parallelism=plan.parallelism, max_parallelism=max_parallelism,
                               coordinator=copies.stream(op.coordinator),
                               subtasks=tuple(subtasks))

@@ -26,6 +26,7 @@ from statesource.errors import (
     IncompatibleCheckpointError,
     InvalidArgumentError,
 )
+from statesource.flink.canonical_writer import KeyGroupFramer, frame_key_group
 from statesource.flink.keyed import canonical_sections
 from statesource.flink.metadata import SnapshotMetadata, StreamHandle
 from statesource.flink.publish import SavepointWriter, is_staging_name
@@ -177,6 +178,43 @@ def test_the_pairs_walked_are_those_of_the_canonical_reader(variant):
                 raw, "", piece.begin, piece.key_group, header, prefix) == expected
             walked += 1
     assert walked > 10
+
+
+@pytest.mark.parametrize("variant", ["mp256", "mp128-snappy", "types"])
+def test_a_key_group_framed_pair_by_pair_is_the_one_framed_whole(variant):
+    """``KeyGroupFramer`` (pairs as they arrive, interleaved across states) writes what
+    ``frame_key_group`` writes, whose output the round trips hold to Flink's bytes."""
+    snapshot = FlinkSnapshot.open(str(FIXTURES / variant / "canonical"))
+    for op in snapshot.operators:
+        prefix = 2 if op.max_parallelism > 128 else 1
+        for piece in snapshot.key_group_bytes(op):
+            header = snapshot.read_header(piece.handle)
+            sections = canonical_sections(snapshot.piece_bytes(piece), "", piece.begin,
+                                          piece.key_group, prefix, header.compressed)
+            framer = KeyGroupFramer(piece.key_group, op.max_parallelism)
+            longest = max(len(s.pairs) for s in sections)
+            for index in range(longest):  # round robin over the states
+                for state_id, pairs in sections:
+                    if index < len(pairs):
+                        framer.add(state_id, pairs[index][0][prefix:], pairs[index][1])
+            assert framer.getvalue() == frame_key_group(piece.key_group, op.max_parallelism,
+                                                        sections)
+
+
+def test_the_framer_refuses_what_flink_could_not_read():
+    framer = KeyGroupFramer(3, 128)
+    with pytest.raises(InvalidArgumentError, match="has no entries"):
+        framer.getvalue()
+    with pytest.raises(InvalidArgumentError, match="state id 32767"):
+        framer.add(32767, b"k", b"v")
+    with pytest.raises(InvalidArgumentError, match="outside 0 .. 127"):
+        KeyGroupFramer(128, 128)
+    framer.add(0, b"k", b"v")
+    assert framer.getvalue() == b"\0\0" + b"\0\0\0\x02\x83k" + b"\0\0\0\x01v" + b"\xff\xff"
+    with pytest.raises(InvalidArgumentError, match="already framed"):
+        framer.add(0, b"k2", b"v")
+    with pytest.raises(InvalidArgumentError, match="nothing is added once"):
+        framer.add(1, b"k2", b"v")
 
 
 @pytest.mark.parametrize("cut, message", [(1, "truncated"), (3, "truncated"),
