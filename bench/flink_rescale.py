@@ -12,6 +12,12 @@ writes it under ``--max-parallelism`` key groups: every pair re-keyed (only keys
 decoded), framed and written, ``_metadata`` published. Printed: the best of
 ``--repeats`` runs, pairs per second (a pair is one value-state entry, one list,
 one map entry or one timer) and MB/s of keyed-state bytes read.
+
+With ``--spark-baseline``, the same run also times Spark (local[2]) reading the
+same pairs from Parquet (key group, state, composite key and value bytes: one
+row per pair), ``repartition`` into the operator's parallelism and
+``write.parquet``: the shuffle a Spark rescale of the same rows would do at
+least, as the ratio's 1.00x.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ def main() -> None:
     parser.add_argument("--max-parallelism", type=int, default=1024)
     parser.add_argument("--savepoint", type=Path)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--spark-baseline", action="store_true")
     args = parser.parse_args()
     savepoint = args.savepoint or Path(
         tempfile.gettempdir()) / f"statesource-bench-flink-{args.events}-{args.keys}"
@@ -89,6 +96,48 @@ def main() -> None:
     print(f"rescale to max parallelism {args.max_parallelism}: {seconds:.2f} s (best of"
           f" {args.repeats}); {report.entries / seconds:,.0f} pairs/s,"
           f" {size / 1e6 / seconds:.1f} MB/s")
+    if args.spark_baseline:
+        baseline = spark_baseline(snapshot, args.repeats)
+        print(f"Spark read.parquet + repartition + write.parquet of the same pairs:"
+              f" {baseline:.2f} s (1.00x); rescale {seconds / baseline:.2f}x")
+
+
+def spark_baseline(snapshot: FlinkSnapshot, repeats: int) -> float:
+    """Seconds of Spark's read.parquet + repartition + write.parquet of every pair."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from statesource.flink.rescale import _canonical_pairs
+    from statesource.spark import session
+
+    columns: dict[str, list] = {"key_group": [], "state": [], "key": [], "value": []}
+    parallelism = 1
+    for op in snapshot.operators:
+        parallelism = max(parallelism, op.parallelism)
+        prefix = 2 if op.max_parallelism > 128 else 1
+        for piece in snapshot.key_group_bytes(op):
+            header = snapshot.read_header(piece.handle)
+            for state_id, pairs in _canonical_pairs(snapshot.piece_bytes(piece), "",
+                                                    piece.begin, piece.key_group, header,
+                                                    prefix):
+                columns["key_group"] += [piece.key_group] * len(pairs)
+                columns["state"] += [state_id] * len(pairs)
+                columns["key"] += [key for key, _ in pairs]
+                columns["value"] += [value for _, value in pairs]
+    spark = session("bench-flink-rescale-baseline", master="local[2]")
+    with tempfile.TemporaryDirectory(prefix="statesource-bench-flink-baseline-") as scratch:
+        rows = Path(scratch, "rows.parquet")
+        pq.write_table(pa.table(columns), rows)
+
+        def shuffle() -> None:
+            out = Path(scratch, "out.parquet")
+            shutil.rmtree(out, ignore_errors=True)
+            spark.read.parquet(str(rows)).repartition(parallelism).write.parquet(str(out))
+
+        try:
+            return best_of(repeats, shuffle)
+        finally:
+            spark.stop()
 
 
 if __name__ == "__main__":
