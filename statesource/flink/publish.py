@@ -71,15 +71,7 @@ class SavepointWriter:
     """
 
     def __init__(self, output: str | os.PathLike[str]) -> None:
-        location = resolve(output)
-        if not location.is_local:
-            raise InvalidArgumentError(
-                f"cannot write a Flink savepoint to {location.filesystem.type_name!r} storage"
-                f" ({output}): only local paths are written for now")
-        self.output = Path(location.path)
-        if self.output.name in ("", ".", ".."):
-            raise InvalidArgumentError(f"{output} does not name a new directory")
-        check_output_free(self.output)
+        self.output = check_output(output)
         self.output.parent.mkdir(parents=True, exist_ok=True)
         self.staging = self.output.parent / staging_name(self.output.name)
         self.staging.mkdir()
@@ -163,6 +155,20 @@ def referenced_streams(metadata: SnapshotMetadata) -> list[StreamHandle]:
             found += [handle.stream for handle in (*subtask.keyed, *subtask.raw_keyed)]
             found += [handle.stream for handle in (*subtask.operator, *subtask.raw_operator)]
     return found
+
+
+def check_output(output: str | os.PathLike[str]) -> Path:
+    """The local directory a new savepoint ``output`` names, refused if it exists."""
+    location = resolve(output)
+    if not location.is_local:
+        raise InvalidArgumentError(
+            f"cannot write a Flink savepoint to {location.filesystem.type_name!r} storage"
+            f" ({output}): only local paths are written for now")
+    path = Path(location.path)
+    if path.name in ("", ".", ".."):
+        raise InvalidArgumentError(f"{output} does not name a new directory")
+    check_output_free(path)
+    return path
 
 
 def check_output_free(output: str | os.PathLike[str]) -> None:

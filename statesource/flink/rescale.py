@@ -69,11 +69,10 @@ from statesource.flink.metadata import (
     StreamHandle,
     SubtaskState,
 )
-from statesource.flink.publish import SavepointWriter, check_output_free
+from statesource.flink.publish import SavepointWriter, check_output
 from statesource.flink.serializers import ListType, MapType
 from statesource.flink.snappy import unframe
 from statesource.flink.snapshot import FlinkSnapshot
-from statesource.format.storage import resolve
 from statesource.keygroups import (
     check_max_parallelism,
     check_parallelism,
@@ -110,6 +109,12 @@ CANONICAL_SAVEPOINT_PROPERTIES = base64.b64decode(
 """Flink 2.x's ``CheckpointProperties`` of a canonical savepoint (Java serialization), as a
 savepoint taken with ``flink savepoint`` records them: what a snapshot converted from the
 native format says it is."""
+
+
+def is_canonical_savepoint(properties: bytes) -> bool:
+    """Whether serialized ``CheckpointProperties`` say: a savepoint, in the canonical format."""
+    return (b"org.apache.flink.runtime.checkpoint.SavepointType" in properties
+            and b"t\x00\tCANONICAL" in properties)
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,9 @@ def rescale_max_parallelism(source: str | os.PathLike[str], output: str | os.Pat
     re-splits them for whatever parallelism the restoring job has. ``checkpoint_id`` picks
     a ``chk-<id>`` directory when ``source`` holds several.
 
+    The output's checkpoint properties are the source's when it is a canonical savepoint,
+    else those of one (a native savepoint or a checkpoint is converted).
+
     Refused, with nothing written: an ``output`` that exists
     (:class:`~statesource.errors.CheckpointExistsError`), a max parallelism outside
     1..32768 or below an operator's parallelism, a key type statesource cannot hash as
@@ -171,9 +179,7 @@ def rescale_max_parallelism(source: str | os.PathLike[str], output: str | os.Pat
     check_max_parallelism(max_parallelism)
     if parallelism is not None:
         check_parallelism(parallelism, max_parallelism)
-    location = resolve(output)
-    if location.is_local:
-        check_output_free(location.path)  # refused before the source is even read
+    check_output(output)  # refused before the source is even read
     snapshot = FlinkSnapshot.open(os.fspath(source), checkpoint_id=checkpoint_id)
     plans = [_plan(snapshot, op, max_parallelism, parallelism) for op in snapshot.operators]
     converted = any(not h.savepoint for plan in plans for h in plan.handles)
@@ -190,8 +196,9 @@ def rescale_max_parallelism(source: str | os.PathLike[str], output: str | os.Pat
             op, done = _rescaled(snapshot, writer, plan, max_parallelism, copies)
             operators.append(op)
             rescaled.append(done)
-        properties = (CANONICAL_SAVEPOINT_PROPERTIES if converted
-                      else snapshot.metadata.properties)
+        properties = snapshot.metadata.properties
+        if converted or not is_canonical_savepoint(properties):
+            properties = CANONICAL_SAVEPOINT_PROPERTIES
         metadata = dataclasses.replace(snapshot.metadata, operators=tuple(operators),
                                        properties=properties)
         published = writer.publish(metadata)

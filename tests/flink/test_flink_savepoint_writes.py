@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import statesource.flink.rescale as rescale_module
+from flink_snapshots import only
 from statesource.errors import (
     CheckpointExistsError,
     CheckpointNotFoundError,
@@ -33,6 +34,7 @@ from statesource.flink.publish import SavepointWriter, is_staging_name
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.rescale import (
     CANONICAL_SAVEPOINT_PROPERTIES,
+    is_canonical_savepoint,
     rescale_max_parallelism,
     variable_int_bytes,
 )
@@ -269,10 +271,24 @@ def test_native_savepoint_refused_for_kryo_values(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_a_converted_snapshot_says_it_is_a_canonical_savepoint():
+@pytest.fixture(scope="module")
+def shared_java_snapshots() -> dict[str, Path]:
+    return {"native": only("java/native/savepoint-*"), "chk-7": only("java/checkpoints/chk-7")}
+
+
+def test_a_converted_snapshot_says_it_is_a_canonical_savepoint(tmp_path, shared_java_snapshots):
+    """A native savepoint's or a checkpoint's properties become a canonical savepoint's
+    (those of every Flink 2.3 canonical savepoint at hand); a canonical one keeps its own."""
     canonical = FlinkSnapshot.open(str(MP256)).metadata.properties
-    assert canonical == CANONICAL_SAVEPOINT_PROPERTIES
-    assert b"CANONICAL" in canonical and b"SavepointType" in canonical
+    assert canonical == CANONICAL_SAVEPOINT_PROPERTIES and is_canonical_savepoint(canonical)
+    for native in (FIXTURES / "mp256" / "native", *shared_java_snapshots.values()):
+        assert not is_canonical_savepoint(FlinkSnapshot.open(str(native)).metadata.properties)
+    output = tmp_path / "out"
+    checkpoint = shared_java_snapshots["chk-7"]
+    done = rescale_max_parallelism(checkpoint, output, 256)
+    assert done.converted
+    assert FlinkSnapshot.open(str(output)).metadata.properties == CANONICAL_SAVEPOINT_PROPERTIES
+    assert entries_by_state(output) == entries_by_state(checkpoint)
 
 
 @pytest.mark.parametrize("value, expected", [(0, b"\0"), (5, b"\x05"), (255, b"\xff"),
