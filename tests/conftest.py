@@ -11,7 +11,8 @@ Markers are applied here, not by hand (all are registered in pyproject.toml):
   or the savepoints in flink-savepoints (tests/flink/, and tests/spark/test_flink_snapshots.py),
   or uses a fixture named ``shared_*`` that does.
 - ``realflink``: the test restores snapshots in a real Apache Flink (tests/flink_restore.py:
-  a JVM per restore; tests/flink/test_real_flink_restore.py).
+  a JVM per restore; tests/flink/test_real_flink_restore.py,
+  tests/flink/test_flink_savepoint_rescale.py).
 
 Every test has a time limit (``STATESOURCE_TEST_TIMEOUT`` seconds, default 300), so a
 bug that makes code wait forever fails its test instead of hanging the suite: the
@@ -34,7 +35,8 @@ TESTS = Path(__file__).resolve().parent
 GOLDEN_FILES = {"test_golden.py", "test_shared_snapshots.py", "test_errors.py", "test_import.py",
                 "test_flink_snapshots.py", "test_keygroup_columns.py", "test_functions.py",
                 "test_flink_round_trips.py", "test_serializer_writer.py"}
-REAL_FLINK_FILES = {"test_real_flink_restore.py", "test_serializer_snapshots_in_flink.py"}
+REAL_FLINK_FILES = {"test_real_flink_restore.py", "test_serializer_snapshots_in_flink.py",
+                    "test_flink_savepoint_rescale.py"}
 TEST_TIMEOUT_SECONDS = float(os.environ.get("STATESOURCE_TEST_TIMEOUT", "300"))
 STUCK_GRACE_SECONDS = 60
 

@@ -16,14 +16,17 @@ serialized, and compression (a Snappy stream per key group) is the caller's.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 
 from statesource.errors import InvalidArgumentError
-from statesource.flink.binary_writer import BinaryWriter
 from statesource.flink.keyed import END_OF_KEY_GROUP, META_DATA_FOLLOWS, CanonicalSection
 
 _MAX_PARALLELISM = 1 << 15
 _MAX_STATE_ID = (1 << 15) - 2  # ids are positions among at most 32767 states
+_INT = struct.Struct(">i")
+_SHORT = struct.Struct(">h")
+_END = struct.pack(">H", END_OF_KEY_GROUP)
 
 
 def prefix_bytes(max_parallelism: int) -> int:
@@ -54,7 +57,8 @@ def frame_key_group(key_group: int, max_parallelism: int,
     one pair.
     """
     prefix = key_group_prefix(key_group, max_parallelism)
-    w = BinaryWriter()
+    parts: list[bytes] = []
+    pack_int = _INT.pack
     seen: set[int] = set()
     for state_id, pairs in sections:
         if not 0 <= state_id <= _MAX_STATE_ID or state_id in seen:
@@ -65,22 +69,72 @@ def frame_key_group(key_group: int, max_parallelism: int,
             raise InvalidArgumentError(
                 f"state {state_id} has no entries in key group {key_group}: leave it out")
         seen.add(state_id)
-        w.i16(state_id)
-        last = len(pairs) - 1
-        for index, (key, value) in enumerate(pairs):
+        parts.append(_SHORT.pack(state_id))
+        for key, _ in pairs:
             if not key.startswith(prefix):
                 raise InvalidArgumentError(
                     f"key {key[:8].hex()}... of state {state_id} does not start with the prefix"
                     f" {prefix.hex()} of key group {key_group}")
-            if index == last:
-                key = bytes((key[0] | META_DATA_FOLLOWS,)) + key[1:]
-            w.length_prefixed(key)
-            w.length_prefixed(value)
+        for key, value in pairs[:-1]:
+            parts += (pack_int(len(key)), key, pack_int(len(value)), value)
+        key, value = pairs[-1]
+        parts += (pack_int(len(key)), bytes((key[0] | META_DATA_FOLLOWS,)), key[1:],
+                  pack_int(len(value)), value)
     if not seen:
         raise InvalidArgumentError(
             f"key group {key_group} has no entries: an empty key group is not written (offset 0)")
-    w.u16(END_OF_KEY_GROUP)
-    return w.getvalue()
+    parts.append(_END)
+    return b"".join(parts)
+
+
+class KeyGroupFramer:
+    """One canonical key group framed as its pairs arrive, in any order of states.
+
+    What :func:`frame_key_group` writes from sections held whole, built up pair
+    by pair instead: each state's section grows as bytes (no pair is kept as an
+    object), in the order states first arrive; :meth:`getvalue` flags each
+    section's last key and ends the key group. Keys are given without the key
+    group's prefix (``key_tail``), which the framer writes itself.
+    """
+
+    __slots__ = ("key_group", "prefix", "_sections", "_last", "_done")
+
+    def __init__(self, key_group: int, max_parallelism: int) -> None:
+        self.key_group = key_group
+        self.prefix = key_group_prefix(key_group, max_parallelism)
+        self._sections: dict[int, bytearray] = {}
+        self._last: dict[int, int] = {}
+        self._done = False
+
+    def add(self, state_id: int, key_tail: bytes, value: bytes) -> None:
+        """One pair of state ``state_id``: the composite key after its prefix, and the value."""
+        section = self._sections.get(state_id)
+        if section is None:
+            if self._done or not 0 <= state_id <= _MAX_STATE_ID:
+                raise InvalidArgumentError(
+                    f"state id {state_id} in key group {self.key_group}: ids are 0 .."
+                    f" {_MAX_STATE_ID}, and nothing is added once the key group is framed")
+            section = self._sections[state_id] = bytearray(_SHORT.pack(state_id))
+        elif self._done:
+            raise InvalidArgumentError(f"key group {self.key_group} is already framed")
+        prefix = self.prefix
+        self._last[state_id] = len(section) + 4
+        section += _INT.pack(len(prefix) + len(key_tail))
+        section += prefix
+        section += key_tail
+        section += _INT.pack(len(value))
+        section += value
+
+    def getvalue(self) -> bytes:
+        """The key group's bytes; nothing can be added after."""
+        if not self._sections:
+            raise InvalidArgumentError(
+                f"key group {self.key_group} has no entries: an empty key group is not written"
+                " (offset 0)")
+        self._done = True
+        for state_id, section in self._sections.items():
+            section[self._last[state_id]] |= META_DATA_FOLLOWS
+        return b"".join([*self._sections.values(), _END])
 
 
 def assemble_keyed_file(header: bytes, key_groups: Sequence[bytes]) -> tuple[bytes, list[int]]:

@@ -31,6 +31,7 @@ from statesource.flink.metadata import (
     operator_id_of,
     parse_metadata,
 )
+from statesource.flink.publish import is_staging_name
 from statesource.format.ipc import ReadListener
 from statesource.format.storage import Location, checkpoint_dirs, confined, resolve
 
@@ -76,6 +77,10 @@ class FlinkSnapshot:
              filesystem: pafs.FileSystem | None = None) -> FlinkSnapshot:
         requested = resolve(path, filesystem)
         location = find_flink_snapshot(requested, checkpoint_id)
+        if location is not None and is_staging_name(location.name):
+            raise CheckpointNotFoundError(
+                f"{location} is an unfinished savepoint write (a temporary directory a failed"
+                " or killed write left behind), not a savepoint: remove it")
         if location is None:
             raise CheckpointNotFoundError(
                 f"{requested} is not a Flink snapshot: no {FLINK_METADATA} in it or in a chk-<id>"
@@ -131,10 +136,11 @@ class FlinkSnapshot:
             handles = self.keyed_handles(op)
             if not handles:
                 return None
-            self._headers[op.operator_id] = self._read_header(handles[0])
+            self._headers[op.operator_id] = self.read_header(handles[0])
         return self._headers[op.operator_id]
 
-    def _read_header(self, handle: KeyedHandle) -> KeyedHeader:
+    def read_header(self, handle: KeyedHandle) -> KeyedHeader:
+        """The header of one keyed-state file (a subtask's states; usually every subtask's)."""
         probe = min([o for o in handle.offsets if o] or [handle.stream.size])
         while True:
             length = min(max(probe, 1), handle.stream.size)

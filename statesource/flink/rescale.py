@@ -1,0 +1,639 @@
+"""A Flink savepoint under a new max parallelism: every key and timer re-keyed as Flink does.
+
+Flink cannot change a job's max parallelism: it restores state only into a job
+with the max parallelism the state was written with, because every key's key
+group (murmur hash of the key's Java ``hashCode``, modulo the max parallelism)
+is part of how the state is stored. :func:`rescale_max_parallelism` writes a
+new canonical savepoint in which every entry of every keyed state, and every
+timer, lies in the key group of its key under the new max parallelism, so a job
+configured with ``pipeline.max-parallelism`` = the new value restores it.
+
+Only keys are decoded. Each pair of a canonical key group is a composite key
+(key-group prefix, key, namespace, map user key) and a value: the key is read
+with the key serializer of the file's header (for timers, after the 8-byte
+timestamp the timer's key starts with), its new key group computed with
+:mod:`statesource.keygroups`, and the pair moved there with the new prefix (one
+byte up to max parallelism 128, else two); the rest of the composite key and the
+value are moved as bytes, so state with Kryo, Avro or unknown value serializers
+rescales too. Every key is also checked against the key group it was read
+from: a key whose hash does not give it back (statesource's hash of its type
+would disagree with the job's) is refused rather than written where the job
+would never find it.
+
+Native savepoints and checkpoints of the heap backend are converted on the way:
+their entries are delimited with the serializers of the header (values decoded
+only to find where they end) and laid out as a canonical savepoint lays them
+out; states with Kryo values cannot be delimited there, and are refused.
+
+What is carried over: the serializer snapshots (each file's header is written
+back byte for byte, uncompressed), operator state, raw operator state and
+coordinator state (their files copied, Flink redistributes operator state at
+restore), stateless operators, master states, the checkpoint id and, for a
+canonical savepoint, its checkpoint properties. Each operator with keyed state
+gets one keyed-state file per subtask, with the key-group ranges Flink assigns
+at its (new) parallelism. Every refusal happens before anything is written, and
+the output is published whole (:mod:`statesource.flink.publish`).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import os
+import struct
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from statesource.errors import (
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    InvalidArgumentError,
+)
+from statesource.flink.binary import BinaryReader
+from statesource.flink.canonical_writer import KeyGroupFramer, assemble_keyed_file, prefix_bytes
+from statesource.flink.declarations import native_blockers
+from statesource.flink.flink_type import FlinkType
+from statesource.flink.header import KeyedHeader, StateInfo
+from statesource.flink.header_writer import write_keyed_header
+from statesource.flink.keyed import (
+    END_OF_KEY_GROUP,
+    META_DATA_FOLLOWS,
+    check_key_group_range,
+)
+from statesource.flink.metadata import (
+    KeyedHandle,
+    OperatorHandle,
+    OperatorSnapshot,
+    StreamHandle,
+    SubtaskState,
+)
+from statesource.flink.publish import SavepointWriter, check_output
+from statesource.flink.serializers import ListType, MapType
+from statesource.flink.snappy import unframe
+from statesource.flink.snapshot import FlinkSnapshot
+from statesource.keygroups import (
+    check_max_parallelism,
+    check_parallelism,
+    key_group_range_for_operator,
+    murmur_hash,
+)
+from statesource.model import StateKind
+from statesource.types import DataType
+
+_INT_AT = struct.Struct(">i").unpack_from
+_USHORT_AT = struct.Struct(">H").unpack_from
+
+Progress = Callable[[str], None]
+Pairs = list[tuple[bytes, bytes]]
+"""``(composite key without its key-group prefix, value)`` pairs of one state."""
+
+TIMER_KEY_OFFSET = 8
+"""A timer's composite key holds the timer: its sign-flipped timestamp (a long), then the key."""
+
+CANONICAL_SAVEPOINT_PROPERTIES = base64.b64decode(
+    "rO0ABXNyADhvcmcuYXBhY2hlLmZsaW5rLnJ1bnRpbWUuY2hlY2twb2ludC5DaGVja3BvaW50UHJvcGVydGllcwAA"
+    "AAAAAAACAgAIWgAQZGlzY2FyZENhbmNlbGxlZFoADWRpc2NhcmRGYWlsZWRaAA9kaXNjYXJkRmluaXNoZWRaAA9k"
+    "aXNjYXJkU3Vic3VtZWRaABBkaXNjYXJkU3VzcGVuZGVkWgAGZm9yY2VkWgAJdW5jbGFpbWVkTAAOY2hlY2twb2lu"
+    "dFR5cGV0ADJMb3JnL2FwYWNoZS9mbGluay9ydW50aW1lL2NoZWNrcG9pbnQvU25hcHNob3RUeXBlO3hwAAAAAAAB"
+    "AHNyADFvcmcuYXBhY2hlLmZsaW5rLnJ1bnRpbWUuY2hlY2twb2ludC5TYXZlcG9pbnRUeXBloIfTCKRYFLgCAANM"
+    "AApmb3JtYXRUeXBldAA1TG9yZy9hcGFjaGUvZmxpbmsvY29yZS9leGVjdXRpb24vU2F2ZXBvaW50Rm9ybWF0VHlw"
+    "ZTtMAARuYW1ldAASTGphdmEvbGFuZy9TdHJpbmc7TAAUcG9zdENoZWNrcG9pbnRBY3Rpb250AEhMb3JnL2FwYWNo"
+    "ZS9mbGluay9ydW50aW1lL2NoZWNrcG9pbnQvU2F2ZXBvaW50VHlwZSRQb3N0Q2hlY2twb2ludEFjdGlvbjt4cH5y"
+    "ADNvcmcuYXBhY2hlLmZsaW5rLmNvcmUuZXhlY3V0aW9uLlNhdmVwb2ludEZvcm1hdFR5cGUAAAAAAAAAABIAAHhy"
+    "AA5qYXZhLmxhbmcuRW51bQAAAAAAAAAAEgAAeHB0AAlDQU5PTklDQUx0AAlTYXZlcG9pbnR+cgBGb3JnLmFwYWNo"
+    "ZS5mbGluay5ydW50aW1lLmNoZWNrcG9pbnQuU2F2ZXBvaW50VHlwZSRQb3N0Q2hlY2twb2ludEFjdGlvbgAAAAAA"
+    "AAAAEgAAeHEAfgAJdAAETk9ORQ=="
+)
+"""Flink 2.x's ``CheckpointProperties`` of a canonical savepoint (Java serialization), as a
+savepoint taken with ``flink savepoint`` records them: what a snapshot converted from the
+native format says it is."""
+
+
+def is_canonical_savepoint(properties: bytes) -> bool:
+    """Whether serialized ``CheckpointProperties`` say: a savepoint, in the canonical format."""
+    return (b"org.apache.flink.runtime.checkpoint.SavepointType" in properties
+            and b"t\x00\tCANONICAL" in properties)
+
+
+@dataclass(frozen=True)
+class RescaledOperator:
+    """What the rescale did to one operator with keyed state."""
+
+    operator: str
+    max_parallelism: int
+    parallelism: int
+    new_max_parallelism: int
+    new_parallelism: int
+    entries: int
+    """Canonical pairs moved (one per value-state entry, list, map user key and timer)."""
+    timers: int
+    key_groups: int
+    """Non-empty key groups written."""
+    bytes: int
+    """Bytes of the keyed-state files written."""
+
+
+@dataclass(frozen=True)
+class RescaledSavepoint:
+    """The new savepoint: where it is, and what was re-keyed."""
+
+    source: str
+    output: str
+    checkpoint_id: int
+    max_parallelism: int
+    operators: tuple[RescaledOperator, ...]
+    """The operators with keyed state, in ``_metadata`` order."""
+    converted: bool
+    """Whether keyed state was converted from the native format."""
+    seconds: float
+
+    @property
+    def entries(self) -> int:
+        return sum(op.entries for op in self.operators)
+
+
+def rescale_max_parallelism(source: str | os.PathLike[str], output: str | os.PathLike[str],
+                            max_parallelism: int, *, parallelism: int | None = None,
+                            checkpoint_id: int | None = None,
+                            progress: Progress | None = None) -> RescaledSavepoint:
+    """Write the Flink savepoint or checkpoint at ``source`` as a new canonical savepoint
+    directory ``output`` with every operator's max parallelism ``max_parallelism``.
+
+    ``parallelism`` (default: each operator's own) is the parallelism recorded for the
+    operators with keyed state, whose key groups are split into that many files; Flink
+    re-splits them for whatever parallelism the restoring job has. ``checkpoint_id`` picks
+    a ``chk-<id>`` directory when ``source`` holds several.
+
+    The output's checkpoint properties are the source's when it is a canonical savepoint,
+    else those of one (a native savepoint or a checkpoint is converted).
+
+    Refused, with nothing written: an ``output`` that exists
+    (:class:`~statesource.errors.CheckpointExistsError`), a max parallelism outside
+    1..32768 or below an operator's parallelism, a key type statesource cannot hash as
+    Flink does, raw keyed state, Kryo values in a native snapshot.
+    """
+    started = time.perf_counter()
+    report = progress or (lambda _: None)
+    check_max_parallelism(max_parallelism)
+    if parallelism is not None:
+        check_parallelism(parallelism, max_parallelism)
+    check_output(output)  # refused before the source is even read
+    snapshot = FlinkSnapshot.open(os.fspath(source), checkpoint_id=checkpoint_id)
+    plans = [_plan(snapshot, op, max_parallelism, parallelism) for op in snapshot.operators]
+    converted = any(not h.savepoint for plan in plans for h in plan.handles)
+    rescaled = []
+    with SavepointWriter(output) as writer:
+        copies = _FileCopies(snapshot, writer)
+        operators = []
+        for plan in plans:
+            if plan.header is None:
+                operators.append(_carried(plan, max_parallelism, copies))
+                continue
+            report(f"operator {plan.op.label}: max parallelism {plan.op.max_parallelism} ->"
+                   f" {max_parallelism}, parallelism {plan.op.parallelism} -> {plan.parallelism}")
+            op, done = _rescaled(snapshot, writer, plan, max_parallelism, copies)
+            operators.append(op)
+            rescaled.append(done)
+        properties = snapshot.metadata.properties
+        if converted or not is_canonical_savepoint(properties):
+            properties = CANONICAL_SAVEPOINT_PROPERTIES
+        metadata = dataclasses.replace(snapshot.metadata, operators=tuple(operators),
+                                       properties=properties)
+        published = writer.publish(metadata)
+    return RescaledSavepoint(str(snapshot.location), str(published), snapshot.checkpoint_id,
+                             max_parallelism, tuple(rescaled), converted,
+                             time.perf_counter() - started)
+
+
+# -- planning: every check before anything is written ------------------------------------
+
+
+@dataclass(frozen=True)
+class _KeyedInput:
+    """One keyed-state file of the source, and where its state ids go in the written header."""
+
+    handle: KeyedHandle
+    header: KeyedHeader
+    state_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    op: OperatorSnapshot
+    parallelism: int
+    header: KeyedHeader | None
+    """The header every written keyed-state file gets; None for an operator without keyed
+    state."""
+    inputs: tuple[_KeyedInput, ...] = ()
+    key_type: DataType | None = None
+
+    @property
+    def handles(self) -> tuple[KeyedHandle, ...]:
+        return tuple(i.handle for i in self.inputs)
+
+
+def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int,
+          parallelism: int | None) -> _Plan:
+    where = f"operator {op.label!r}"
+    handles = snapshot.keyed_handles(op)
+    if any(s.raw_keyed for s in op.subtasks):
+        raise IncompatibleCheckpointError(
+            f"{where} has raw keyed state (written by the operator's own code, in its own"
+            " format), which cannot be re-keyed: its max parallelism cannot change")
+    new_parallelism = parallelism if parallelism is not None and handles else op.parallelism
+    if new_parallelism > max_parallelism:
+        raise InvalidArgumentError(
+            f"{where} has parallelism {new_parallelism}, above the new max parallelism"
+            f" {max_parallelism}: a max parallelism is at least the parallelism")
+    if not handles:
+        return _Plan(op, new_parallelism, None)
+    held = sorted(s.index for s in op.subtasks
+                  if (s.operator or s.raw_operator) and s.index >= new_parallelism)
+    if held:
+        raise InvalidArgumentError(
+            f"{where} holds operator state in subtasks {held}, which a parallelism of"
+            f" {new_parallelism} does not have: keep its parallelism ({op.parallelism}); Flink"
+            " redistributes keyed and operator state for the parallelism of the job that"
+            " restores the savepoint")
+    header, inputs = _merged_header(snapshot, where, handles)
+    key_type = _key_type(where, header.key)
+    if not all(h.savepoint for h in handles):
+        for name, reason in native_blockers(header).items():
+            raise IncompatibleCheckpointError(
+                f"{where}, state {name!r} of a native snapshot: {reason}; take a canonical"
+                " savepoint (flink savepoint --type canonical) to change its max parallelism")
+    return _Plan(op, new_parallelism, header, inputs, key_type)
+
+
+def _key_type(where: str, key: FlinkType) -> DataType:
+    try:
+        key_type = key.data_type()
+    except IncompatibleCheckpointError:
+        key_type = None
+    if key_type is None or not key_type.usable_as_key:
+        name = getattr(key, "java_class", None) or key.describe()
+        raise IncompatibleCheckpointError(
+            f"{where} is keyed by {name} ({key.serializer}): statesource cannot compute the"
+            " key group of such keys as Flink does (their Java hashCode is not reproduced),"
+            " and a new max parallelism moves every key by its key group")
+    return key_type
+
+
+def _merged_header(snapshot: FlinkSnapshot, where: str, handles: Sequence[KeyedHandle]
+                   ) -> tuple[KeyedHeader, tuple[_KeyedInput, ...]]:
+    """One header for every written file of the operator: the states of all the source's
+    files by name (a subtask registers only the states its code asked for), uncompressed."""
+    states: list[StateInfo] = []
+    by_name: dict[str, int] = {}
+    inputs = []
+    first: KeyedHeader | None = None
+    for handle in handles:
+        header = snapshot.read_header(handle)
+        first = first or header
+        if header.key.snapshot != first.key.snapshot or header.version != first.version:
+            raise IncompatibleCheckpointError(
+                f"{where}: {snapshot.describe(handle.stream)} has another key serializer than"
+                " the operator's other keyed-state files")
+        ids = []
+        for info in header.states:
+            at = by_name.get(info.name)
+            if at is None:
+                at = by_name[info.name] = len(states)
+                states.append(dataclasses.replace(info, state_id=at))
+            elif not _same_state(states[at], info):
+                raise IncompatibleCheckpointError(
+                    f"{where}: state {info.name!r} has other serializers in"
+                    f" {snapshot.describe(handle.stream)} than in the operator's other files")
+            ids.append(at)
+        inputs.append(_KeyedInput(handle, header, tuple(ids)))
+    assert first is not None
+    return KeyedHeader(first.version, False, first.key, tuple(states), 0), tuple(inputs)
+
+
+def _same_state(a: StateInfo, b: StateInfo) -> bool:
+    return (a.backend_type == b.backend_type and dict(a.options) == dict(b.options)
+            and {r: s.snapshot for r, s in a.serializers.items()}
+            == {r: s.snapshot for r, s in b.serializers.items()})
+
+
+# -- writing -------------------------------------------------------------------------------
+
+
+class _FileCopies:
+    """Files of the source that the new savepoint keeps (operator and coordinator state),
+    copied into it once each, under their own names where free."""
+
+    def __init__(self, snapshot: FlinkSnapshot, writer: SavepointWriter) -> None:
+        self.snapshot = snapshot
+        self.writer = writer
+        self._copied: dict[tuple[str | None, bool], StreamHandle] = {}
+        self._names: set[str] = set()
+
+    def stream(self, stream: StreamHandle | None) -> StreamHandle | None:
+        if stream is None or stream.inline is not None:
+            return stream
+        key = (stream.path, stream.relative)
+        if key not in self._copied:
+            data = self.snapshot.read_bytes(stream, 0, stream.size)
+            name = self.snapshot.file_location(stream).name
+            copied = self.writer.write_file(data, None if name in self._names else name)
+            self._names.add(copied.path or "")
+            self._copied[key] = copied
+        return self._copied[key]
+
+    def operator_handles(self, handles: tuple[OperatorHandle, ...]
+                         ) -> tuple[OperatorHandle, ...]:
+        copied = []
+        for handle in handles:
+            stream = self.stream(handle.stream)
+            assert stream is not None
+            copied.append(dataclasses.replace(handle, stream=stream))
+        return tuple(copied)
+
+    def subtask(self, index: int, keyed: tuple[KeyedHandle, ...],
+                old: SubtaskState | None) -> SubtaskState:
+        if old is None:
+            return SubtaskState(index, keyed, ())
+        return SubtaskState(index, keyed, self.operator_handles(old.operator), (),
+                            self.operator_handles(old.raw_operator))
+
+
+def _carried(plan: _Plan, max_parallelism: int, copies: _FileCopies) -> OperatorSnapshot:
+    """An operator without keyed state: as it was, with its files copied and the new max
+    parallelism."""
+    op = plan.op
+    return dataclasses.replace(
+        op, max_parallelism=max_parallelism, coordinator=copies.stream(op.coordinator),
+        subtasks=tuple(copies.subtask(s.index, s.keyed, s) for s in op.subtasks))
+
+
+def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
+              max_parallelism: int, copies: _FileCopies
+              ) -> tuple[OperatorSnapshot, RescaledOperator]:
+    op, header = plan.op, plan.header
+    assert header is not None and plan.key_type is not None
+    rekey = _Rekeyer(header.key, plan.key_type, op.max_parallelism, max_parallelism,
+                     f"operator {op.label!r}")
+    framers: dict[int, KeyGroupFramer] = {}
+    """The new key groups, framed as their pairs arrive."""
+    old_prefix = prefix_bytes(op.max_parallelism)
+    entries = timers = 0
+    for source in plan.inputs:
+        handle = source.handle
+        name = snapshot.describe(handle.stream)
+        data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
+        states = source.header.states
+        for key_group, begin, end in check_key_group_range(
+                handle.offsets, handle.start, handle.stream.size, source.header.data_start,
+                name):
+            rekey.start_key_group(key_group, name)
+            raw = data[begin:end]
+            sections = (_canonical_pairs(raw, name, begin, key_group, source.header, old_prefix)
+                        if handle.savepoint else
+                        _native_pairs(raw, name, begin, key_group, source.header))
+            for state_id, pairs in sections:
+                info = states[state_id]
+                offset = TIMER_KEY_OFFSET if info.is_timer else 0
+                target = source.state_ids[state_id]
+                known, length = rekey.cache, rekey.length  # the hash cache, looked up inline
+                for body, value in pairs:
+                    new_group = known.get(body[offset:offset + length]) if length >= 0 else None
+                    if new_group is None:
+                        new_group = rekey(body, offset, info.name)
+                    framer = framers.get(new_group)
+                    if framer is None:
+                        framer = framers[new_group] = KeyGroupFramer(new_group, max_parallelism)
+                    framer.add(target, body, value)
+                entries += len(pairs)
+                if info.is_timer:
+                    timers += len(pairs)
+    header_bytes = write_keyed_header(header)
+    old_subtasks = {s.index: s for s in op.subtasks}
+    subtasks, written, written_groups = [], 0, 0
+    for index in range(plan.parallelism):
+        key_groups = key_group_range_for_operator(max_parallelism, plan.parallelism, index)
+        framed = []
+        for key_group in key_groups:
+            framer = framers.pop(key_group, None)
+            framed.append(b"" if framer is None else framer.getvalue())
+            written_groups += framer is not None
+        whole, offsets = assemble_keyed_file(header_bytes, framed)
+        stream = writer.write_file(whole)
+        written += stream.size
+        keyed = KeyedHandle(key_groups.start, tuple(offsets), stream, savepoint=True)
+        subtasks.append(copies.subtask(index, (keyed,), old_subtasks.get(index)))
+    assert not framers, "every key group lies in one subtask's range"
+    new = dataclasses.replace(op, parallelism=plan.parallelism, max_parallelism=max_parallelism,
+                              coordinator=copies.stream(op.coordinator),
+                              subtasks=tuple(subtasks))
+    return new, RescaledOperator(op.label, op.max_parallelism, op.parallelism,
+                                 max_parallelism, plan.parallelism, entries, timers,
+                                 written_groups, written)
+
+
+class _Rekeyer:
+    """The new key group of each composite key, from its key alone.
+
+    The key is decoded (only the key), hashed as Flink hashes it, and checked to give back
+    the key group it was read from. Hashes are remembered per key bytes within one source
+    key group: every state of a key, and every user key of a map, shares them.
+    """
+
+    def __init__(self, key: FlinkType, key_type: DataType, old_max: int, new_max: int,
+                 where: str) -> None:
+        self.read = key.read
+        self.length = key.length
+        self.key = key
+        self.key_type = key_type
+        self.old_max = old_max
+        self.new_max = new_max
+        self.where = where
+        self.reader = BinaryReader(b"", where)
+        self.key_group = -1
+        self.cache: dict[bytes, int] = {}
+
+    def start_key_group(self, key_group: int, source: str) -> None:
+        self.key_group = key_group
+        self.cache.clear()
+        self.reader.source = f"{source} (key group {key_group})"
+
+    def __call__(self, body: bytes, offset: int, state: str) -> int:
+        length = self.length
+        if length >= 0:
+            found = self.cache.get(body[offset:offset + length])
+            if found is not None:
+                return found
+        r = self.reader
+        r.data, r.pos, r.end = body, offset, len(body)
+        key = self.read(r)
+        key_bytes = body[offset:r.pos]
+        found = self.cache.get(key_bytes)
+        if found is None:
+            found = self.cache[key_bytes] = self._new_key_group(key, state)
+        return found
+
+    def _new_key_group(self, key: Any, state: str) -> int:
+        hashed = murmur_hash(self.key_type.java_hash(key))
+        if hashed % self.old_max != self.key_group:
+            raise IncompatibleCheckpointError(
+                f"{self.where}, state {state!r}: key {key!r} is stored in key group"
+                f" {self.key_group}, but its hash ({self.key_type} keys) gives key group"
+                f" {hashed % self.old_max} of {self.old_max}: statesource would not hash it as"
+                " the job did, so it cannot be moved to its key group of another max"
+                " parallelism")
+        return hashed % self.new_max
+
+
+# -- the pairs of one source key group -----------------------------------------------------
+
+
+def _canonical_pairs(raw: bytes, source: str, base: int, key_group: int, header: KeyedHeader,
+                     old_prefix: int) -> list[tuple[int, Pairs]]:
+    """A canonical key group's pairs per state id, composite keys without their prefix.
+
+    The walk of :func:`keyed.canonical_sections`, with the same checks (every length
+    within the key group, every key's prefix its key group, nothing after the end), in
+    one pass that slices each key after its prefix: this loop runs once per pair.
+    """
+    if header.compressed:
+        data = unframe(raw, source, base)
+        source = f"{source} (key group {key_group}, decompressed)"
+    else:
+        data = raw
+    end, states = len(data), len(header.states)
+
+    def corrupt(what: str, at: int) -> CorruptCheckpointError:
+        return CorruptCheckpointError(f"{source}: {what} at byte offset {base + at}")
+
+    sections: list[tuple[int, Pairs]] = []
+    if end < 2:
+        raise corrupt("truncated key group", 0)
+    state_id, pos = _USHORT_AT(data, 0)[0], 2
+    while state_id != END_OF_KEY_GROUP:
+        if state_id >= states:
+            raise corrupt(f"state id {state_id} of a header with {states} states", pos - 2)
+        pairs: Pairs = []
+        append = pairs.append
+        while True:
+            key_start = pos + 4
+            if key_start > end:
+                raise corrupt("truncated: no room for a key length", pos)
+            value_at = key_start + _INT_AT(data, pos)[0]
+            if value_at < key_start + old_prefix or value_at + 4 > end:
+                raise corrupt(f"invalid key length {value_at - key_start}", pos)
+            value_start = value_at + 4
+            pos = value_start + _INT_AT(data, value_at)[0]
+            if pos < value_start or pos > end:
+                raise corrupt(f"invalid value length {pos - value_start}", value_at)
+            first = data[key_start]
+            found = first & 0x7F
+            if old_prefix == 2:
+                found = (found << 8) | data[key_start + 1]
+            if found != key_group:
+                raise corrupt(f"entry of key group {found} in key group {key_group}",
+                              key_start)
+            append((data[key_start + old_prefix:value_at], data[value_start:pos]))
+            if first & META_DATA_FOLLOWS:
+                break
+        sections.append((state_id, pairs))
+        if pos + 2 > end:
+            raise corrupt("truncated: no room for a state id", pos)
+        state_id, pos = _USHORT_AT(data, pos)[0], pos + 2
+    if pos != end:
+        raise corrupt("bytes after the end of the key group", pos)
+    return sections
+
+
+def _native_pairs(raw: bytes, source: str, base: int, key_group: int, header: KeyedHeader
+                  ) -> list[tuple[int, Pairs]]:
+    """A native key group's entries as the pairs a canonical savepoint holds, per state id.
+
+    A native key group is its id, then per state its id, a count and ``(namespace, key,
+    value)`` entries in the state's serializers (timers: the timer elements). Each
+    becomes the composite key a canonical savepoint writes (key, namespace, each with its
+    length after it when both vary in size, then a map's user key) and the value: a list's
+    elements joined by ``,``, a map entry's null flag and value, one pair per map entry.
+    An empty list or map has no pair, as in a canonical savepoint.
+    """
+    r = BinaryReader(raw, source, base)
+    found = r.i32()
+    if found != key_group:
+        raise r.error(f"expected key group {key_group}, found {found}", 0)
+    if header.compressed:
+        r = BinaryReader(unframe(raw[4:], source, base + 4),
+                         f"{source} (key group {key_group}, decompressed)", base + 4)
+    sections = []
+    while not r.at_end():
+        at = r.pos
+        state_id = r.i16()
+        if not 0 <= state_id < len(header.states):
+            raise r.error(f"unknown state id {state_id}", at)
+        sections.append((state_id, _native_section(r, header, header.states[state_id])))
+    return sections
+
+
+def _native_section(r: BinaryReader, header: KeyedHeader, info: StateInfo) -> Pairs:
+    data = r.data
+    count = r.count("entry count")
+    pairs: Pairs = []
+    if info.is_timer:
+        read_timer = info.timer.read
+        for _ in range(count):
+            start = r.pos
+            read_timer(r)
+            pairs.append((bytes(data[start:r.pos]), b""))
+        return pairs
+    read_namespace, read_key = info.namespace.read, header.key.read
+    ambiguous = header.key.length < 0 and info.namespace.length < 0
+    kind, value = info.kind, info.value
+    for _ in range(count):
+        start = r.pos
+        read_namespace(r)
+        namespace = bytes(data[start:r.pos])
+        start = r.pos
+        read_key(r)
+        key = bytes(data[start:r.pos])
+        if ambiguous:
+            body = key + variable_int_bytes(len(key)) + namespace + variable_int_bytes(
+                len(namespace))
+        else:
+            body = key + namespace
+        if kind is StateKind.LIST:
+            assert isinstance(value, ListType)
+            read_element = value.element.read
+            elements = []
+            for _ in range(r.count("list length")):
+                start = r.pos
+                read_element(r)
+                elements.append(bytes(data[start:r.pos]))
+            if elements:
+                pairs.append((body, b",".join(elements)))
+        elif kind is StateKind.MAP:
+            assert isinstance(value, MapType)
+            read_user_key, read_user_value = value.key.read, value.value.read
+            for _ in range(r.count("map size")):
+                start = r.pos
+                read_user_key(r)
+                user_key = bytes(data[start:r.pos])
+                start = r.pos
+                if not r.boolean():
+                    read_user_value(r)
+                pairs.append((body + user_key, bytes(data[start:r.pos])))
+        else:
+            start = r.pos
+            value.read(r)
+            pairs.append((body, bytes(data[start:r.pos])))
+    return pairs
+
+
+def variable_int_bytes(value: int) -> bytes:
+    """Flink's ``writeVariableIntBytes``: the low byte, then the next ones while any is left
+    (the length of a key or namespace in a composite key whose parts both vary in size)."""
+    out = bytearray()
+    while True:
+        out.append(value & 0xFF)
+        value >>= 8
+        if not value:
+            return bytes(out)
