@@ -1,11 +1,15 @@
-"""``statesource rescale``: a new checkpoint of the same state at another parallelism."""
+"""``statesource rescale``: a new checkpoint of the same state at another parallelism, or a
+Flink snapshot as a new savepoint under another max parallelism."""
 
 from __future__ import annotations
 
 import argparse
 
 from statesource.errors import InvalidArgumentError
+from statesource.format.source import FLINK
+from statesource.format.storage import resolve
 from statesource.rescale import rescale_parallelism
+from statesource.sources import kind_of
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -17,8 +21,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         " state is redistributed by Flink's rules. Prints entries per subtask now and after"
         " before it commits. The old checkpoint is not changed. With --max-parallelism M"
         " every key is re-keyed into M key groups by a local Spark job, written as a new"
-        " checkpoint the same way.")
-    parser.add_argument("path", help="a checkpoint, or a directory of checkpoints (newest used)")
+        " checkpoint the same way. A Flink savepoint or checkpoint is written, with every key"
+        " re-keyed into M key groups, as a new canonical savepoint directory --output DIR that"
+        " a Flink job with pipeline.max-parallelism M restores (a new parallelism alone needs"
+        " no rewrite: Flink re-splits key groups at restore).")
+    parser.add_argument("path", help="a checkpoint, or a directory of checkpoints (newest used);"
+                        " also a Flink savepoint or checkpoint")
     parser.add_argument("--parallelism", type=int, metavar="P",
                         help="the new parallelism, 1 to the (new) max parallelism")
     parser.add_argument("--max-parallelism", type=int, metavar="M",
@@ -30,10 +38,20 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="rescale checkpoint N under PATH (default: the newest)")
     parser.add_argument("--new-checkpoint-id", type=int, metavar="N",
                         help="id of the new checkpoint (default: one more than the newest)")
+    parser.add_argument("--output", metavar="DIR",
+                        help="for a Flink snapshot: the new savepoint directory (must not"
+                        " exist)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if kind_of(resolve(args.path), args.checkpoint_id) == FLINK:
+        return run_flink(args)
+    if args.output is not None:
+        raise InvalidArgumentError(
+            f"--output {args.output}: a statesource checkpoint is rescaled into a new checkpoint"
+            " under the same root (--new-checkpoint-id N); --output names the savepoint"
+            " directory of a rescaled Flink snapshot")
     if args.max_parallelism is None:
         if args.parallelism is None:
             raise InvalidArgumentError("give --parallelism P, --max-parallelism M, or both")
@@ -56,4 +74,34 @@ def run(args: argparse.Namespace) -> int:
                                 new_checkpoint_id=args.new_checkpoint_id, progress=print)
     finally:
         spark.stop()
+    return 0
+
+
+def run_flink(args: argparse.Namespace) -> int:
+    """A Flink snapshot under a new max parallelism, as a new canonical savepoint."""
+    from statesource.flink.rescale import rescale_max_parallelism as rescale_savepoint
+
+    if args.max_parallelism is None:
+        raise InvalidArgumentError(
+            f"{args.path} is a Flink snapshot: Flink restores it at any parallelism by itself"
+            " (it re-splits the key groups), so only a new max parallelism needs a rewrite:"
+            " give --max-parallelism M --output DIR. To see how parallelism"
+            f" {args.parallelism or 'P'} would split the state: statesource inspect"
+            f" {args.path} --parallelism {args.parallelism or 'P'}")
+    for given, option in ((args.operator, "--operator"),
+                          (args.new_checkpoint_id, "--new-checkpoint-id")):
+        if given is not None:
+            raise InvalidArgumentError(
+                f"{option} does not apply to a Flink snapshot: every operator of the savepoint"
+                " gets the new max parallelism, written to --output DIR")
+    if args.output is None:
+        raise InvalidArgumentError(
+            f"{args.path} is a Flink snapshot: give --output DIR, the new savepoint directory"
+            " (the snapshot itself is never changed)")
+    done = rescale_savepoint(args.path, args.output, args.max_parallelism,
+                             parallelism=args.parallelism, checkpoint_id=args.checkpoint_id,
+                             progress=print)
+    print(f"wrote savepoint {done.output}: {done.entries:,} entries and timers re-keyed to"
+          f" max parallelism {done.max_parallelism} in {done.seconds:.1f} s; restore it in a"
+          f" job with pipeline.max-parallelism: {done.max_parallelism}")
     return 0
