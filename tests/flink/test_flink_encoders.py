@@ -1,12 +1,17 @@
-"""The encoding fixture (EncodingJob.java, made by a real Flink 2.3) holds what the job wrote.
+"""The encoders write what real Flink 2.3 wrote, byte for byte.
 
-``encoding`` holds values at the edges of Flink's serializers, for the
-encoders to be checked on: a String key with a String namespace (each followed
-by its length in a canonical composite key), null map values, TTL values
-wrapping a null, Rows of every kind, a POJO with null fields, strings with
-NUL, surrogates and characters beyond the BMP, NaN and -0.0, timers at the
-extremes of a long. Its canonical and native savepoints decode to
-``expected.json`` (from the job's tables, in generate.py).
+Every key group of every native snapshot at hand (the shared Java savepoint
+and checkpoints, the fixtures ``mp256``, ``mp128-snappy``, ``types``,
+``encoding`` and ``changes``) is decoded with the reader and written again
+from its decoded entries with the same serializers, up to the first state with
+Kryo values (which a native snapshot does not frame). ``encoding``
+(EncodingJob.java) holds what the others do not: a String key with a String
+namespace, null map values, TTL values wrapping a null, Rows of every kind, a
+POJO with null fields, strings with NUL, surrogates and characters beyond the
+BMP, NaN and -0.0, timers at the extremes of a long; its decoded values are
+checked against ``expected.json`` (from the job's tables). Generated values of
+every type read back as written, and values that do not fit their serializer
+are refused.
 """
 
 from __future__ import annotations
@@ -15,16 +20,64 @@ import base64
 import json
 import math
 import struct
+import uuid
+from collections import Counter
+from datetime import timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from flink_snapshots import only
+from statesource.errors import TypeMismatchError
+from statesource.flink.avro import AVRO_SNAPSHOT, AvroFlinkType, read_avro_snapshot
+from statesource.flink.binary import BinaryReader
+from statesource.flink.binary_writer import BinaryWriter
+from statesource.flink.declarations import native_blockers
+from statesource.flink.encoders import encode, type_name, value_writer
+from statesource.flink.flink_type import FlinkType
+from statesource.flink.serializers import (
+    _SIMPLE,
+    ListType,
+    MapType,
+    OpaqueType,
+    PojoFlinkType,
+    RowFlinkType,
+    TimerType,
+    TtlType,
+    TupleFlinkType,
+    _Primitive,
+)
+from statesource.flink.snappy import unframe
 from statesource.flink.snapshot import FlinkSnapshot
-from statesource.types import Row
+from statesource.types import Row, RowKind
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 ENCODING = FIXTURES / "encoding"
+SHARED_NATIVE = ["java/native/savepoint-*", "java/checkpoints/chk-4", "java/checkpoints/chk-7"]
+FIXTURE_NATIVE = ["mp256/native", "mp128-snappy/native", "types/native", "encoding/native",
+                  "changes/checkpoints/chk-1", "changes/checkpoints/chk-2",
+                  "changes/checkpoints/chk-3"]
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+_SIMPLE_BY_NAME = {name.rsplit(".", 1)[-1].split("$")[0]: name for name in _SIMPLE}
+
+
+def simple(name: str) -> _Primitive:
+    """The reader's type of a simple serializer, by its class name (``LongSerializer``)."""
+    full = _SIMPLE_BY_NAME[name]
+    return _Primitive(full, *_SIMPLE[full])
+
+
+STRING = simple("StringSerializer")
+VOID = simple("VoidNamespaceSerializer")
+WINDOW = simple("TimeWindow")
+LONG_TYPE = simple("LongSerializer")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -85,3 +138,303 @@ def test_the_encoding_fixture_holds_what_the_job_wrote(kind):
         assert found["_timer_state/processing_edge-timers"][key] == want["processing_timers"]
     assert {k for k, _ in found["named"]} == set(expected)
     assert math.isnan(expected["k"]["doubles"][2])  # the tables made it into the JSON intact
+
+
+# -- values: native snapshots, generated values, refusals ------------------------------------
+
+def reencode_native(path: Path) -> Counter[str]:
+    """Writes every key group of a native snapshot again; the entries written, per state."""
+    snapshot = FlinkSnapshot.open(str(path))
+    written: Counter[str] = Counter()
+    for op in snapshot.operators:
+        header = snapshot.header(op)
+        if header is None:
+            continue
+        blocked = {info.state_id for info in header.states
+                   if info.name in native_blockers(header)}
+        write_key = value_writer(header.key)
+        for piece in snapshot.key_group_bytes(op):
+            data = snapshot.piece_bytes(piece)
+            source = snapshot.describe(piece.handle.stream)
+            body = unframe(data[4:], source, piece.begin + 4) if header.compressed else data[4:]
+            w = BinaryWriter()
+            for state_id, found in snapshot.decode_piece(op, piece, data,
+                                                         stop_at=blocked).items():
+                info = header.states[state_id]
+                w.i16(state_id)
+                w.i32(len(found.keys))
+                entries = zip(found.keys, found.namespaces, found.stored)
+                if info.is_timer:
+                    write_timer = value_writer(info.timer)
+                    for key, namespace, timestamp in entries:
+                        write_timer(w, (timestamp, key, namespace))
+                else:
+                    write_namespace, write_value = (value_writer(info.namespace),
+                                                    value_writer(info.value))
+                    for key, namespace, stored in entries:
+                        write_namespace(w, namespace)
+                        write_key(w, key)
+                        write_value(w, stored)
+                written[f"{op.uid}/{info.name}"] += len(found.keys)
+            again = w.getvalue()
+            assert again == (body[:len(again)] if blocked else body), (op.uid, piece.key_group)
+    assert written
+    return written
+
+
+@pytest.fixture(params=SHARED_NATIVE)
+def shared_native(request: pytest.FixtureRequest) -> Path:
+    return only(request.param)
+
+
+def test_shared_native_snapshots_are_encoded_byte_for_byte(shared_native):
+    reencode_native(shared_native)
+
+
+@pytest.mark.parametrize("name", FIXTURE_NATIVE)
+def test_fixture_native_snapshots_are_encoded_byte_for_byte(name):
+    reencode_native(FIXTURES / name)
+
+
+SETTINGS = settings(max_examples=150, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def java_text(text: str) -> str:
+    """``text`` as a Java string reads back: a surrogate pair is one character."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+TEXT = st.text(st.characters(exclude_categories=[])).map(java_text)
+LONGS = st.integers(-(1 << 63), (1 << 63) - 1)
+Typed = tuple[FlinkType, st.SearchStrategy]
+LEAVES: list[Typed] = [
+    (simple("StringSerializer"), st.none() | TEXT),
+    (simple("LongSerializer"), LONGS),
+    (simple("IntSerializer"), st.integers(-(1 << 31), (1 << 31) - 1)),
+    (simple("ShortSerializer"), st.integers(-(1 << 15), (1 << 15) - 1)),
+    (simple("ByteSerializer"), st.integers(-128, 127)),
+    (simple("BooleanSerializer"), st.booleans()),
+    (simple("CharSerializer"), st.characters(max_codepoint=0xFFFF, exclude_categories=[])),
+    (simple("DoubleSerializer"), st.floats()),
+    (simple("FloatSerializer"), st.floats(width=32)),
+    (simple("BytePrimitiveArraySerializer"), st.binary()),
+]
+MAP_KEYS: list[Typed] = [LEAVES[0], LEAVES[1], LEAVES[2], LEAVES[6], LEAVES[5]]
+
+
+def _not_null(strategy: st.SearchStrategy) -> st.SearchStrategy:
+    return strategy.filter(lambda v: v is not None)
+
+
+def _tuple_type(children: list[Typed]) -> Typed:
+    flink_type = TupleFlinkType("TupleSerializerSnapshot", "Tuple", [t for t, _ in children])
+    return flink_type, st.tuples(*(_not_null(s) for _, s in children))
+
+
+def _row_type(children: list[Typed], with_kind: bool) -> Typed:
+    flink_type = RowFlinkType("RowSerializerSnapshot", [t for t, _ in children], with_kind)
+    kinds = st.sampled_from(list(RowKind)) if with_kind else st.just(RowKind.INSERT)
+    return flink_type, st.builds(lambda kind, fields: Row(*fields, kind=kind), kinds,
+                                 st.tuples(*(st.none() | s for _, s in children)))
+
+
+def _pojo_type(children: list[Typed]) -> Typed:
+    names = [f"field{i}" for i in range(len(children))]
+    flink_type = PojoFlinkType("PojoSerializerSnapshot", "org.example.Pojo",
+                               [(n, t) for n, (t, _) in zip(names, children)])
+    record = st.fixed_dictionaries({n: st.none() | s for n, (_, s) in zip(names, children)})
+    return flink_type, st.none() | record
+
+
+def _map_type(key: Typed, value: Typed) -> Typed:
+    return (MapType("MapSerializerSnapshot", key[0], value[0]),
+            st.dictionaries(key[1], st.none() | value[1], max_size=3))
+
+
+def _composites(children: st.SearchStrategy) -> st.SearchStrategy:
+    some = st.lists(children, min_size=1, max_size=3)
+    return st.one_of(
+        children.map(lambda c: (ListType("ListSerializerSnapshot", c[0]),
+                                st.lists(c[1], max_size=3))),
+        st.builds(_map_type, st.sampled_from(MAP_KEYS + [_tuple_type(MAP_KEYS[:2])]), children),
+        some.map(_tuple_type),
+        st.builds(_row_type, some, st.booleans()),
+        some.map(_pojo_type),
+        children.map(lambda c: (TtlType("TtlSerializerSnapshot", simple("LongSerializer"), c[0]),
+                                st.tuples(c[1], LONGS))),
+    )
+
+
+TYPED = st.recursive(st.sampled_from(LEAVES), _composites, max_leaves=6)
+
+
+def _decode(flink_type: FlinkType, data: bytes) -> Any:
+    r = BinaryReader(data, "test")
+    value = flink_type.read(r)
+    assert r.at_end()
+    return value
+
+
+@SETTINGS
+@given(st.data())
+def test_generated_values_read_back_as_written(data):
+    flink_type, values = data.draw(TYPED)
+    value = data.draw(values)
+    encoded = encode(flink_type, value)
+    back = _decode(flink_type, encoded)
+    assert _same(back, value), (type_name(flink_type), value, back)
+    assert encode(flink_type, back) == encoded
+    if value is not None:  # statesource's shapes (Tuples and Rows as dicts, ...) write the same
+        assert encode(flink_type, flink_type.to_value(value)) == encoded
+
+
+def _avro_type(schema: Any, runtime_class: str = "org.apache.avro.generic.GenericRecord"
+               ) -> AvroFlinkType:
+    """The reader's type of an ``AvroSerializerSnapshot`` (version 2) of ``schema``."""
+    w = BinaryWriter()
+    w.utf(runtime_class)
+    w.utf(json.dumps(schema))
+    return read_avro_snapshot(AVRO_SNAPSHOT, BinaryReader(w.getvalue(), "test"), 2)
+
+
+INNER = {"type": "record", "name": "Inner", "fields": [{"name": "x", "type": "int"}]}
+AVRO_SCHEMA = {"type": "record", "name": "Everything", "namespace": "test", "fields": [
+    {"name": "i", "type": "int"}, {"name": "l", "type": "long"},
+    {"name": "f", "type": "float"}, {"name": "d", "type": "double"},
+    {"name": "b", "type": "boolean"}, {"name": "s", "type": "string"},
+    {"name": "n", "type": ["null", "string"]}, {"name": "n2", "type": ["long", "null"]},
+    {"name": "by", "type": "bytes"},
+    {"name": "fx", "type": {"type": "fixed", "name": "F", "size": 3}},
+    {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}},
+    {"name": "a", "type": {"type": "array", "items": "long"}},
+    {"name": "m", "type": {"type": "map", "values": ["null", "double"]}},
+    {"name": "date", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "tm", "type": {"type": "int", "logicalType": "time-millis"}},
+    {"name": "tu", "type": {"type": "long", "logicalType": "time-micros"}},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "tsu", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "lts", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+    {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                             "scale": 2}},
+    {"name": "decf", "type": {"type": "fixed", "name": "DF", "size": 5, "logicalType": "decimal",
+                              "precision": 10, "scale": 3}},
+    {"name": "inner", "type": INNER}, {"name": "again", "type": ["null", "Inner"]}]}
+_UTC = timezone.utc
+_MILLIS = st.integers(0, 999).map(lambda ms: ms * 1000)
+AVRO_VALUES = st.fixed_dictionaries({
+    "i": st.integers(-(1 << 31), (1 << 31) - 1), "l": LONGS,
+    "f": st.floats(width=32), "d": st.floats(), "b": st.booleans(),
+    "s": st.text(), "n": st.none() | st.text(), "n2": st.none() | LONGS, "by": st.binary(),
+    "fx": st.binary(min_size=3, max_size=3), "e": st.sampled_from("ABC"),
+    "a": st.lists(LONGS, max_size=200), "m": st.dictionaries(st.text(), st.none() | st.floats()),
+    "date": st.dates(),
+    "tm": st.builds(lambda t, us: t.replace(microsecond=us), st.times(), _MILLIS),
+    "tu": st.times(),
+    "ts": st.builds(lambda t, us: t.replace(microsecond=us),
+                    st.datetimes(timezones=st.just(_UTC)), _MILLIS),
+    "tsu": st.datetimes(timezones=st.just(_UTC)),
+    "lts": st.builds(lambda t, us: t.replace(microsecond=us), st.datetimes(), _MILLIS),
+    "dec": st.decimals(-(10 ** 7) + 1, 10 ** 7 - 1, places=2),
+    "decf": st.decimals(-(10 ** 7) + 1, 10 ** 7 - 1, places=3),
+    "inner": st.fixed_dictionaries({"x": st.integers(-5, 5)}),
+    "again": st.none() | st.fixed_dictionaries({"x": st.integers(-5, 5)})})
+
+
+@SETTINGS
+@given(AVRO_VALUES)
+def test_generated_avro_values_read_back_as_written(value):
+    flink_type = _avro_type(AVRO_SCHEMA)
+    encoded = encode(flink_type, value)
+    assert _same(_decode(flink_type, encoded), value)
+
+
+def test_avro_decimals_are_written_as_avros_conversion_writes_them():
+    schema = {"type": "record", "name": "D", "fields": [
+        {"name": "b", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                               "scale": 2}},
+        {"name": "f", "type": {"type": "fixed", "name": "F", "size": 3,
+                               "logicalType": "decimal", "precision": 6, "scale": 1}}]}
+    flink_type = _avro_type(schema)
+    cases = {Decimal("0"): "0000000100" "000000", Decimal("1.27"): "000000017f" "00000d",
+             Decimal("1.28"): "000000020080" "00000d", Decimal("-1.28"): "0000000180" "fffff3",
+             Decimal("-1.29"): "00000002ff7f" "fffff3"}
+    for number, hex_bytes in cases.items():
+        assert encode(flink_type, {"b": number, "f": number.quantize(Decimal("0.1"))}) == (
+            bytes.fromhex(hex_bytes)), number
+
+
+def test_values_kept_as_bytes_are_written_back_as_they_are():
+    unmapped = _avro_type(["null", "long", "string"])  # no statesource mapping: kept as bytes
+    assert unmapped.unmapped is not None
+    raw = bytes.fromhex("0000000100000000000000ff")  # union branch 1, a long
+    assert _decode(unmapped, raw) == raw
+    assert encode(unmapped, raw) == raw
+    kryo = OpaqueType("KryoSerializerSnapshot", "java.util.UUID")
+    assert encode(kryo, b"\x01\x02") == b"\x01\x02"
+
+
+PAIR = TupleFlinkType("TupleSerializerSnapshot", "Tuple2", [STRING, LONG_TYPE])
+LEGACY_ROW = RowFlinkType("RowSerializerSnapshot", [STRING], False)
+POINT = PojoFlinkType("PojoSerializerSnapshot", "org.example.Point",
+                      [("label", STRING), ("x", LONG_TYPE)])
+REFUSED = [
+    (LONG_TYPE, "7", "'7' does not fit Long: expected an int"),
+    (LONG_TYPE, True, "True does not fit Long: expected an int"),
+    (LONG_TYPE, 1 << 63, "9223372036854775808 does not fit Long: out of range"),
+    (LONG_TYPE, None, "None does not fit Long: Long cannot be null"),
+    (simple("IntSerializer"), 1 << 31, "2147483648 does not fit Integer: out of range"),
+    (simple("ShortSerializer"), -40000, "-40000 does not fit Short"),
+    (simple("ByteSerializer"), 128, "128 does not fit Byte"),
+    (simple("DoubleSerializer"), "1.0", "'1.0' does not fit Double: expected a float"),
+    (simple("DoubleSerializer"), (1 << 53) + 1, "does not fit Double"),
+    (simple("FloatSerializer"), 1e39, "1e\\+39 does not fit Float: too large for a Java float"),
+    (simple("BooleanSerializer"), 1, "1 does not fit Boolean: expected a bool"),
+    (simple("CharSerializer"), "\U0001F600", "does not fit Character: expected a str of one"),
+    (STRING, b"x", "b'x' does not fit String: expected a str"),
+    (simple("BytePrimitiveArraySerializer"), None, "None does not fit byte\\[\\]"),
+    (VOID, 0, "0 does not fit VoidNamespace"),
+    (WINDOW, (1,), "\\(1,\\) does not fit TimeWindow"),
+    (ListType("ListSerializerSnapshot", LONG_TYPE), [1, "x"],
+     "element 1 of List<Long>: 'x' does not fit Long"),
+    (ListType("ListSerializerSnapshot", LONG_TYPE), None, "List<Long> cannot be null"),
+    (MapType("MapSerializerSnapshot", STRING, LONG_TYPE), {"a": "b"},
+     "the value of key 'a' of Map<String, Long>: 'b' does not fit Long"),
+    (MapType("MapSerializerSnapshot", LONG_TYPE, LONG_TYPE),
+     [{"key": 1, "value": 2}, {"key": 1, "value": 3}], "the key 1 is there twice"),
+    (PAIR, ("a", None), "field f1 is null: Flink tuples hold no nulls"),
+    (PAIR, ("a",), "expected 2 fields"),
+    (PAIR, {"f0": "a", "f1": "b"}, "field f1 of Tuple2<String, Long>: 'b' does not fit Long"),
+    (LEGACY_ROW, Row("a", kind=RowKind.DELETE), "legacy mode"),
+    (RowFlinkType("RowSerializerSnapshot", [STRING], True), {"row_kind": "?", "f0": "a"},
+     "unknown row kind '\\?'"),
+    (POINT, {"label": "a"}, "expected a dict of the fields label, x"),
+    (POINT, {"label": "a", "x": 1.5}, "field 'x' of POJO org.example.Point: 1.5 does not fit"),
+    (TtlType("TtlSerializerSnapshot", LONG_TYPE, STRING), "v",
+     "expected \\(value, last-access timestamp\\)"),
+    (TimerType("TimerSerializerSnapshot", STRING, VOID), ("t", "k", None),
+     "Timer<String, VoidNamespace>: the timestamp is a long"),
+    (OpaqueType("KryoSerializerSnapshot", "java.util.UUID"), uuid.UUID(int=1),
+     "does not fit Kryo java.util.UUID: statesource writes back the bytes"),
+]
+
+
+@pytest.mark.parametrize("index", range(len(REFUSED)))
+def test_a_value_that_does_not_fit_its_serializer_is_refused(index):
+    flink_type, value, message = REFUSED[index]
+    with pytest.raises(TypeMismatchError, match=message):
+        encode(flink_type, value)
+
+
+def test_an_avro_value_that_does_not_fit_its_schema_is_refused():
+    flink_type = _avro_type(INNER, "org.example.Inner")
+    with pytest.raises(TypeMismatchError, match="Avro org.example.Inner: .*field 'x'"):
+        encode(flink_type, {"x": "one"})
+    with pytest.raises(TypeMismatchError, match="lone surrogate"):
+        encode(_avro_type("string"), "\ud800")
+
+
+def test_a_serializer_statesource_does_not_know_is_refused():
+    class Custom(FlinkType):
+        serializer = "org.example.CustomSerializerSnapshot"
+
+    with pytest.raises(TypeMismatchError, match="cannot encode values of CustomSerializerSnapshot"):
+        encode(Custom(), 1)
