@@ -1,17 +1,25 @@
 """The encoders write what real Flink 2.3 wrote, byte for byte.
 
-Every key group of every native snapshot at hand (the shared Java savepoint
-and checkpoints, the fixtures ``mp256``, ``mp128-snappy``, ``types``,
-``encoding`` and ``changes``) is decoded with the reader and written again
-from its decoded entries with the same serializers, up to the first state with
-Kryo values (which a native snapshot does not frame). ``encoding``
-(EncodingJob.java) holds what the others do not: a String key with a String
-namespace, null map values, TTL values wrapping a null, Rows of every kind, a
-POJO with null fields, strings with NUL, surrogates and characters beyond the
-BMP, NaN and -0.0, timers at the extremes of a long; its decoded values are
-checked against ``expected.json`` (from the job's tables). Generated values of
-every type read back as written, and values that do not fit their serializer
-are refused.
+Every pair of every state of every canonical savepoint at hand (the shared
+Java and PyFlink savepoints, the fixtures ``mp256``, ``mp128-snappy``,
+``types`` and ``encoding``) is decoded with the reader into Python values and
+built again by :class:`~statesource.flink.canonical_entries.StateEntries`:
+from the values as the reader returns them (with the key group the file holds
+them in), and from the values in statesource's shapes
+(:func:`~statesource.flink.declarations.stored_converter`, the key group
+computed from the key). The pairs must be the file's, and the key group framed
+from them its bytes. Every key group of every native snapshot (savepoints and
+checkpoints) is written again from its decoded entries with the same
+serializers, up to the first state with Kryo values (which a native snapshot
+does not frame). ``encoding`` (EncodingJob.java) holds what the others do not:
+a String key with a String namespace (each followed by its length in the
+composite key), null map values, TTL values wrapping a null, Rows of every
+kind, a POJO with null fields, strings with NUL, surrogates and characters
+beyond the BMP, NaN and -0.0, timers at the extremes of a long; its decoded
+values are checked against ``expected.json`` (from the job's tables).
+Generated values of every type, and generated entries and timers framed into a
+key group and decoded by the reader, read back as written; values and entries
+that do not fit their serializers are refused.
 """
 
 from __future__ import annotations
@@ -36,9 +44,18 @@ from statesource.errors import TypeMismatchError
 from statesource.flink.avro import AVRO_SNAPSHOT, AvroFlinkType, read_avro_snapshot
 from statesource.flink.binary import BinaryReader
 from statesource.flink.binary_writer import BinaryWriter
-from statesource.flink.declarations import native_blockers
-from statesource.flink.encoders import encode, type_name, value_writer
+from statesource.flink.canonical_entries import StateEntries, variable_int_bytes
+from statesource.flink.canonical_writer import frame_key_group
+from statesource.flink.declarations import native_blockers, stored_converter
+from statesource.flink.encoders import encode, flip_sign_bit, type_name, value_writer
 from statesource.flink.flink_type import FlinkType
+from statesource.flink.header import KEY_VALUE, PRIORITY_QUEUE, KeyedHeader, StateInfo
+from statesource.flink.keyed import (
+    CanonicalSection,
+    KeyGroupState,
+    canonical_sections,
+    decode_key_group,
+)
 from statesource.flink.serializers import (
     _SIMPLE,
     ListType,
@@ -53,10 +70,16 @@ from statesource.flink.serializers import (
 )
 from statesource.flink.snappy import unframe
 from statesource.flink.snapshot import FlinkSnapshot
+from statesource.keygroups import assign_to_key_group
+from statesource.model import StateKind
+from statesource.types import STRING as STRING_TYPE
 from statesource.types import Row, RowKind
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 ENCODING = FIXTURES / "encoding"
+SHARED_CANONICAL = ["java/canonical/savepoint-*", "pyflink/savepoint-*"]
+FIXTURE_CANONICAL = ["mp256/canonical", "mp128-snappy/canonical", "types/canonical",
+                     "encoding/canonical"]
 SHARED_NATIVE = ["java/native/savepoint-*", "java/checkpoints/chk-4", "java/checkpoints/chk-7"]
 FIXTURE_NATIVE = ["mp256/native", "mp128-snappy/native", "types/native", "encoding/native",
                   "changes/checkpoints/chk-1", "changes/checkpoints/chk-2",
@@ -438,3 +461,187 @@ def test_a_serializer_statesource_does_not_know_is_refused():
 
     with pytest.raises(TypeMismatchError, match="cannot encode values of CustomSerializerSnapshot"):
         encode(Custom(), 1)
+
+
+# -- canonical pairs: every savepoint, generated entries, composite keys -----------------------
+
+def reencode_canonical(path: Path) -> Counter[str]:
+    """Checks every pair of a canonical savepoint; the pairs checked, per operator/state."""
+    snapshot = FlinkSnapshot.open(str(path))
+    checked: Counter[str] = Counter()
+    for op in snapshot.operators:
+        header = snapshot.header(op)
+        if header is None:
+            continue
+        entries = {info.state_id: StateEntries(header.key, info, op.max_parallelism)
+                   for info in header.states}
+        convert = {info.state_id: None if info.is_timer else stored_converter(info)
+                   for info in header.states}
+        for piece in snapshot.key_group_bytes(op):
+            data = snapshot.piece_bytes(piece)
+            source = snapshot.describe(piece.handle.stream)
+            kg = piece.key_group
+            sections = canonical_sections(data, source, piece.begin, kg,
+                                          entries[0].keys.prefix_bytes, header.compressed)
+            decoded = snapshot.decode_piece(op, piece, data)
+            rebuilt = []
+            for state_id, pairs in sections:
+                state, to_model = entries[state_id], convert[state_id]
+                found = decoded[state_id]
+                as_read, as_model = [], []
+                for key, namespace, stored in zip(found.keys, found.namespaces, found.stored):
+                    as_read += state.pairs(key, namespace, stored, kg)
+                    model = stored if to_model is None else to_model(stored)
+                    as_model += state.pairs(key, namespace, model)
+                name = f"{op.uid}/{header.states[state_id].name}"
+                assert as_read == pairs, (name, kg)
+                assert as_model == pairs, (name, kg)
+                checked[name] += len(pairs)
+                rebuilt.append(CanonicalSection(state_id, as_read))
+            plain = unframe(data, source, piece.begin) if header.compressed else data
+            assert frame_key_group(kg, op.max_parallelism, rebuilt) == plain
+    assert checked
+    return checked
+
+
+@pytest.fixture(params=SHARED_CANONICAL)
+def shared_canonical(request: pytest.FixtureRequest) -> Path:
+    return only(request.param)
+
+
+def test_shared_canonical_savepoints_are_encoded_byte_for_byte(shared_canonical):
+    checked = reencode_canonical(shared_canonical)
+    # value, TTL value, list (TTL list of PyFlink's bytes) and map states; both hold 2,198 pairs
+    assert sum(checked.values()) == 2198
+
+
+@pytest.mark.parametrize("name", FIXTURE_CANONICAL)
+def test_fixture_canonical_savepoints_are_encoded_byte_for_byte(name):
+    reencode_canonical(FIXTURES / name)
+
+
+def test_every_state_of_the_encoding_fixture_has_pairs():
+    checked = reencode_canonical(ENCODING / "canonical")
+    assert checked == {
+        "edges/named": 24, "edges/nullable": 24, "edges/ttl_map": 24, "edges/rows": 8,
+        "edges/pojo": 8, "edges/texts": 8, "edges/doubles": 8, "edges/floats": 8,
+        "edges/_timer_state/event_edge-timers": 24,
+        "edges/_timer_state/processing_edge-timers": 8}
+
+
+_KINDS = {StateKind.VALUE: "VALUE", StateKind.LIST: "LIST", StateKind.MAP: "MAP"}
+
+
+def _state(kind: StateKind, value: FlinkType, namespace: FlinkType) -> StateInfo:
+    return StateInfo(0, "state", KEY_VALUE, {"KEYED_STATE_TYPE": _KINDS[kind]},
+                     {"VALUE_SERIALIZER": value, "NAMESPACE_SERIALIZER": namespace})
+
+
+def _round_trip(key_type: FlinkType, info: StateInfo, max_parallelism: int,
+                entries: list[tuple[Any, Any, Any]]) -> KeyGroupState:
+    """``entries`` as pairs of one key group, framed, and decoded by the reader."""
+    state = StateEntries(key_type, info, max_parallelism)
+    key_group = state.keys.key_group_of(entries[0][0])
+    pairs = [p for key, ns, stored in entries for p in state.pairs(key, ns, stored, key_group)]
+    header = KeyedHeader(6, False, key_type, (info,), 0)
+    framed = frame_key_group(key_group, max_parallelism, [CanonicalSection(0, pairs)])
+    return decode_key_group(framed, "test", 0, header, key_group, True,
+                            state.keys.prefix_bytes)[0]
+
+
+@SETTINGS
+@given(st.data(), TEXT, st.sampled_from([STRING, VOID, WINDOW]),
+       st.sampled_from([StateKind.VALUE, StateKind.LIST, StateKind.MAP]),
+       st.sampled_from([1, 128, 129, 32768]))
+def test_generated_entries_read_back_as_written(data, key, namespace_type, kind, max_parallelism):
+    element, values = data.draw(TYPED)
+    value: FlinkType = element
+    stored: st.SearchStrategy = _not_null(values)
+    if kind is StateKind.LIST:
+        value = ListType("ListSerializerSnapshot", element)
+        stored = st.lists(_not_null(values), min_size=1, max_size=3)
+    elif kind is StateKind.MAP:
+        value = MapType("MapSerializerSnapshot", STRING, element)
+        stored = st.dictionaries(TEXT, values if element is STRING else _not_null(values),
+                                 min_size=1, max_size=3)
+    namespaces = {STRING: st.none() | TEXT, VOID: st.none(), WINDOW: st.tuples(LONGS, LONGS)}
+    namespace = data.draw(namespaces[namespace_type])
+    entry = (key, namespace, data.draw(stored))
+    found = _round_trip(STRING, _state(kind, value, namespace_type), max_parallelism, [entry])
+    assert _same(list(zip(found.keys, found.namespaces, found.stored)), [entry])
+
+
+@SETTINGS
+@given(LONGS, TEXT, TEXT, st.sampled_from([128, 32768]))
+def test_generated_timers_read_back_as_written(timestamp, key, namespace, max_parallelism):
+    timer = StateInfo(0, "_timer_state/event_t", PRIORITY_QUEUE, {}, {
+        "VALUE_SERIALIZER": TimerType("TimerSerializerSnapshot", STRING, STRING)})
+    found = _round_trip(STRING, timer, max_parallelism, [(key, namespace, timestamp)])
+    assert (found.keys, found.namespaces, found.stored) == ([key], [namespace], [timestamp])
+
+
+def test_a_key_and_a_namespace_of_varying_size_are_each_followed_by_their_length():
+    state = StateEntries(STRING, _state(StateKind.VALUE, STRING, STRING), 32768)
+    key, namespace = "k" * 300, "\u4000" * 150  # 302 and 452 bytes: two-byte lengths
+    pairs = state.pairs(key, namespace, "v", key_group=300)
+    w = BinaryWriter()
+    w.flink_string(key)
+    key_bytes = w.getvalue()
+    w = BinaryWriter()
+    w.flink_string(namespace)
+    namespace_bytes = w.getvalue()
+    assert (len(key_bytes), len(namespace_bytes)) == (302, 452)
+    assert pairs == [(b"\x01\x2c" + key_bytes + b"\x2e\x01" + namespace_bytes + b"\xc4\x01",
+                      b"\x02v")]
+    assert variable_int_bytes(0) == b"\x00"
+    assert variable_int_bytes(0x12345) == b"\x45\x23\x01"
+    fixed = StateEntries(STRING, _state(StateKind.VALUE, STRING, WINDOW), 128)
+    assert fixed.pairs("k", (1, 2), None) == []  # a null value state holds nothing
+    assert fixed.pairs("k", (1, 2), "v", 5) == [(
+        b"\x05\x02k" + (1).to_bytes(8, "big") + (2).to_bytes(8, "big"), b"\x02v")]
+
+
+def test_the_key_group_is_the_keys_unless_given():
+    state = StateEntries(STRING, _state(StateKind.VALUE, STRING, VOID), 32768)
+    group = assign_to_key_group("user-7", STRING_TYPE, 32768)
+    ((key, _),) = state.pairs("user-7", None, "v")
+    assert key[:2] == group.to_bytes(2, "big")
+    ((key, _),) = state.pairs("user-7", None, "v", key_group=group ^ 1)  # the caller answers
+    assert key[:2] == (group ^ 1).to_bytes(2, "big")
+
+
+def test_timers_flip_the_sign_of_their_timestamp():
+    timer = StateInfo(0, "_timer_state/event_t", PRIORITY_QUEUE, {}, {
+        "VALUE_SERIALIZER": TimerType("TimerSerializerSnapshot", simple("LongSerializer"), VOID)})
+    state = StateEntries(simple("LongSerializer"), timer, 128)
+    assert flip_sign_bit(-1) == (1 << 63) - 1 and flip_sign_bit(0) == -(1 << 63)
+    ((key, value),) = state.pairs(7, None, -1, key_group=3)
+    assert key == b"\x03" + bytes.fromhex("7fffffffffffffff") + (7).to_bytes(8, "big") + b"\x00"
+    assert value == b""
+
+
+def test_what_flink_keeps_no_entry_for_has_no_pair():
+    long_type = simple("LongSerializer")
+    for kind, value_type, empty in [
+            (StateKind.LIST, ListType("ListSerializerSnapshot", long_type), []),
+            (StateKind.MAP, MapType("MapSerializerSnapshot", STRING, long_type), {}),
+            (StateKind.VALUE, long_type, None)]:
+        state = StateEntries(STRING, _state(kind, value_type, VOID), 128)
+        assert state.pairs("k", None, empty) == []
+        assert state.pairs("k", None, None) == []
+
+
+def test_entries_flink_cannot_hold_are_refused_naming_the_state():
+    long_list = _state(StateKind.LIST, ListType("ListSerializerSnapshot", LONG_TYPE), VOID)
+    with pytest.raises(TypeMismatchError, match="state 'state', element 1: None .* no nulls"):
+        StateEntries(STRING, long_list, 128).pairs("k", None, [1, None])
+    with pytest.raises(TypeMismatchError, match="a key is never null"):
+        StateEntries(STRING, long_list, 128).pairs(None, None, [1])
+    long_map = _state(StateKind.MAP, MapType("MapSerializerSnapshot", STRING, LONG_TYPE), VOID)
+    with pytest.raises(TypeMismatchError, match="state 'state', user value: None .* Long cannot"):
+        StateEntries(STRING, long_map, 128).pairs("k", None, {"a": None})
+    string_map = _state(StateKind.MAP, MapType("MapSerializerSnapshot", STRING, STRING), VOID)
+    assert StateEntries(STRING, string_map, 128).pairs("k", None, {"a": None}, 1) == [
+        (b"\x01\x02k\x00\x02a", b"\x01\x00")]  # the null flag, then the null as String writes it
+    with pytest.raises(TypeMismatchError, match="state 'state', entry: the namespace: 1"):
+        StateEntries(STRING, long_map, 128).pairs("k", 1, {"a": 1})
