@@ -30,6 +30,7 @@ import math
 import struct
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timezone
 from decimal import Decimal
 from pathlib import Path
@@ -41,6 +42,7 @@ from hypothesis import strategies as st
 
 from flink_snapshots import only
 from statesource.errors import TypeMismatchError
+from statesource.flink import serializers
 from statesource.flink.avro import AVRO_SNAPSHOT, AvroFlinkType, read_avro_snapshot
 from statesource.flink.binary import BinaryReader
 from statesource.flink.binary_writer import BinaryWriter
@@ -56,20 +58,9 @@ from statesource.flink.keyed import (
     canonical_sections,
     decode_key_group,
 )
-from statesource.flink.serializers import (
-    _SIMPLE,
-    ListType,
-    MapType,
-    OpaqueType,
-    PojoFlinkType,
-    RowFlinkType,
-    TimerType,
-    TtlType,
-    TupleFlinkType,
-    _Primitive,
-)
+from statesource.flink.metadata import OperatorSnapshot
 from statesource.flink.snappy import unframe
-from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.snapshot import FlinkSnapshot, KeyGroupBytes
 from statesource.keygroups import assign_to_key_group
 from statesource.model import StateKind
 from statesource.types import STRING as STRING_TYPE
@@ -88,19 +79,73 @@ FIXTURE_NATIVE = ["mp256/native", "mp128-snappy/native", "types/native", "encodi
 
 # -- helpers --------------------------------------------------------------------------------
 
-_SIMPLE_BY_NAME = {name.rsplit(".", 1)[-1].split("$")[0]: name for name in _SIMPLE}
+@pytest.fixture
+def shared_snapshot(request: pytest.FixtureRequest) -> Path:
+    """The shared snapshot the test is parametrized with (a pattern under flink-savepoints)."""
+    return only(request.param)
 
 
-def simple(name: str) -> _Primitive:
+_SIMPLE_BY_NAME = {name.rsplit(".", 1)[-1].split("$")[0]: name for name in serializers._SIMPLE}
+
+
+def simple(name: str) -> serializers._Primitive:
     """The reader's type of a simple serializer, by its class name (``LongSerializer``)."""
     full = _SIMPLE_BY_NAME[name]
-    return _Primitive(full, *_SIMPLE[full])
+    return serializers._Primitive(full, *serializers._SIMPLE[full])
+
+
+def list_of(element: FlinkType) -> serializers.ListType:
+    return serializers.ListType("ListSerializerSnapshot", element)
+
+
+def map_of(key: FlinkType, value: FlinkType) -> serializers.MapType:
+    return serializers.MapType("MapSerializerSnapshot", key, value)
+
+
+def tuple_of(fields: list[FlinkType]) -> serializers.TupleFlinkType:
+    return serializers.TupleFlinkType("TupleSerializerSnapshot", f"Tuple{len(fields)}", fields)
+
+
+def row_of(fields: list[FlinkType], with_kind: bool) -> serializers.RowFlinkType:
+    return serializers.RowFlinkType("RowSerializerSnapshot", fields, with_kind)
+
+
+def pojo_of(pojo_class: str, fields: list[tuple[str, FlinkType]]) -> serializers.PojoFlinkType:
+    return serializers.PojoFlinkType("PojoSerializerSnapshot", pojo_class, fields)
+
+
+def ttl_of(user: FlinkType) -> serializers.TtlType:
+    return serializers.TtlType("TtlSerializerSnapshot", simple("LongSerializer"), user)
+
+
+def timer_of(key: FlinkType, namespace: FlinkType) -> serializers.TimerType:
+    return serializers.TimerType("TimerSerializerSnapshot", key, namespace)
+
+
+def kryo(java_class: str) -> serializers.OpaqueType:
+    return serializers.OpaqueType("KryoSerializerSnapshot", java_class)
 
 
 STRING = simple("StringSerializer")
 VOID = simple("VoidNamespaceSerializer")
 WINDOW = simple("TimeWindow")
 LONG_TYPE = simple("LongSerializer")
+
+
+def keyed_operators(path: Path) -> Iterator[tuple[FlinkSnapshot, OperatorSnapshot, KeyedHeader]]:
+    """The operators with keyed state of the snapshot at ``path``, with their headers."""
+    snapshot = FlinkSnapshot.open(str(path))
+    for op in snapshot.operators:
+        header = snapshot.header(op)
+        if header is not None:
+            yield snapshot, op, header
+
+
+def key_groups(snapshot: FlinkSnapshot, op: OperatorSnapshot
+               ) -> Iterator[tuple[KeyGroupBytes, bytes, str]]:
+    """Every non-empty key group of ``op``: where it is, its bytes, its file's name."""
+    for piece in snapshot.key_group_bytes(op):
+        yield piece, snapshot.piece_bytes(piece), snapshot.describe(piece.handle.stream)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -167,18 +212,12 @@ def test_the_encoding_fixture_holds_what_the_job_wrote(kind):
 
 def reencode_native(path: Path) -> Counter[str]:
     """Writes every key group of a native snapshot again; the entries written, per state."""
-    snapshot = FlinkSnapshot.open(str(path))
     written: Counter[str] = Counter()
-    for op in snapshot.operators:
-        header = snapshot.header(op)
-        if header is None:
-            continue
+    for snapshot, op, header in keyed_operators(path):
         blocked = {info.state_id for info in header.states
                    if info.name in native_blockers(header)}
         write_key = value_writer(header.key)
-        for piece in snapshot.key_group_bytes(op):
-            data = snapshot.piece_bytes(piece)
-            source = snapshot.describe(piece.handle.stream)
+        for piece, data, source in key_groups(snapshot, op):
             body = unframe(data[4:], source, piece.begin + 4) if header.compressed else data[4:]
             w = BinaryWriter()
             for state_id, found in snapshot.decode_piece(op, piece, data,
@@ -205,13 +244,9 @@ def reencode_native(path: Path) -> Counter[str]:
     return written
 
 
-@pytest.fixture(params=SHARED_NATIVE)
-def shared_native(request: pytest.FixtureRequest) -> Path:
-    return only(request.param)
-
-
-def test_shared_native_snapshots_are_encoded_byte_for_byte(shared_native):
-    reencode_native(shared_native)
+@pytest.mark.parametrize("shared_snapshot", SHARED_NATIVE, indirect=True)
+def test_shared_native_snapshots_are_encoded_byte_for_byte(shared_snapshot):
+    reencode_native(shared_snapshot)
 
 
 @pytest.mark.parametrize("name", FIXTURE_NATIVE)
@@ -249,12 +284,12 @@ def _not_null(strategy: st.SearchStrategy) -> st.SearchStrategy:
 
 
 def _tuple_type(children: list[Typed]) -> Typed:
-    flink_type = TupleFlinkType("TupleSerializerSnapshot", "Tuple", [t for t, _ in children])
+    flink_type = tuple_of([t for t, _ in children])
     return flink_type, st.tuples(*(_not_null(s) for _, s in children))
 
 
 def _row_type(children: list[Typed], with_kind: bool) -> Typed:
-    flink_type = RowFlinkType("RowSerializerSnapshot", [t for t, _ in children], with_kind)
+    flink_type = row_of([t for t, _ in children], with_kind)
     kinds = st.sampled_from(list(RowKind)) if with_kind else st.just(RowKind.INSERT)
     return flink_type, st.builds(lambda kind, fields: Row(*fields, kind=kind), kinds,
                                  st.tuples(*(st.none() | s for _, s in children)))
@@ -262,28 +297,24 @@ def _row_type(children: list[Typed], with_kind: bool) -> Typed:
 
 def _pojo_type(children: list[Typed]) -> Typed:
     names = [f"field{i}" for i in range(len(children))]
-    flink_type = PojoFlinkType("PojoSerializerSnapshot", "org.example.Pojo",
-                               [(n, t) for n, (t, _) in zip(names, children)])
+    flink_type = pojo_of("org.example.Pojo", [(n, t) for n, (t, _) in zip(names, children)])
     record = st.fixed_dictionaries({n: st.none() | s for n, (_, s) in zip(names, children)})
     return flink_type, st.none() | record
 
 
 def _map_type(key: Typed, value: Typed) -> Typed:
-    return (MapType("MapSerializerSnapshot", key[0], value[0]),
-            st.dictionaries(key[1], st.none() | value[1], max_size=3))
+    return map_of(key[0], value[0]), st.dictionaries(key[1], st.none() | value[1], max_size=3)
 
 
 def _composites(children: st.SearchStrategy) -> st.SearchStrategy:
     some = st.lists(children, min_size=1, max_size=3)
     return st.one_of(
-        children.map(lambda c: (ListType("ListSerializerSnapshot", c[0]),
-                                st.lists(c[1], max_size=3))),
+        children.map(lambda c: (list_of(c[0]), st.lists(c[1], max_size=3))),
         st.builds(_map_type, st.sampled_from(MAP_KEYS + [_tuple_type(MAP_KEYS[:2])]), children),
         some.map(_tuple_type),
         st.builds(_row_type, some, st.booleans()),
         some.map(_pojo_type),
-        children.map(lambda c: (TtlType("TtlSerializerSnapshot", simple("LongSerializer"), c[0]),
-                                st.tuples(c[1], LONGS))),
+        children.map(lambda c: (ttl_of(c[0]), st.tuples(c[1], LONGS))),
     )
 
 
@@ -391,14 +422,12 @@ def test_values_kept_as_bytes_are_written_back_as_they_are():
     raw = bytes.fromhex("0000000100000000000000ff")  # union branch 1, a long
     assert _decode(unmapped, raw) == raw
     assert encode(unmapped, raw) == raw
-    kryo = OpaqueType("KryoSerializerSnapshot", "java.util.UUID")
-    assert encode(kryo, b"\x01\x02") == b"\x01\x02"
+    assert encode(kryo("java.util.UUID"), b"\x01\x02") == b"\x01\x02"
 
 
-PAIR = TupleFlinkType("TupleSerializerSnapshot", "Tuple2", [STRING, LONG_TYPE])
-LEGACY_ROW = RowFlinkType("RowSerializerSnapshot", [STRING], False)
-POINT = PojoFlinkType("PojoSerializerSnapshot", "org.example.Point",
-                      [("label", STRING), ("x", LONG_TYPE)])
+PAIR = tuple_of([STRING, LONG_TYPE])
+LEGACY_ROW = row_of([STRING], False)
+POINT = pojo_of("org.example.Point", [("label", STRING), ("x", LONG_TYPE)])
 REFUSED = [
     (LONG_TYPE, "7", "'7' does not fit Long: expected an int"),
     (LONG_TYPE, True, "True does not fit Long: expected an int"),
@@ -416,26 +445,26 @@ REFUSED = [
     (simple("BytePrimitiveArraySerializer"), None, "None does not fit byte\\[\\]"),
     (VOID, 0, "0 does not fit VoidNamespace"),
     (WINDOW, (1,), "\\(1,\\) does not fit TimeWindow"),
-    (ListType("ListSerializerSnapshot", LONG_TYPE), [1, "x"],
+    (list_of(LONG_TYPE), [1, "x"],
      "element 1 of List<Long>: 'x' does not fit Long"),
-    (ListType("ListSerializerSnapshot", LONG_TYPE), None, "List<Long> cannot be null"),
-    (MapType("MapSerializerSnapshot", STRING, LONG_TYPE), {"a": "b"},
+    (list_of(LONG_TYPE), None, "List<Long> cannot be null"),
+    (map_of(STRING, LONG_TYPE), {"a": "b"},
      "the value of key 'a' of Map<String, Long>: 'b' does not fit Long"),
-    (MapType("MapSerializerSnapshot", LONG_TYPE, LONG_TYPE),
+    (map_of(LONG_TYPE, LONG_TYPE),
      [{"key": 1, "value": 2}, {"key": 1, "value": 3}], "the key 1 is there twice"),
     (PAIR, ("a", None), "field f1 is null: Flink tuples hold no nulls"),
     (PAIR, ("a",), "expected 2 fields"),
     (PAIR, {"f0": "a", "f1": "b"}, "field f1 of Tuple2<String, Long>: 'b' does not fit Long"),
     (LEGACY_ROW, Row("a", kind=RowKind.DELETE), "legacy mode"),
-    (RowFlinkType("RowSerializerSnapshot", [STRING], True), {"row_kind": "?", "f0": "a"},
+    (row_of([STRING], True), {"row_kind": "?", "f0": "a"},
      "unknown row kind '\\?'"),
     (POINT, {"label": "a"}, "expected a dict of the fields label, x"),
     (POINT, {"label": "a", "x": 1.5}, "field 'x' of POJO org.example.Point: 1.5 does not fit"),
-    (TtlType("TtlSerializerSnapshot", LONG_TYPE, STRING), "v",
+    (ttl_of(STRING), "v",
      "expected \\(value, last-access timestamp\\)"),
-    (TimerType("TimerSerializerSnapshot", STRING, VOID), ("t", "k", None),
+    (timer_of(STRING, VOID), ("t", "k", None),
      "Timer<String, VoidNamespace>: the timestamp is a long"),
-    (OpaqueType("KryoSerializerSnapshot", "java.util.UUID"), uuid.UUID(int=1),
+    (kryo("java.util.UUID"), uuid.UUID(int=1),
      "does not fit Kryo java.util.UUID: statesource writes back the bytes"),
 ]
 
@@ -467,19 +496,13 @@ def test_a_serializer_statesource_does_not_know_is_refused():
 
 def reencode_canonical(path: Path) -> Counter[str]:
     """Checks every pair of a canonical savepoint; the pairs checked, per operator/state."""
-    snapshot = FlinkSnapshot.open(str(path))
     checked: Counter[str] = Counter()
-    for op in snapshot.operators:
-        header = snapshot.header(op)
-        if header is None:
-            continue
+    for snapshot, op, header in keyed_operators(path):
         entries = {info.state_id: StateEntries(header.key, info, op.max_parallelism)
                    for info in header.states}
         convert = {info.state_id: None if info.is_timer else stored_converter(info)
                    for info in header.states}
-        for piece in snapshot.key_group_bytes(op):
-            data = snapshot.piece_bytes(piece)
-            source = snapshot.describe(piece.handle.stream)
+        for piece, data, source in key_groups(snapshot, op):
             kg = piece.key_group
             sections = canonical_sections(data, source, piece.begin, kg,
                                           entries[0].keys.prefix_bytes, header.compressed)
@@ -504,13 +527,9 @@ def reencode_canonical(path: Path) -> Counter[str]:
     return checked
 
 
-@pytest.fixture(params=SHARED_CANONICAL)
-def shared_canonical(request: pytest.FixtureRequest) -> Path:
-    return only(request.param)
-
-
-def test_shared_canonical_savepoints_are_encoded_byte_for_byte(shared_canonical):
-    checked = reencode_canonical(shared_canonical)
+@pytest.mark.parametrize("shared_snapshot", SHARED_CANONICAL, indirect=True)
+def test_shared_canonical_savepoints_are_encoded_byte_for_byte(shared_snapshot):
+    checked = reencode_canonical(shared_snapshot)
     # value, TTL value, list (TTL list of PyFlink's bytes) and map states; both hold 2,198 pairs
     assert sum(checked.values()) == 2198
 
@@ -558,10 +577,10 @@ def test_generated_entries_read_back_as_written(data, key, namespace_type, kind,
     value: FlinkType = element
     stored: st.SearchStrategy = _not_null(values)
     if kind is StateKind.LIST:
-        value = ListType("ListSerializerSnapshot", element)
+        value = list_of(element)
         stored = st.lists(_not_null(values), min_size=1, max_size=3)
     elif kind is StateKind.MAP:
-        value = MapType("MapSerializerSnapshot", STRING, element)
+        value = map_of(STRING, element)
         stored = st.dictionaries(TEXT, values if element is STRING else _not_null(values),
                                  min_size=1, max_size=3)
     namespaces = {STRING: st.none() | TEXT, VOID: st.none(), WINDOW: st.tuples(LONGS, LONGS)}
@@ -575,7 +594,7 @@ def test_generated_entries_read_back_as_written(data, key, namespace_type, kind,
 @given(LONGS, TEXT, TEXT, st.sampled_from([128, 32768]))
 def test_generated_timers_read_back_as_written(timestamp, key, namespace, max_parallelism):
     timer = StateInfo(0, "_timer_state/event_t", PRIORITY_QUEUE, {}, {
-        "VALUE_SERIALIZER": TimerType("TimerSerializerSnapshot", STRING, STRING)})
+        "VALUE_SERIALIZER": timer_of(STRING, STRING)})
     found = _round_trip(STRING, timer, max_parallelism, [(key, namespace, timestamp)])
     assert (found.keys, found.namespaces, found.stored) == ([key], [namespace], [timestamp])
 
@@ -612,7 +631,7 @@ def test_the_key_group_is_the_keys_unless_given():
 
 def test_timers_flip_the_sign_of_their_timestamp():
     timer = StateInfo(0, "_timer_state/event_t", PRIORITY_QUEUE, {}, {
-        "VALUE_SERIALIZER": TimerType("TimerSerializerSnapshot", simple("LongSerializer"), VOID)})
+        "VALUE_SERIALIZER": timer_of(simple("LongSerializer"), VOID)})
     state = StateEntries(simple("LongSerializer"), timer, 128)
     assert flip_sign_bit(-1) == (1 << 63) - 1 and flip_sign_bit(0) == -(1 << 63)
     ((key, value),) = state.pairs(7, None, -1, key_group=3)
@@ -623,8 +642,8 @@ def test_timers_flip_the_sign_of_their_timestamp():
 def test_what_flink_keeps_no_entry_for_has_no_pair():
     long_type = simple("LongSerializer")
     for kind, value_type, empty in [
-            (StateKind.LIST, ListType("ListSerializerSnapshot", long_type), []),
-            (StateKind.MAP, MapType("MapSerializerSnapshot", STRING, long_type), {}),
+            (StateKind.LIST, list_of(long_type), []),
+            (StateKind.MAP, map_of(STRING, long_type), {}),
             (StateKind.VALUE, long_type, None)]:
         state = StateEntries(STRING, _state(kind, value_type, VOID), 128)
         assert state.pairs("k", None, empty) == []
@@ -632,15 +651,15 @@ def test_what_flink_keeps_no_entry_for_has_no_pair():
 
 
 def test_entries_flink_cannot_hold_are_refused_naming_the_state():
-    long_list = _state(StateKind.LIST, ListType("ListSerializerSnapshot", LONG_TYPE), VOID)
+    long_list = _state(StateKind.LIST, list_of(LONG_TYPE), VOID)
     with pytest.raises(TypeMismatchError, match="state 'state', element 1: None .* no nulls"):
         StateEntries(STRING, long_list, 128).pairs("k", None, [1, None])
     with pytest.raises(TypeMismatchError, match="a key is never null"):
         StateEntries(STRING, long_list, 128).pairs(None, None, [1])
-    long_map = _state(StateKind.MAP, MapType("MapSerializerSnapshot", STRING, LONG_TYPE), VOID)
+    long_map = _state(StateKind.MAP, map_of(STRING, LONG_TYPE), VOID)
     with pytest.raises(TypeMismatchError, match="state 'state', user value: None .* Long cannot"):
         StateEntries(STRING, long_map, 128).pairs("k", None, {"a": None})
-    string_map = _state(StateKind.MAP, MapType("MapSerializerSnapshot", STRING, STRING), VOID)
+    string_map = _state(StateKind.MAP, map_of(STRING, STRING), VOID)
     assert StateEntries(STRING, string_map, 128).pairs("k", None, {"a": None}, 1) == [
         (b"\x01\x02k\x00\x02a", b"\x01\x00")]  # the null flag, then the null as String writes it
     with pytest.raises(TypeMismatchError, match="state 'state', entry: the namespace: 1"):
