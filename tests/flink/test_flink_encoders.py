@@ -11,12 +11,13 @@ computed from the key). The pairs must be the file's, and the key group framed
 from them its bytes. Every key group of every native snapshot (savepoints and
 checkpoints) is written again from its decoded entries with the same
 serializers, up to the first state with Kryo values (which a native snapshot
-does not frame). ``encoding`` (EncodingJob.java) holds what the others do not:
-a String key with a String namespace (each followed by its length in the
-composite key), null map values, TTL values wrapping a null, Rows of every
-kind, a POJO with null fields, strings with NUL, surrogates and characters
-beyond the BMP, NaN and -0.0, timers at the extremes of a long; its decoded
-values are checked against ``expected.json`` (from the job's tables).
+does not frame), and so is every element of the fixtures' operator states.
+``encoding`` (EncodingJob.java) holds what the others do not: a String key
+with a String namespace (each followed by its length in the composite key),
+null map values, TTL values wrapping a null, Rows of every kind, a POJO with
+null fields, strings with NUL, surrogates and characters beyond the BMP, NaN
+and -0.0, timers at the extremes of a long; its decoded values are checked
+against ``expected.json`` (from the job's tables).
 Generated values of every type, and generated entries and timers framed into a
 key group and decoded by the reader, read back as written; values and entries
 that do not fit their serializers are refused.
@@ -42,7 +43,7 @@ from hypothesis import strategies as st
 
 from flink_snapshots import only
 from statesource.errors import TypeMismatchError
-from statesource.flink import serializers
+from statesource.flink import operator_state, serializers
 from statesource.flink.avro import AVRO_SNAPSHOT, AvroFlinkType, read_avro_snapshot
 from statesource.flink.binary import BinaryReader
 from statesource.flink.binary_writer import BinaryWriter
@@ -62,7 +63,7 @@ from statesource.flink.metadata import OperatorSnapshot
 from statesource.flink.snappy import unframe
 from statesource.flink.snapshot import FlinkSnapshot, KeyGroupBytes
 from statesource.keygroups import assign_to_key_group
-from statesource.model import StateKind
+from statesource.model import DistributionMode, StateKind
 from statesource.types import STRING as STRING_TYPE
 from statesource.types import Row, RowKind
 
@@ -252,6 +253,48 @@ def test_shared_native_snapshots_are_encoded_byte_for_byte(shared_snapshot):
 @pytest.mark.parametrize("name", FIXTURE_NATIVE)
 def test_fixture_native_snapshots_are_encoded_byte_for_byte(name):
     reencode_native(FIXTURES / name)
+
+
+def reencode_operator_states(path: Path) -> Counter[str]:
+    """Writes every element of every operator state again; the elements written, per state.
+
+    Each element of a list state, and a broadcast state's size and entries, lie at
+    the offsets ``_metadata`` records (in a compressed file, each a Snappy stream).
+    """
+    snapshot = FlinkSnapshot.open(str(path))
+    written: Counter[str] = Counter()
+    for op in snapshot.operators:
+        for handle in (h for subtask in op.subtasks for h in subtask.operator):
+            data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
+            source = snapshot.describe(handle.stream)
+            infos, compressed = operator_state._header(BinaryReader(data, source))
+            bounds = sorted({o for state in handle.states for o in state.offsets} | {len(data)})
+            for state in handle.states:
+                info = infos[state.name]
+                for offset in state.offsets:
+                    r = operator_state._piece(data, source, offset, bounds, compressed)
+                    start = r.pos
+                    w = BinaryWriter()
+                    if state.mode is DistributionMode.BROADCAST:  # a size, then (key, value)s
+                        key_type = info.serializers["KEY_SERIALIZER"]
+                        entries = [(key_type.read(r), info.value.read(r))
+                                   for _ in range(r.count("broadcast state size"))]
+                        w.i32(len(entries))
+                        for key, value in entries:
+                            value_writer(key_type)(w, key)
+                            value_writer(info.value)(w, value)
+                    else:
+                        value_writer(info.value)(w, info.value.read(r))
+                    assert w.getvalue() == bytes(r.data[start:r.pos]), (op.uid, state.name)
+                    written[f"{op.uid}/{state.name}"] += 1
+    return written
+
+
+@pytest.mark.parametrize("name", ["mp256/canonical", "mp256/native", "mp128-snappy/canonical",
+                                  "mp128-snappy/native"])
+def test_operator_state_elements_are_encoded_byte_for_byte(name):
+    assert reencode_operator_states(FIXTURES / name) == {
+        "stateful/subtasks": 2, "stateful/seen": 2, "broadcaster/rules": 2}
 
 
 SETTINGS = settings(max_examples=150, deadline=None, database=None,
