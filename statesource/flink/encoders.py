@@ -239,9 +239,9 @@ def map_items(value: Any, name: str) -> list[tuple[Any, Any]]:
     if isinstance(value, Mapping):
         return list(value.items())
     if not isinstance(value, (list, tuple)) or not all(
-            isinstance(e, Mapping) and set(e) == {"key", "value"} for e in value):
+            isinstance(e, Mapping) and {"key"} <= set(e) <= {"key", "value"} for e in value):
         raise _not_null(value, name, "a dict, or a list of {'key', 'value'} entries")
-    items = [(e["key"], e["value"]) for e in value]
+    items = [(e["key"], e.get("value")) for e in value]
     seen = set()
     for key, _ in items:
         held = hashable_record(key)
@@ -300,12 +300,15 @@ def _timer(t: TimerType) -> _Encoder:
 
 
 def _fields_of(value: Any, count: int, name: str, extra: tuple[str, ...] = ()) -> list[Any]:
-    """Positional fields: a tuple or list, or statesource's dict of ``f0``, ``f1``, ..."""
+    """Positional fields: a tuple or list, or statesource's dict of ``f0``, ``f1``, ...
+
+    As for a statesource record, a field missing from the dict is a null one.
+    """
     if isinstance(value, (tuple, list)) and len(value) == count:
         return list(value)
     names = [f"f{i}" for i in range(count)]
-    if isinstance(value, Mapping) and set(value) - set(extra) == set(names):
-        return [value[n] for n in names]
+    if isinstance(value, Mapping) and set(value) - set(extra) <= set(names):
+        return [value.get(n) for n in names]
     raise _not_null(value, name, f"{count} fields (a tuple, or a dict of {', '.join(names)})")
 
 
@@ -372,11 +375,12 @@ def _pojo(t: PojoFlinkType) -> _Encoder:
         if value is None:
             w.u8(_POJO_NULL)
             return
-        if not isinstance(value, Mapping) or set(value) != names:
-            raise misfit(value, name, f"expected a dict of the fields {', '.join(sorted(names))}")
+        if not isinstance(value, Mapping) or not set(value) <= names:
+            raise misfit(value, name, f"expected a dict of the fields {', '.join(sorted(names))}"
+                                      " (a missing one is null)")
         w.u8(_POJO_PLAIN)
         for field_name, write_field in writes:
-            _flagged(w, write_field, value[field_name], "field {!r} of {}", field_name, name)
+            _flagged(w, write_field, value.get(field_name), "field {!r} of {}", field_name, name)
     return _Encoder(name, write)
 
 

@@ -501,7 +501,7 @@ REFUSED = [
     (LEGACY_ROW, Row("a", kind=RowKind.DELETE), "legacy mode"),
     (row_of([STRING], True), {"row_kind": "?", "f0": "a"},
      "unknown row kind '\\?'"),
-    (POINT, {"label": "a"}, "expected a dict of the fields label, x"),
+    (POINT, {"label": "a", "y": 1}, "expected a dict of the fields label, x"),
     (POINT, {"label": "a", "x": 1.5}, "field 'x' of POJO org.example.Point: 1.5 does not fit"),
     (ttl_of(STRING), "v",
      "expected \\(value, last-access timestamp\\)"),
@@ -517,6 +517,15 @@ def test_a_value_that_does_not_fit_its_serializer_is_refused(index):
     flink_type, value, message = REFUSED[index]
     with pytest.raises(TypeMismatchError, match=message):
         encode(flink_type, value)
+
+
+def test_a_field_missing_from_a_record_is_a_null_one():
+    assert encode(POINT, {"label": "a"}) == encode(POINT, {"label": "a", "x": None})
+    row = row_of([STRING, LONG_TYPE], True)
+    deleted = Row(None, 5, kind=RowKind.DELETE)
+    assert encode(row, {"row_kind": "-D", "f1": 5}) == encode(row, deleted)
+    with pytest.raises(TypeMismatchError, match="field f1 is null: Flink tuples hold no nulls"):
+        encode(PAIR, {"f0": "a"})
 
 
 def test_an_avro_value_that_does_not_fit_its_schema_is_refused():
