@@ -1,11 +1,14 @@
 """A big-endian writer of the bytes of one Flink file: the counterpart of :mod:`binary`.
 
 Flink reads what Java's ``DataOutputStream`` wrote: big-endian integers and
-``writeUTF`` strings (a u16 byte length, then "modified UTF-8"). Every value is
-checked against the width it is written in, because a value that silently
-wrapped would make a file Flink reads without complaint but restores wrongly;
-a string too long for ``writeUTF`` (over 65535 encoded bytes) is refused, as
-Java refuses it.
+floats, ``writeUTF`` strings (a u16 byte length, then "modified UTF-8"), and
+Flink's own ``StringValue`` strings and 7-bit varints. Every value is checked
+against the width it is written in, because a value that silently wrapped
+would make a file Flink reads without complaint but restores wrongly; a string
+too long for ``writeUTF`` (over 65535 encoded bytes) is refused, as Java
+refuses it, and so is a float beyond a Java ``float``'s range. Every NaN is
+written as Java's ``floatToIntBits`` and ``doubleToLongBits`` write NaN: the
+one canonical NaN.
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ _SHORT = struct.Struct(">h")
 _USHORT = struct.Struct(">H")
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
+_FLOAT = struct.Struct(">f")
+_DOUBLE = struct.Struct(">d")
+_FLOAT_NAN = _INT.pack(0x7FC00000)
+_DOUBLE_NAN = _LONG.pack(0x7FF8000000000000)
 UTF_LIMIT = 0xFFFF
+STRING_LIMIT = (1 << 31) - 2
+"""The most UTF-16 units of a ``StringValue`` (its length plus one is a Java int)."""
 
 
 def _check(value: int, low: int, high: int, what: str) -> None:
@@ -67,6 +76,52 @@ class BinaryWriter:
     def i64(self, value: int) -> None:
         _check(value, -(1 << 63), (1 << 63) - 1, "long")
         self._buffer += _LONG.pack(value)
+
+    def f32(self, value: float) -> None:
+        """A Java ``float`` (``value`` rounded to float32, as a Java cast rounds it)."""
+        if value != value:
+            self._buffer += _FLOAT_NAN
+            return
+        try:
+            self._buffer += _FLOAT.pack(value)
+        except OverflowError:
+            raise InvalidArgumentError(f"{value!r} does not fit in a float") from None
+
+    def f64(self, value: float) -> None:
+        self._buffer += _DOUBLE_NAN if value != value else _DOUBLE.pack(value)
+
+    def varint(self, value: int) -> None:
+        """Flink's unsigned 7-bit varint: the low seven bits first, the high bit = more follow."""
+        _check(value, 0, (1 << 63) - 1, "varint")
+        while value >= 0x80:
+            self._buffer.append(value & 0x7F | 0x80)
+            value >>= 7
+        self._buffer.append(value)
+
+    def flink_string(self, text: str | None) -> None:
+        """Flink's ``StringValue.writeString``: a varint of the UTF-16 length plus one (0 for
+        null), then each UTF-16 unit as a varint (a lone surrogate as it is)."""
+        if text is None:
+            self._buffer.append(0)
+            return
+        if text.isascii():
+            if len(text) > STRING_LIMIT:
+                raise InvalidArgumentError(f"a string of {len(text)} characters is too long")
+            self.varint(len(text) + 1)
+            self._buffer += text.encode("ascii")
+            return
+        raw = text.encode("utf-16-be", "surrogatepass")
+        if len(raw) // 2 > STRING_LIMIT:
+            raise InvalidArgumentError(f"a string of {len(raw) // 2} UTF-16 units is too long")
+        self.varint(len(raw) // 2 + 1)
+        out = self._buffer
+        for (unit,) in _USHORT.iter_unpack(raw):
+            if unit < 0x80:
+                out.append(unit)
+            elif unit < 0x4000:
+                out += bytes((unit & 0x7F | 0x80, unit >> 7))
+            else:
+                out += bytes((unit & 0x7F | 0x80, unit >> 7 & 0x7F | 0x80, unit >> 14))
 
     def length_prefixed(self, data: bytes) -> None:
         """An int length, then the bytes (a ``byte[]`` as Flink frames one)."""

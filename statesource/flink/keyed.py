@@ -7,9 +7,10 @@ with the state's own serializers (timers: the timer elements).
 Canonical (savepoints by default): per state its id and then length-prefixed
 ``(key, value)`` pairs whose key is a composite: key-group prefix, key,
 namespace and, for map state, the user key; list values are elements joined
-by ``,`` and map values a null flag and the value. The first byte of the last
-key of a state carries the flag ``0x80``; then comes the next state's id or
-``0xFFFF``, the end of the key group.
+by ``,`` and map values a null flag and the value (Flink writes a null value
+too, as its serializer writes one, and the reader skips it). The first byte
+of the last key of a state carries the flag ``0x80``; then comes the next
+state's id or ``0xFFFF``, the end of the key group.
 
 With compression, the bytes after the native key-group id, or the whole
 canonical key group, are Snappy framed streams.
@@ -288,7 +289,12 @@ class _PairDecoder:
         if self.kind is StateKind.MAP:
             assert isinstance(value, MapType)
             user_key = hashable_record(value.key.read(kr))
-            return (user_key, None if vr.boolean() else value.value.read_whole(vr))
+            if vr.boolean():
+                # After the null flag Flink still writes the null, as the value's serializer
+                # writes one (a String's is one zero byte): what follows the flag is skipped.
+                vr.pos = vr.end
+                return (user_key, None)
+            return (user_key, value.value.read_whole(vr))
         if self.kind is StateKind.LIST:
             assert isinstance(value, ListType)
             elements = [value.element.read(vr)]

@@ -52,6 +52,7 @@ from statesource.errors import (
     InvalidArgumentError,
 )
 from statesource.flink.binary import BinaryReader
+from statesource.flink.canonical_entries import variable_int_bytes
 from statesource.flink.canonical_writer import KeyGroupFramer, assemble_keyed_file, prefix_bytes
 from statesource.flink.declarations import native_blockers
 from statesource.flink.flink_type import FlinkType
@@ -626,14 +627,3 @@ def _native_section(r: BinaryReader, header: KeyedHeader, info: StateInfo) -> Pa
             value.read(r)
             pairs.append((body, bytes(data[start:r.pos])))
     return pairs
-
-
-def variable_int_bytes(value: int) -> bytes:
-    """Flink's ``writeVariableIntBytes``: the low byte, then the next ones while any is left
-    (the length of a key or namespace in a composite key whose parts both vary in size)."""
-    out = bytearray()
-    while True:
-        out.append(value & 0xFF)
-        value >>= 8
-        if not value:
-            return bytes(out)

@@ -32,13 +32,14 @@ from statesource.flink.snapshot import FlinkSnapshot
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 SHARED = ["java/canonical/savepoint-*", "java/native/savepoint-*", "java/checkpoints/chk-4",
           "java/checkpoints/chk-7", "pyflink/savepoint-*"]
-FIXTURE_SNAPSHOTS = [f"{variant}/{kind}" for variant in ("mp256", "mp128-snappy", "types")
+FIXTURE_SNAPSHOTS = [f"{variant}/{kind}"
+                     for variant in ("mp256", "mp128-snappy", "types", "encoding")
                      for kind in ("canonical", "native")] + [
                          f"changes/checkpoints/chk-{i}" for i in (1, 2, 3)]
 SNAPSHOTS = [f"shared:{p}" for p in SHARED] + [f"fixture:{p}" for p in FIXTURE_SNAPSHOTS]
 CANONICAL = ["shared:java/canonical/savepoint-*", "shared:pyflink/savepoint-*",
              "fixture:mp256/canonical", "fixture:mp128-snappy/canonical",
-             "fixture:types/canonical"]
+             "fixture:types/canonical", "fixture:encoding/canonical"]
 
 
 def _directory(name: str) -> Path:

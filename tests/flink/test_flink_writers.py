@@ -98,6 +98,41 @@ def test_write_utf_refuses_more_than_65535_encoded_bytes(text, fits):
             w.utf(text)
 
 
+
+def test_flink_strings_varints_and_floats_read_back_as_written():
+    w = BinaryWriter()
+    w.flink_string(None)
+    w.flink_string("a\0\u00e9\u4000\U0001F600\ud800")
+    w.flink_string("x" * 200)
+    w.varint(300)
+    w.f32(float("nan"))
+    w.f64(-0.0)
+    w.f64(float("nan"))
+    data = w.getvalue()
+    # null; 7 UTF-16 units (+1); 'a', NUL, e-acute in two bytes, U+4000 in three, a surrogate
+    # pair and a lone surrogate; then a length of 201 in two bytes
+    assert data[:20] == bytes.fromhex("00" "08" "61" "00" "e901" "808001" "bdb003" "80bc03"
+                                      "80b003" "c901")
+    r = BinaryReader(data, "test")
+    assert r.flink_string() is None
+    assert r.flink_string() == "a\0\u00e9\u4000\U0001F600\ud800"
+    assert r.flink_string() == "x" * 200
+    assert r.varint() == 300
+    assert r.take(4) == bytes.fromhex("7fc00000")  # Java's canonical NaNs
+    assert r.take(8) == bytes.fromhex("8000000000000000")
+    assert r.take(8) == bytes.fromhex("7ff8000000000000") and r.at_end()
+
+
+def test_a_float_beyond_a_java_float_and_a_negative_varint_are_refused():
+    with pytest.raises(InvalidArgumentError, match="1e\\+39 does not fit in a float"):
+        BinaryWriter().f32(1e39)
+    with pytest.raises(InvalidArgumentError, match="-1 does not fit in a varint"):
+        BinaryWriter().varint(-1)
+    w = BinaryWriter()
+    w.f32(float("inf"))
+    w.f32(3.4028235e38)
+    assert w.getvalue() == bytes.fromhex("7f800000" "7f7fffff")
+
 # -- _metadata -----------------------------------------------------------------------------
 
 def _master_state() -> bytes:
