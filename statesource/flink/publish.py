@@ -43,6 +43,7 @@ from statesource.errors import (
 )
 from statesource.flink.metadata import SnapshotMetadata, StreamHandle
 from statesource.flink.metadata_writer import write_metadata
+from statesource.format.commit import sync_directory
 from statesource.format.storage import resolve
 
 METADATA = "_metadata"
@@ -115,10 +116,10 @@ class SavepointWriter:
             out.write(payload)
             out.flush()
             os.fsync(out.fileno())
-        sync_directory(self.staging)
+        sync_directory(str(self.staging))
         rename_no_replace(self.staging, self.output)
         self._published = True
-        sync_directory(self.output.parent)
+        sync_directory(str(self.output.parent))
         return self.output
 
     def discard(self) -> None:
@@ -176,15 +177,6 @@ def check_output_free(output: str | os.PathLike[str]) -> None:
         raise CheckpointExistsError(
             f"{output} already exists; a savepoint is never written over an existing path:"
             " choose another output directory")
-
-
-def sync_directory(path: Path) -> None:
-    """Make a directory's entries durable."""
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def rename_no_replace(source: Path, target: Path) -> None:
