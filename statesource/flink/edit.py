@@ -25,13 +25,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from statesource.errors import InvalidArgumentError
 from statesource.flink.rescale import (
     Edit,
     Progress,
     RescaledOperator,
     RescaledSavepoint,
+    erasable_key_type,
+    find_operator,
     rewrite_savepoint,
 )
+from statesource.flink.snapshot import FlinkSnapshot
+from statesource.types import DataType
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,17 @@ def drop_state(source: str | os.PathLike[str], output: str | os.PathLike[str], o
     removed = edited.removed if edited is not None else ()
     return EditedSavepoint(done.source, done.output, operator,
                            removed or ((state, 0),), (), done.seconds)
+
+
+def operator_key_type(source: str | os.PathLike[str], operator: str, *,
+                      checkpoint_id: int | None = None) -> DataType:
+    """The key type of ``operator`` (uid or hex id): what its keys to erase are values of."""
+    snapshot = FlinkSnapshot.open(os.fspath(source), checkpoint_id=checkpoint_id)
+    op = find_operator(snapshot, operator)
+    handles = snapshot.keyed_handles(op)
+    if not handles:
+        raise InvalidArgumentError(f"operator {op.label!r} has no keyed state: no keys to erase")
+    return erasable_key_type(f"operator {op.label!r}", snapshot.read_header(handles[0]).key)
 
 
 def _edited(done: RescaledSavepoint, operator: str) -> RescaledOperator | None:

@@ -218,7 +218,7 @@ def rewrite_savepoint(source: str | os.PathLike[str], output: str | os.PathLike[
     check_output(output)  # refused before the source is even read
     snapshot = FlinkSnapshot.open(os.fspath(source), checkpoint_id=checkpoint_id)
     if edit is not None:
-        _edited_operator(snapshot, edit.operator)
+        find_operator(snapshot, edit.operator)
     plans = [_plan(snapshot, op, max_parallelism, parallelism, edit)
              for op in snapshot.operators]
     converted = any(not h.savepoint for plan in plans for h in plan.handles)
@@ -247,7 +247,8 @@ def rewrite_savepoint(source: str | os.PathLike[str], output: str | os.PathLike[
                              time.perf_counter() - started)
 
 
-def _edited_operator(snapshot: FlinkSnapshot, label: str) -> OperatorSnapshot:
+def find_operator(snapshot: FlinkSnapshot, label: str) -> OperatorSnapshot:
+    """The operator of uid or hex id ``label``; an error naming the others."""
     for op in snapshot.operators:
         if label in (op.label, op.operator_id):
             return op
@@ -365,7 +366,7 @@ def _edit_plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, edit: Edit, where:
         header, inputs = _without_state(header, inputs, names.index(edit.drop))
     key_type, erase = None, ()
     if edit.erase:
-        key_type = _edit_key_type(where, header.key)
+        key_type = erasable_key_type(where, header.key)
         erase = tuple(_erased_key(where, key_type, key) for key in edit.erase)
     return _Plan(op, op.max_parallelism, op.parallelism, header, inputs, key_type, erase)
 
@@ -384,7 +385,9 @@ def _key_type(where: str, key: FlinkType) -> DataType:
     return key_type
 
 
-def _edit_key_type(where: str, key: FlinkType) -> DataType:
+def erasable_key_type(where: str, key: FlinkType) -> DataType:
+    """The type of the keys of a header's key serializer, when statesource compares (and
+    hashes) them as Java does."""
     try:
         return _key_type(where, key)
     except IncompatibleCheckpointError:

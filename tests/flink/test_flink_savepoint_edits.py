@@ -15,6 +15,7 @@ import pytest
 
 from flink_fixture_checks import FIXTURES, check_fixture, fixture_spec, fixture_truth
 from flink_restore import FIXTURE_JOB, restore, rows_of, skip_reason
+from statesource.cli import main
 from statesource.errors import CheckpointExistsError, InvalidArgumentError
 from statesource.flink.edit import drop_state, erase_keys
 from statesource.flink.snapshot import FlinkSnapshot
@@ -136,3 +137,40 @@ def test_an_existing_output_is_refused(tmp_path):
     with pytest.raises(CheckpointExistsError):
         drop_state(MP256, output, "stateful", "avg")
     assert [p.name for p in output.iterdir()] == ["keep"]
+
+
+def test_the_commands(tmp_path, capsys):
+    """``statesource erase`` with --key and --keys-file (tuple keys as JSON arrays), then
+    ``statesource drop`` on its output: Flink restores what is left."""
+    truth = fixture_truth("mp256")
+    users = sorted({tuple(json.loads(name)[:2]) for name in truth["windows"]})
+    keys_file = tmp_path / "keys.jsonl"
+    keys_file.write_text(f"{json.dumps(list(users[1]))}\n\n[\"nobody\", 0]\n")
+    erased = tmp_path / "erased"
+    assert main(["erase", str(MP256), "--operator", "windows", "--key",
+                 json.dumps(list(users[0])), "--keys-file", str(keys_file),
+                 "--output", str(erased)]) == 0
+    out = capsys.readouterr().out
+    assert "not present: ('nobody', 0)" in out and "2 of 3 keys found" in out
+    dropped = tmp_path / "dropped"
+    assert main(["drop", str(erased), "--operator", "stateful", "--state", "last",
+                 "--output", str(dropped)]) == 0
+    assert "state 'last' of operator stateful dropped (50 entries" in capsys.readouterr().out
+    windows = {name: w for name, w in truth["windows"].items()
+               if tuple(json.loads(name)[:2]) not in users[:2]}
+    rows = restore(dropped, without(fixture_spec(256), "stateful", "last"),
+                   java_sources=[FIXTURE_JOB])
+    check_fixture(rows, {**truth, "windows": windows}, parallelism=2, dropped={"last"})
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["erase", str(MP256), "--operator", "stateful", "--key", "abc"], ["'abc'", "long"]),
+    (["erase", str(MP256), "--operator", "stateful"], ["--key"]),
+    (["erase", str(MP256), "--operator", "nope", "--key", "1"], ["no operator 'nope'"]),
+    (["drop", str(MP256), "--operator", "stateful", "--state", "nope"], ["no state 'nope'"]),
+], ids=["key-of-another-type", "no-keys", "unknown-operator", "unknown-state"])
+def test_the_commands_refuse(tmp_path, capsys, argv, words):
+    assert main([*argv, "--output", str(tmp_path / "out")]) == 1
+    error = capsys.readouterr().err
+    assert all(word in error for word in words), error
+    assert list(tmp_path.iterdir()) == []
