@@ -77,7 +77,7 @@ def run_drop(args: argparse.Namespace) -> int:
     done = drop_state(args.snapshot, args.output, args.operator, args.state,
                       checkpoint_id=args.checkpoint_id)
     print(f"wrote savepoint {done.output}: state {args.state!r} of operator {done.operator}"
-          f" dropped ({done.total:,} entries and timers)")
+          f" dropped ({done.total:,} entries, timers or elements)")
     return 0
 
 

@@ -12,8 +12,9 @@ Each writes a new canonical savepoint directory, with the one pass of
   operator-state handles, which Flink reads state by state (its elements stay in the
   copied file, unreferenced).
 
-The other operators' files of a canonical savepoint are copied byte for byte; a native
-savepoint or a checkpoint is converted, as a rescale converts it. Every refusal (an
+The other operators' files are copied byte for byte; the edited operator's keyed state
+of a native savepoint or a checkpoint is converted to the canonical layout, as a rescale
+converts it (Flink picks how to restore each operator by its keyed-state handles). Every refusal (an
 unknown operator or state, a key of the wrong type, an output that exists) happens before
 anything is written, and the output is published whole.
 """
@@ -48,7 +49,7 @@ class EditedSavepoint:
     operator: str
     removed: tuple[tuple[str, int], ...]
     """Per state (header name, timers as ``_timer_state/...``), the entries or timers left
-    out."""
+    out; for a dropped operator state, its elements."""
     missing: tuple[Any, ...] = ()
     """Keys to erase that the operator's state does not hold (not an error)."""
     seconds: float = 0.0
@@ -84,8 +85,12 @@ def drop_state(source: str | os.PathLike[str], output: str | os.PathLike[str], o
                              progress=progress, edit=Edit(operator, drop=state))
     edited = _edited(done, operator)
     removed = edited.removed if edited is not None else ()
-    return EditedSavepoint(done.source, done.output, operator,
-                           removed or ((state, 0),), (), done.seconds)
+    if not removed:  # an operator state (or an empty keyed one): its elements
+        op = find_operator(FlinkSnapshot.open(done.source, checkpoint_id=checkpoint_id),
+                           operator)
+        removed = ((state, sum(len(s.offsets) for sub in op.subtasks for h in sub.operator
+                               for s in h.states if s.name == state)),)
+    return EditedSavepoint(done.source, done.output, operator, removed, (), done.seconds)
 
 
 def operator_key_type(source: str | os.PathLike[str], operator: str, *,

@@ -210,8 +210,7 @@ def rewrite_savepoint(source: str | os.PathLike[str], output: str | os.PathLike[
     walked into new canonical keyed-state files, published whole as ``output``.
 
     ``max_parallelism`` None keeps each operator's own; with an ``edit`` only its operator
-    is walked when ``source`` is a canonical savepoint (the others' files are copied byte
-    for byte), every keyed operator otherwise (converted from the native format).
+    is walked (converted when native), the others' files copied byte for byte.
     """
     started = time.perf_counter()
     report = progress or (lambda _: None)
@@ -297,12 +296,8 @@ def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int | 
     handles = snapshot.keyed_handles(op)
     edited = edit is not None and edit.operator in (op.label, op.operator_id)
     if max_parallelism is None:  # an edit: the max parallelism and parallelism stay
-        if not edited:
-            if all(h.savepoint for h in handles):
-                return _Plan(op, op.max_parallelism, op.parallelism, None)
-            header, inputs = _merged_header(snapshot, where, handles)
-            _check_native(where, header, handles)
-            return _Plan(op, op.max_parallelism, op.parallelism, header, inputs)
+        if not edited:  # its files copied: Flink picks how to restore per keyed handle
+            return _Plan(op, op.max_parallelism, op.parallelism, None)
         assert edit is not None
         return _edit_plan(snapshot, op, edit, where, handles)
     if any(s.raw_keyed for s in op.subtasks):

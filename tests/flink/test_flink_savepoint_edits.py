@@ -49,6 +49,23 @@ def test_erased_keys_are_gone_from_every_state_and_timer(tmp_path):
     check_fixture(rows, truth, parallelism=2, erased=erased)
 
 
+def test_keys_erased_from_a_native_savepoint(tmp_path):
+    """The edited operator's keyed state is converted to the canonical layout; the others
+    keep their native files (``opaque`` holds Kryo values a conversion could not delimit),
+    and Flink restores each operator by its own handles."""
+    truth = fixture_truth("mp256")
+    erased = sorted(int(k) for k in truth["stateful"])[-2:]
+    output = tmp_path / "erased"
+    done = erase_keys(FIXTURES / "mp256" / "native", output, "stateful", erased)
+    assert done.missing == ()
+    snapshot = FlinkSnapshot.open(str(output))
+    savepoint = {op.label: {h.savepoint for h in snapshot.keyed_handles(op)}
+                 for op in snapshot.operators if snapshot.keyed_handles(op)}
+    assert savepoint == {"stateful": {True}, "opaque": {False}, "windows": {False}}
+    rows = restore(output, fixture_spec(256), java_sources=[FIXTURE_JOB])
+    check_fixture(rows, truth, parallelism=2, erased=erased)
+
+
 def test_tuple_keys_erased_from_a_snappy_savepoint(tmp_path):
     """Window state keyed by ``Tuple2<String, Integer>``, Snappy-compressed key groups: every
     window and window timer of the erased keys goes, the other operators are as they were."""
@@ -90,7 +107,8 @@ def test_a_dropped_state_is_gone_and_the_rest_restores(tmp_path, state):
 def test_a_dropped_operator_state_restores_empty(tmp_path):
     truth = fixture_truth("mp256")
     output = tmp_path / "dropped"
-    drop_state(MP256, output, "stateful", "seen")
+    done = drop_state(MP256, output, "stateful", "seen")
+    assert done.removed == (("seen", len(truth["seen"])),)
     rows = restore(output, fixture_spec(256), java_sources=[FIXTURE_JOB])
     assert [row["value"] for row in rows_of(rows, "stateful", "seen", "split")] in ([], [[], []])
     union = rows_of(rows, "stateful", "subtasks", "union")
