@@ -14,6 +14,7 @@ import base64
 import json
 import struct
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from flink_restore import hashable, rows_of, subtasks, timer_order, timers, values
@@ -65,7 +66,12 @@ def check_placement(rows: list[dict], heap: bool) -> None:
             assert row["storedKeyGroup"] == row["keyGroup"], row
 
 
-def check_fixture(rows: list[dict], truth: dict, parallelism: int, heap: bool = True) -> None:
+def check_fixture(rows: list[dict], truth: dict, parallelism: int, heap: bool = True, *,
+                  erased: Iterable[int] = (), dropped: Iterable[str] = ()) -> None:
+    """What Flink restored is ``truth``, less the ``erased`` keys of operator ``stateful``
+    (its own states and timers; ``opaque`` keeps them) and its ``dropped`` states (none
+    restored: empty when still declared)."""
+    erased, dropped = set(erased), set(dropped)
     maxp = truth["max_parallelism"]
     (snapshot,) = [row for row in rows if row["kind"] == "snapshot"]
     assert {op["uid"]: op["maxParallelism"] for op in snapshot["operators"]}["stateful"] == maxp
@@ -77,24 +83,25 @@ def check_fixture(rows: list[dict], truth: dict, parallelism: int, heap: bool = 
     check_placement(rows, heap)
     if heap:  # the spec names every state the backend restored
         for done in subtasks(rows, "stateful").values():
-            assert set(done["restoredKeyedStates"]) == set(STATEFUL_STATES) | {
+            assert set(done["restoredKeyedStates"]) == (set(STATEFUL_STATES) | {
                 "_timer_state/event_user-timers", "_timer_state/processing_user-timers"}
+                ) - dropped
 
-    stateful = {int(key): want for key, want in truth["stateful"].items()}
-    assert values(rows, "stateful", "total") == {k: w["total"] for k, w in stateful.items()}
-    assert values(rows, "stateful", "max_id") == {k: w["max_id"] for k, w in stateful.items()}
-    assert values(rows, "stateful", "avg") == {k: w["avg"] for k, w in stateful.items()}
-    assert values(rows, "stateful", "events") == {k: w["events"] for k, w in stateful.items()}
-    assert {k: dict(v) for k, v in values(rows, "stateful", "per_user").items()} == {
-        k: w["per_user"] for k, w in stateful.items()}
-    assert values(rows, "stateful", "last") == {k: w["last"] for k, w in stateful.items()}
-    assert timers(rows, "stateful", "user-timers") == {
-        k: [(None, t) for t in sorted(w["timers"])] for k, w in stateful.items()}
+    everyone = {int(key): want for key, want in truth["stateful"].items()}
+    stateful = {k: w for k, w in everyone.items() if k not in erased}
+    for name in STATEFUL_STATES:
+        found = values(rows, "stateful", name)
+        if name == "per_user":
+            found = {k: dict(v) for k, v in found.items()}
+        assert found == ({} if name in dropped else {k: w[name] for k, w in stateful.items()})
+    assert timers(rows, "stateful", "user-timers") == ({} if dropped & {
+        "_timer_state/event_user-timers"} else {
+        k: [(None, t) for t in sorted(w["timers"])] for k, w in stateful.items()})
     assert timers(rows, "stateful", "user-timers", "processing") == {}
 
     # UUID(key, id) of each key's last event (FixtureJob.Opaque), serialized by Kryo
     assert values(rows, "opaque", "last_uuid") == {
-        k: str(uuid.UUID(int=(k << 64) | w["max_id"])) for k, w in stateful.items()}
+        k: str(uuid.UUID(int=(k << 64) | w["max_id"])) for k, w in everyone.items()}
 
     windows, window_timers = {}, {}
     for name, want in truth["windows"].items():

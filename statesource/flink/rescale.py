@@ -50,6 +50,7 @@ from statesource.errors import (
     CorruptCheckpointError,
     IncompatibleCheckpointError,
     InvalidArgumentError,
+    TypeMismatchError,
 )
 from statesource.flink.binary import BinaryReader
 from statesource.flink.canonical_entries import variable_int_bytes
@@ -74,6 +75,7 @@ from statesource.flink.publish import SavepointWriter, check_output
 from statesource.flink.serializers import ListType, MapType
 from statesource.flink.snappy import unframe
 from statesource.flink.snapshot import FlinkSnapshot
+from statesource.keyequality import decoded_key_canonicalizer, key_canonicalizer
 from statesource.keygroups import (
     check_max_parallelism,
     check_parallelism,
@@ -134,6 +136,12 @@ class RescaledOperator:
     """Non-empty key groups written."""
     bytes: int
     """Bytes of the keyed-state files written."""
+    removed: tuple[tuple[str, int], ...] = ()
+    """Per state (header name), the pairs left out: of the erased keys, or of a dropped
+    state (an edit, :mod:`statesource.flink.edit`)."""
+    erased: tuple[int, ...] = ()
+    """Which of the keys to erase (their positions) this operator's state held."""
+    operator_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,7 +151,8 @@ class RescaledSavepoint:
     source: str
     output: str
     checkpoint_id: int
-    max_parallelism: int
+    max_parallelism: int | None
+    """The new max parallelism; None for an edit (every operator keeps its own)."""
     operators: tuple[RescaledOperator, ...]
     """The operators with keyed state, in ``_metadata`` order."""
     converted: bool
@@ -175,14 +184,43 @@ def rescale_max_parallelism(source: str | os.PathLike[str], output: str | os.Pat
     1..32768 or below an operator's parallelism, a key type statesource cannot hash as
     Flink does, raw keyed state, Kryo values in a native snapshot.
     """
-    started = time.perf_counter()
-    report = progress or (lambda _: None)
     check_max_parallelism(max_parallelism)
     if parallelism is not None:
         check_parallelism(parallelism, max_parallelism)
+    return rewrite_savepoint(source, output, max_parallelism, parallelism=parallelism,
+                             checkpoint_id=checkpoint_id, progress=progress)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """What an edit changes in one operator, every other operator carried over as it is."""
+
+    operator: str
+    """The operator's uid (or hex id)."""
+    erase: tuple[Any, ...] = ()
+    """Keys, as Python values of the operator's key type, whose every entry and timer go."""
+    drop: str | None = None
+    """A keyed state, timer state or operator state that goes."""
+
+
+def rewrite_savepoint(source: str | os.PathLike[str], output: str | os.PathLike[str],
+                      max_parallelism: int | None, *, parallelism: int | None = None,
+                      checkpoint_id: int | None = None, progress: Progress | None = None,
+                      edit: Edit | None = None) -> RescaledSavepoint:
+    """The one pass behind a new max parallelism and an edit: every keyed operator's pairs
+    walked into new canonical keyed-state files, published whole as ``output``.
+
+    ``max_parallelism`` None keeps each operator's own; with an ``edit`` only its operator
+    is walked (converted when native), the others' files copied byte for byte.
+    """
+    started = time.perf_counter()
+    report = progress or (lambda _: None)
     check_output(output)  # refused before the source is even read
     snapshot = FlinkSnapshot.open(os.fspath(source), checkpoint_id=checkpoint_id)
-    plans = [_plan(snapshot, op, max_parallelism, parallelism) for op in snapshot.operators]
+    if edit is not None:
+        find_operator(snapshot, edit.operator)
+    plans = [_plan(snapshot, op, max_parallelism, parallelism, edit)
+             for op in snapshot.operators]
     converted = any(not h.savepoint for plan in plans for h in plan.handles)
     rescaled = []
     with SavepointWriter(output) as writer:
@@ -190,11 +228,12 @@ def rescale_max_parallelism(source: str | os.PathLike[str], output: str | os.Pat
         operators = []
         for plan in plans:
             if plan.header is None:
-                operators.append(_carried(plan, max_parallelism, copies))
+                operators.append(_carried(plan, copies))
                 continue
             report(f"operator {plan.op.label}: max parallelism {plan.op.max_parallelism} ->"
-                   f" {max_parallelism}, parallelism {plan.op.parallelism} -> {plan.parallelism}")
-            op, done = _rescaled(snapshot, writer, plan, max_parallelism, copies)
+                   f" {plan.max_parallelism}, parallelism {plan.op.parallelism} ->"
+                   f" {plan.parallelism}")
+            op, done = _rescaled(snapshot, writer, plan, copies)
             operators.append(op)
             rescaled.append(done)
         properties = snapshot.metadata.properties
@@ -208,12 +247,23 @@ def rescale_max_parallelism(source: str | os.PathLike[str], output: str | os.Pat
                              time.perf_counter() - started)
 
 
+def find_operator(snapshot: FlinkSnapshot, label: str) -> OperatorSnapshot:
+    """The operator of uid or hex id ``label``; an error naming the others."""
+    for op in snapshot.operators:
+        if label in (op.label, op.operator_id):
+            return op
+    names = ", ".join(sorted(op.label for op in snapshot.operators))
+    raise InvalidArgumentError(
+        f"{snapshot.location} has no operator {label!r}; its operators are: {names}")
+
+
 # -- planning: every check before anything is written ------------------------------------
 
 
 @dataclass(frozen=True)
 class _KeyedInput:
-    """One keyed-state file of the source, and where its state ids go in the written header."""
+    """One keyed-state file of the source, and where its state ids go in the written header
+    (-1: a dropped state, left out)."""
 
     handle: KeyedHandle
     header: KeyedHeader
@@ -223,22 +273,34 @@ class _KeyedInput:
 @dataclass(frozen=True)
 class _Plan:
     op: OperatorSnapshot
+    max_parallelism: int
     parallelism: int
     header: KeyedHeader | None
-    """The header every written keyed-state file gets; None for an operator without keyed
-    state."""
+    """The header every written keyed-state file gets; None for an operator whose files are
+    carried over (no keyed state, or not the edited operator of a canonical savepoint)."""
     inputs: tuple[_KeyedInput, ...] = ()
     key_type: DataType | None = None
+    """The type keys are hashed as, when they are (a new max parallelism, or checked while
+    erasing keys); None: keys stay in their key group."""
+    erase: tuple[Any, ...] = ()
+    """The erased keys' Java-equality forms."""
+    dropped_operator_state: str | None = None
 
     @property
     def handles(self) -> tuple[KeyedHandle, ...]:
         return tuple(i.handle for i in self.inputs)
 
 
-def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int,
-          parallelism: int | None) -> _Plan:
+def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int | None,
+          parallelism: int | None, edit: Edit | None = None) -> _Plan:
     where = f"operator {op.label!r}"
     handles = snapshot.keyed_handles(op)
+    edited = edit is not None and edit.operator in (op.label, op.operator_id)
+    if max_parallelism is None:  # an edit: the max parallelism and parallelism stay
+        if not edited:  # its files copied: Flink picks how to restore per keyed handle
+            return _Plan(op, op.max_parallelism, op.parallelism, None)
+        assert edit is not None
+        return _edit_plan(snapshot, op, edit, where, handles)
     if any(s.raw_keyed for s in op.subtasks):
         raise IncompatibleCheckpointError(
             f"{where} has raw keyed state (written by the operator's own code, in its own"
@@ -249,7 +311,7 @@ def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int,
             f"{where} has parallelism {new_parallelism}, above the new max parallelism"
             f" {max_parallelism}: a max parallelism is at least the parallelism")
     if not handles:
-        return _Plan(op, new_parallelism, None)
+        return _Plan(op, max_parallelism, new_parallelism, None)
     held = sorted(s.index for s in op.subtasks
                   if (s.operator or s.raw_operator) and s.index >= new_parallelism)
     if held:
@@ -260,12 +322,49 @@ def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int,
             " restores the savepoint")
     header, inputs = _merged_header(snapshot, where, handles)
     key_type = _key_type(where, header.key)
+    _check_native(where, header, handles)
+    return _Plan(op, max_parallelism, new_parallelism, header, inputs, key_type)
+
+
+def _check_native(where: str, header: KeyedHeader, handles: Sequence[KeyedHandle]) -> None:
     if not all(h.savepoint for h in handles):
         for name, reason in native_blockers(header).items():
             raise IncompatibleCheckpointError(
                 f"{where}, state {name!r} of a native snapshot: {reason}; take a canonical"
-                " savepoint (flink savepoint --type canonical) to change its max parallelism")
-    return _Plan(op, new_parallelism, header, inputs, key_type)
+                " savepoint (flink savepoint --type canonical) to rewrite it")
+
+
+def _edit_plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, edit: Edit, where: str,
+               handles: Sequence[KeyedHandle]) -> _Plan:
+    """The edited operator: its keys checked against its key type, its dropped state found."""
+    operator_states = sorted({s.name for sub in op.subtasks for h in sub.operator
+                              for s in h.states})
+    if not handles:
+        if edit.drop is not None and edit.drop in operator_states:
+            return _Plan(op, op.max_parallelism, op.parallelism, None,
+                         dropped_operator_state=edit.drop)
+        raise InvalidArgumentError(
+            f"{where} has no keyed state"
+            + (f"; its operator states are: {', '.join(operator_states)}" if operator_states
+               else " and no operator state"))
+    header, inputs = _merged_header(snapshot, where, handles)
+    _check_native(where, header, handles)
+    if edit.drop is not None:
+        names = [info.name for info in header.states]
+        if edit.drop in operator_states and edit.drop not in names:
+            return _Plan(op, op.max_parallelism, op.parallelism, None,
+                         dropped_operator_state=edit.drop)
+        if edit.drop not in names:
+            raise InvalidArgumentError(
+                f"{where} has no state {edit.drop!r}; its keyed and timer states are:"
+                f" {', '.join(names)}; its operator states:"
+                f" {', '.join(operator_states) or 'none'}")
+        header, inputs = _without_state(header, inputs, names.index(edit.drop))
+    key_type, erase = None, ()
+    if edit.erase:
+        key_type = erasable_key_type(where, header.key)
+        erase = tuple(_erased_key(where, key_type, key) for key in edit.erase)
+    return _Plan(op, op.max_parallelism, op.parallelism, header, inputs, key_type, erase)
 
 
 def _key_type(where: str, key: FlinkType) -> DataType:
@@ -280,6 +379,39 @@ def _key_type(where: str, key: FlinkType) -> DataType:
             " key group of such keys as Flink does (their Java hashCode is not reproduced),"
             " and a new max parallelism moves every key by its key group")
     return key_type
+
+
+def erasable_key_type(where: str, key: FlinkType) -> DataType:
+    """The type of the keys of a header's key serializer, when statesource compares (and
+    hashes) them as Java does."""
+    try:
+        return _key_type(where, key)
+    except IncompatibleCheckpointError:
+        name = getattr(key, "java_class", None) or key.describe()
+        raise IncompatibleCheckpointError(
+            f"{where} is keyed by {name} ({key.serializer}): statesource cannot compare such"
+            " keys as Java's equals does, so it cannot erase keys from it") from None
+
+
+def _erased_key(where: str, key_type: DataType, key: Any) -> Any:
+    try:
+        return key_canonicalizer(key_type)(key)
+    except (TypeMismatchError, InvalidArgumentError) as error:
+        raise InvalidArgumentError(
+            f"key {key!r} is not a key of {where}, which is keyed by {key_type.name}: {error}"
+        ) from None
+
+
+def _without_state(header: KeyedHeader, inputs: Sequence[_KeyedInput], dropped: int
+                   ) -> tuple[KeyedHeader, tuple[_KeyedInput, ...]]:
+    """The header without state ``dropped``, the others renumbered (a state's id is its
+    position in the header), and each input's ids mapped to them (-1 for the dropped one)."""
+    states = tuple(dataclasses.replace(info, state_id=i) for i, info in enumerate(
+        s for s in header.states if s.state_id != dropped))
+    renumber = [i - (i > dropped) if i != dropped else -1 for i in range(len(header.states))]
+    return (dataclasses.replace(header, states=states),
+            tuple(dataclasses.replace(i, state_ids=tuple(renumber[s] for s in i.state_ids))
+                  for i in inputs))
 
 
 def _merged_header(snapshot: FlinkSnapshot, where: str, handles: Sequence[KeyedHandle]
@@ -344,8 +476,19 @@ class _FileCopies:
             self._copied[key] = copied
         return self._copied[key]
 
-    def operator_handles(self, handles: tuple[OperatorHandle, ...]
+    def operator_handles(self, handles: tuple[OperatorHandle, ...], drop: str | None = None
                          ) -> tuple[OperatorHandle, ...]:
+        """The handles with their files copied; ``drop`` names an operator state left out
+        of them (its elements stay in the file, which no handle points at any more)."""
+        copied = []
+        for handle in handles:
+            stream = self.stream(handle.stream)
+            assert stream is not None
+            states = tuple(s for s in handle.states if s.name != drop)
+            copied.append(dataclasses.replace(handle, stream=stream, states=states))
+        return tuple(copied)
+
+    def keyed_handles(self, handles: tuple[KeyedHandle, ...]) -> tuple[KeyedHandle, ...]:
         copied = []
         for handle in handles:
             stream = self.stream(handle.stream)
@@ -354,33 +497,34 @@ class _FileCopies:
         return tuple(copied)
 
     def subtask(self, index: int, keyed: tuple[KeyedHandle, ...],
-                old: SubtaskState | None) -> SubtaskState:
+                old: SubtaskState | None, drop: str | None = None) -> SubtaskState:
         if old is None:
             return SubtaskState(index, keyed, ())
-        return SubtaskState(index, keyed, self.operator_handles(old.operator), (),
+        return SubtaskState(index, keyed, self.operator_handles(old.operator, drop), (),
                             self.operator_handles(old.raw_operator))
 
 
-def _carried(plan: _Plan, max_parallelism: int, copies: _FileCopies) -> OperatorSnapshot:
-    """An operator without keyed state: as it was, with its files copied and the new max
-    parallelism."""
-    op = plan.op
+def _carried(plan: _Plan, copies: _FileCopies) -> OperatorSnapshot:
+    """An operator whose keyed state is not rewritten: as it was, with its files copied
+    (byte for byte), at the plan's max parallelism, without a dropped operator state."""
+    op, drop = plan.op, plan.dropped_operator_state
     return dataclasses.replace(
-        op, max_parallelism=max_parallelism, coordinator=copies.stream(op.coordinator),
-        subtasks=tuple(copies.subtask(s.index, s.keyed, s) for s in op.subtasks))
+        op, max_parallelism=plan.max_parallelism, coordinator=copies.stream(op.coordinator),
+        subtasks=tuple(copies.subtask(s.index, copies.keyed_handles(s.keyed), s, drop)
+                       for s in op.subtasks))
 
 
 def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
-              max_parallelism: int, copies: _FileCopies
-              ) -> tuple[OperatorSnapshot, RescaledOperator]:
-    op, header = plan.op, plan.header
-    assert header is not None and plan.key_type is not None
+              copies: _FileCopies) -> tuple[OperatorSnapshot, RescaledOperator]:
+    op, header, max_parallelism = plan.op, plan.header, plan.max_parallelism
+    assert header is not None
     rekey = _Rekeyer(header.key, plan.key_type, op.max_parallelism, max_parallelism,
-                     f"operator {op.label!r}")
+                     f"operator {op.label!r}", plan.erase)
     framers: dict[int, KeyGroupFramer] = {}
     """The new key groups, framed as their pairs arrive."""
     old_prefix = prefix_bytes(op.max_parallelism)
     entries = timers = 0
+    removed: dict[str, int] = {}
     for source in plan.inputs:
         handle = source.handle
         name = snapshot.describe(handle.stream)
@@ -396,20 +540,36 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
                         _native_pairs(raw, name, begin, key_group, source.header))
             for state_id, pairs in sections:
                 info = states[state_id]
-                offset = TIMER_KEY_OFFSET if info.is_timer else 0
                 target = source.state_ids[state_id]
+                if target < 0:  # a dropped state
+                    removed[info.name] = removed.get(info.name, 0) + len(pairs)
+                    continue
+                offset = TIMER_KEY_OFFSET if info.is_timer else 0
+                kept = 0
+                if rekey.same:  # no key is decoded: every pair stays in its key group
+                    framer = framers.get(key_group)
+                    if framer is None:
+                        framer = framers[key_group] = KeyGroupFramer(key_group, max_parallelism)
+                    for body, value in pairs:
+                        framer.add(target, body, value)
+                    kept = len(pairs)
                 known, length = rekey.cache, rekey.length  # the hash cache, looked up inline
-                for body, value in pairs:
+                for body, value in (() if rekey.same else pairs):
                     new_group = known.get(body[offset:offset + length]) if length >= 0 else None
                     if new_group is None:
                         new_group = rekey(body, offset, info.name)
+                    if new_group < 0:  # an erased key
+                        continue
                     framer = framers.get(new_group)
                     if framer is None:
                         framer = framers[new_group] = KeyGroupFramer(new_group, max_parallelism)
                     framer.add(target, body, value)
-                entries += len(pairs)
+                    kept += 1
+                if kept < len(pairs):
+                    removed[info.name] = removed.get(info.name, 0) + len(pairs) - kept
+                entries += kept
                 if info.is_timer:
-                    timers += len(pairs)
+                    timers += kept
     header_bytes = write_keyed_header(header)
     old_subtasks = {s.index: s for s in op.subtasks}
     subtasks, written, written_groups = [], 0, 0
@@ -431,19 +591,22 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
                               subtasks=tuple(subtasks))
     return new, RescaledOperator(op.label, op.max_parallelism, op.parallelism,
                                  max_parallelism, plan.parallelism, entries, timers,
-                                 written_groups, written)
+                                 written_groups, written, tuple(sorted(removed.items())),
+                                 tuple(i for i, k in enumerate(plan.erase)
+                                       if k in rekey.found), op.operator_id)
 
 
 class _Rekeyer:
-    """The new key group of each composite key, from its key alone.
+    """The new key group of each composite key, from its key alone; -1 for an erased key.
 
     The key is decoded (only the key), hashed as Flink hashes it, and checked to give back
     the key group it was read from. Hashes are remembered per key bytes within one source
-    key group: every state of a key, and every user key of a map, shares them.
+    key group: every state of a key, and every user key of a map, shares them. With neither
+    a new max parallelism nor keys to erase (``same``), no key is decoded at all.
     """
 
-    def __init__(self, key: FlinkType, key_type: DataType, old_max: int, new_max: int,
-                 where: str) -> None:
+    def __init__(self, key: FlinkType, key_type: DataType | None, old_max: int, new_max: int,
+                 where: str, erase: tuple[Any, ...] = ()) -> None:
         self.read = key.read
         self.length = key.length
         self.key = key
@@ -451,6 +614,12 @@ class _Rekeyer:
         self.old_max = old_max
         self.new_max = new_max
         self.where = where
+        self.erase = frozenset(erase)
+        self.found: set[Any] = set()
+        """The erased keys met, in their Java-equality form."""
+        self.canonical = (decoded_key_canonicalizer(key_type)
+                          if erase and key_type is not None else None)
+        self.same = key_type is None
         self.reader = BinaryReader(b"", where)
         self.key_group = -1
         self.cache: dict[bytes, int] = {}
@@ -476,6 +645,7 @@ class _Rekeyer:
         return found
 
     def _new_key_group(self, key: Any, state: str) -> int:
+        assert self.key_type is not None
         hashed = murmur_hash(self.key_type.java_hash(key))
         if hashed % self.old_max != self.key_group:
             raise IncompatibleCheckpointError(
@@ -483,7 +653,12 @@ class _Rekeyer:
                 f" {self.key_group}, but its hash ({self.key_type} keys) gives key group"
                 f" {hashed % self.old_max} of {self.old_max}: statesource would not hash it as"
                 " the job did, so it cannot be moved to its key group of another max"
-                " parallelism")
+                " parallelism, nor compared with the keys to erase")
+        if self.erase:
+            canonical = key if self.canonical is None else self.canonical(key)
+            if canonical in self.erase:
+                self.found.add(canonical)
+                return -1
         return hashed % self.new_max
 
 
