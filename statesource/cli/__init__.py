@@ -11,12 +11,22 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from statesource.cli import demo, diff, import_flink, inspect, jvm, keygroup, rescale, retain
+from statesource.cli import (
+    demo,
+    diff,
+    export_flink,
+    import_flink,
+    inspect,
+    jvm,
+    keygroup,
+    rescale,
+    retain,
+)
 from statesource.errors import StateSourceError
 from statesource.format.metadata import FORMAT_VERSION
 from statesource.format.metadata import SUPPORTED_FORMAT_VERSIONS as SUPPORTED
 
-_COMMANDS = (demo, import_flink, inspect, jvm, keygroup, rescale, retain, diff)
+_COMMANDS = (demo, export_flink, import_flink, inspect, jvm, keygroup, rescale, retain, diff)
 
 
 def _installed_version() -> str:

@@ -30,14 +30,13 @@ from dataclasses import dataclass
 
 from statesource.errors import IncompatibleCheckpointError, TypeMismatchError
 from statesource.flink.canonical_entries import StateEntries
-from statesource.flink.canonical_writer import KeyGroupFramer, assemble_keyed_file, prefix_bytes
+from statesource.flink.canonical_writer import KeyGroupFramer, prefix_bytes
 from statesource.flink.flink_type import FlinkType
 from statesource.flink.header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.header import KeyedHeader, StateInfo
 from statesource.flink.header_writer import write_keyed_header
 from statesource.flink.metadata import SUPPORTED_VERSIONS as METADATA_VERSIONS
 from statesource.flink.metadata import (
-    KeyedHandle,
     OperatorSnapshot,
     SnapshotMetadata,
     SubtaskState,
@@ -50,7 +49,6 @@ from statesource.flink.state_meta_writer import key_serializer, state_info
 from statesource.format.columns import KEY_GROUP, decode_entries
 from statesource.format.metadata import OperatorMeta
 from statesource.format.reader import Checkpoint
-from statesource.keygroups import key_group_range_for_operator
 
 Progress = Callable[[str], None]
 
@@ -183,19 +181,10 @@ def _export_operator(checkpoint: Checkpoint, writer: SavepointWriter, plan: _Pla
                     framer.add(info.state_id, composite[skip:], value)
                     entries += 1
     header = write_keyed_header(KeyedHeader(HEADER_VERSIONS[-1], False, plan.key, plan.states, 0))
-    subtasks, written, written_groups = [], 0, 0
-    for index in range(op.parallelism):
-        key_groups = key_group_range_for_operator(max_parallelism, op.parallelism, index)
-        framed = []
-        for key_group in key_groups:
-            framer = framers.pop(key_group, None)
-            framed.append(b"" if framer is None else framer.getvalue())
-            written_groups += framer is not None
-        whole, offsets = assemble_keyed_file(header, framed)
-        stream = writer.write_file(whole)
-        written += stream.size
-        keyed = KeyedHandle(key_groups.start, tuple(offsets), stream, savepoint=True)
-        subtasks.append(SubtaskState(index, (keyed,), ()))
+    written_groups = len(framers)
+    handles = writer.write_keyed_files(header, framers, max_parallelism, op.parallelism)
+    subtasks = [SubtaskState(index, (keyed,), ()) for index, keyed in enumerate(handles)]
+    written = sum(keyed.stream.size for keyed in handles)
     if framers:
         raise IncompatibleCheckpointError(
             f"operator {op.uid!r} holds key groups {sorted(framers)[:10]} outside 0 .."

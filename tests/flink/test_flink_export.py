@@ -8,12 +8,10 @@ what the backends held. Refusals write nothing.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 
 from flink_restore import restore, rows_of, skip_reason, subtasks
-from sample_state import dump, merged
+from sample_state import TTL, descriptors, dump, merged, populate
 from statesource.checkpointing import CheckpointWriter, SubtaskBackends
 from statesource.errors import (
     CheckpointExistsError,
@@ -23,13 +21,10 @@ from statesource.errors import (
 from statesource.flink.export import export_flink
 from statesource.flink.metadata import operator_id_of
 from statesource.keygroups import key_group_range_for_operator
-from statesource.model import TtlConfig
 from statesource.state.clock import ManualClock
 from statesource.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
-    MapStateDescriptor,
-    ReducingStateDescriptor,
     ValueStateDescriptor,
 )
 from statesource.state.keyed_backend import KeyedStateBackend
@@ -37,7 +32,6 @@ from statesource.state.operator_backend import OperatorStateBackend
 
 pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
 
-TTL = TtlConfig(timedelta(seconds=60))
 PAIR = {"type": "record", "name": "Pair",
         "fields": [{"name": "f0", "type": "long"}, {"name": "f1", "type": "long"}]}
 
@@ -56,17 +50,10 @@ class SumCount:
 
 
 def user_descriptors():
-    return [
-        ValueStateDescriptor("value", "long"),
-        ValueStateDescriptor("windowed", "string", namespace_type="long"),
-        ListStateDescriptor("list", "string"),
-        MapStateDescriptor("map", "string", {"type": "array", "items": "double"}),
-        ReducingStateDescriptor("reduce", lambda a, b: a + b, "long"),
-        AggregatingStateDescriptor("agg", SumCount(), PAIR),
-        ValueStateDescriptor("ttl_value", "long", ttl=TTL),
-        ListStateDescriptor("ttl_list", "long", ttl=TTL),
-        MapStateDescriptor("ttl_map", "string", "long", ttl=TTL),
-    ]
+    """The sample states, the average's accumulator a ``Tuple2`` (a record Flink cannot
+    restore without its POJO class)."""
+    return [AggregatingStateDescriptor("agg", SumCount(), PAIR) if d.name == "agg" else d
+            for d in descriptors()]
 
 
 USER_SPEC = [
@@ -83,29 +70,7 @@ USER_SPEC = [
 
 
 def populate_users(backend: KeyedStateBackend, keys) -> None:
-    states = {d.name: backend.get_state(d) for d in user_descriptors()}
-    for i, key in enumerate(keys):
-        backend.set_current_key(key)
-        states["value"].update(i)
-        for window in (0, 1000 * i):
-            backend.set_current_namespace(window)
-            states["windowed"].update(f"{key}@{window}")
-        states["list"].add_all([f"{key}-{j}" for j in range(i % 4 + 1)])
-        states["map"].put_all({f"m{j}": [float(j), 0.5] for j in range(i % 3)})
-        states["reduce"].add(i)
-        states["reduce"].add(1)
-        states["agg"].add(i)
-        states["agg"].add(2 * i)
-        states["ttl_value"].update(i)
-        states["ttl_list"].add_all(range(i % 3 + 1))
-        states["ttl_map"].put("a", i)
-    backend.clock.advance(TTL.ttl_ms + 1)
-    for i, key in enumerate(keys):
-        if i % 3 == 0:  # later accesses: other timestamps beside the first ones
-            backend.set_current_key(key)
-            states["ttl_list"].add(100 + i)
-            states["ttl_map"].put("fresh", i)
-            states["ttl_value"].update(-i)
+    populate(backend, keys, states_of=user_descriptors)
 
 
 def window_descriptors():
