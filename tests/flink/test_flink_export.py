@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from flink_restore import restore, rows_of, skip_reason, subtasks
+from flink_restore import FIXTURE_JOB, restore, rows_of, skip_reason, subtasks
 from sample_state import TTL, descriptors, dump, merged, populate
 from statesource.checkpointing import CheckpointWriter, SubtaskBackends
 from statesource.errors import (
@@ -20,11 +20,13 @@ from statesource.errors import (
 )
 from statesource.flink.export import export_flink
 from statesource.flink.metadata import operator_id_of
+from statesource.flink.serializer_mapping import PojoClass
 from statesource.keygroups import key_group_range_for_operator
 from statesource.state.clock import ManualClock
 from statesource.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
+    MapStateDescriptor,
     ValueStateDescriptor,
 )
 from statesource.state.keyed_backend import KeyedStateBackend
@@ -283,3 +285,37 @@ def test_operator_state_is_refused_unless_keyed_only(tmp_path):
                                       [{"name": "count", "kind": "value", "value": "Long"}], 1))
     assert {row["key"]: row["value"] for row in rows_of(rows, "mixed", "count", "value")} == {
         key: key * 2 for key in range(20)}
+
+
+EVENT = {"type": "record", "name": "Event", "fields": [
+    {"name": "id", "type": "long"}, {"name": "key", "type": "long"},
+    {"name": "user", "type": ["null", "string"]}, {"name": "amount", "type": "double"},
+    {"name": "ts", "type": "long"}]}
+
+
+def test_pojo_values_restore_with_their_declared_class(tmp_path):
+    """A record declared a POJO (``pojos=``) restores as the job's class."""
+    backend = KeyedStateBackend("long", 256)
+    last = backend.get_state(ValueStateDescriptor("last", EVENT))
+    by_user = backend.get_state(MapStateDescriptor("by_user", "string", EVENT))
+    events = {}
+    for key in range(40):
+        backend.set_current_key(key)
+        event = {"id": key * 10, "key": key, "user": None if key % 5 == 0 else f"u{key % 7}",
+                 "amount": key / 4, "ts": key * 1000}
+        last.update(event)
+        by_user.put(f"u{key % 3}", event)
+        events[key] = event
+    source = _checkpoint(tmp_path / "checkpoints", {"events": [backend]})
+    with pytest.raises(TypeMismatchError, match="declare the POJO it is"):
+        export_flink(source, tmp_path / "savepoint")
+    done = export_flink(source, tmp_path / "savepoint",
+                        pojos={"Event": PojoClass("FixtureJob$Event")})
+    states = [{"name": "last", "kind": "value", "value": {"pojo": "FixtureJob$Event"}},
+              {"name": "by_user", "kind": "map", "user_key": "String",
+               "user_value": {"pojo": "FixtureJob$Event"}}]
+    rows = restore(done.output, _spec(256, "events", "Long", states, 2),
+                   java_sources=[FIXTURE_JOB])
+    assert {row["key"]: row["value"] for row in rows_of(rows, "events", "last", "value")} == events
+    assert {row["key"]: row["value"] for row in rows_of(rows, "events", "by_user", "map")} == {
+        key: [[f"u{key % 3}", event]] for key, event in events.items()}
