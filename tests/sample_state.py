@@ -52,12 +52,14 @@ def descriptors():
     ]
 
 
-def populate(backend: KeyedStateBackend, keys, *, partly_expired: bool = True) -> None:
+def populate(backend: KeyedStateBackend, keys, *, partly_expired: bool = True,
+             states_of=descriptors) -> None:
     """Every state kind for ``keys``; then, on a manual clock, TTL state that has partly
     expired: the clock moves past the TTL and a third of the keys get fresh list
     elements and map entries beside their expired ones (written as they are, since
-    the sample states do not clean up on snapshots)."""
-    states = {d.name: backend.get_state(d) for d in descriptors()}
+    the sample states do not clean up on snapshots). ``states_of`` gives descriptors of
+    the same names (another accumulator type, say)."""
+    states = {d.name: backend.get_state(d) for d in states_of()}
     for i, key in enumerate(keys):
         backend.set_current_key(key)
         states["value"].update(i)

@@ -15,6 +15,7 @@ from statesource.cli import (
     demo,
     diff,
     erase,
+    export_flink,
     import_flink,
     inspect,
     jvm,
@@ -26,7 +27,8 @@ from statesource.errors import StateSourceError
 from statesource.format.metadata import FORMAT_VERSION
 from statesource.format.metadata import SUPPORTED_FORMAT_VERSIONS as SUPPORTED
 
-_COMMANDS = (demo, import_flink, inspect, jvm, keygroup, rescale, retain, diff, erase)
+_COMMANDS = (demo, export_flink, import_flink, inspect, jvm, keygroup, rescale, retain, diff,
+             erase)
 
 
 def _installed_version() -> str:

@@ -41,10 +41,12 @@ from statesource.errors import (
     InvalidArgumentError,
     StateSourceError,
 )
-from statesource.flink.metadata import SnapshotMetadata, StreamHandle
+from statesource.flink.canonical_writer import KeyGroupFramer, assemble_keyed_file
+from statesource.flink.metadata import KeyedHandle, SnapshotMetadata, StreamHandle
 from statesource.flink.metadata_writer import write_metadata
 from statesource.format.commit import sync_directory
 from statesource.format.storage import resolve
+from statesource.keygroups import key_group_range_for_operator
 
 METADATA = "_metadata"
 _STAGING = re.compile(r"\.(?P<name>.+)\.tmp-[0-9a-f]{32}")
@@ -105,6 +107,23 @@ class SavepointWriter:
             os.fsync(out.fileno())
         self._written[name] = size
         return StreamHandle(name, True, size)
+
+    def write_keyed_files(self, header: bytes, framers: dict[int, KeyGroupFramer],
+                          max_parallelism: int, parallelism: int) -> list[KeyedHandle]:
+        """One canonical keyed-state file per subtask of an operator: ``header``, then the key
+        groups Flink assigns the subtask at ``parallelism``, framed by ``framers`` (by key
+        group; each one used is removed from it, an absent one is empty)."""
+        handles = []
+        for index in range(parallelism):
+            key_groups = key_group_range_for_operator(max_parallelism, parallelism, index)
+            framed = []
+            for key_group in key_groups:
+                framer = framers.pop(key_group, None)
+                framed.append(b"" if framer is None else framer.getvalue())
+            whole, offsets = assemble_keyed_file(header, framed)
+            handles.append(KeyedHandle(key_groups.start, tuple(offsets), self.write_file(whole),
+                                       savepoint=True))
+        return handles
 
     def publish(self, metadata: SnapshotMetadata) -> Path:
         """Write ``_metadata`` (after checking that every file it names was written here, at

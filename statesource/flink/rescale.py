@@ -54,7 +54,7 @@ from statesource.errors import (
 )
 from statesource.flink.binary import BinaryReader
 from statesource.flink.canonical_entries import variable_int_bytes
-from statesource.flink.canonical_writer import KeyGroupFramer, assemble_keyed_file, prefix_bytes
+from statesource.flink.canonical_writer import KeyGroupFramer, prefix_bytes
 from statesource.flink.declarations import native_blockers
 from statesource.flink.flink_type import FlinkType
 from statesource.flink.header import KeyedHeader, StateInfo
@@ -79,7 +79,6 @@ from statesource.keyequality import decoded_key_canonicalizer, key_canonicalizer
 from statesource.keygroups import (
     check_max_parallelism,
     check_parallelism,
-    key_group_range_for_operator,
     murmur_hash,
 )
 from statesource.model import StateKind
@@ -572,19 +571,11 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
                     timers += kept
     header_bytes = write_keyed_header(header)
     old_subtasks = {s.index: s for s in op.subtasks}
-    subtasks, written, written_groups = [], 0, 0
-    for index in range(plan.parallelism):
-        key_groups = key_group_range_for_operator(max_parallelism, plan.parallelism, index)
-        framed = []
-        for key_group in key_groups:
-            framer = framers.pop(key_group, None)
-            framed.append(b"" if framer is None else framer.getvalue())
-            written_groups += framer is not None
-        whole, offsets = assemble_keyed_file(header_bytes, framed)
-        stream = writer.write_file(whole)
-        written += stream.size
-        keyed = KeyedHandle(key_groups.start, tuple(offsets), stream, savepoint=True)
-        subtasks.append(copies.subtask(index, (keyed,), old_subtasks.get(index)))
+    written_groups = len(framers)
+    handles = writer.write_keyed_files(header_bytes, framers, max_parallelism, plan.parallelism)
+    written = sum(keyed.stream.size for keyed in handles)
+    subtasks = [copies.subtask(index, (keyed,), old_subtasks.get(index))
+                for index, keyed in enumerate(handles)]
     assert not framers, "every key group lies in one subtask's range"
     new = dataclasses.replace(op, parallelism=plan.parallelism, max_parallelism=max_parallelism,
                               coordinator=copies.stream(op.coordinator),

@@ -1,0 +1,37 @@
+"""``statesource export-flink``: a statesource checkpoint's keyed state as a Flink savepoint."""
+
+from __future__ import annotations
+
+import argparse
+
+from statesource.flink.export import export_flink
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "export-flink", help="write a statesource checkpoint as a Flink savepoint",
+        description="Write the keyed state of the statesource checkpoint at CHECKPOINT as a new"
+        " canonical Flink 2.x savepoint directory --output DIR, which a Flink job restores"
+        " (execution.state-recovery.path, flink run -s) with states of the same names and"
+        " types under operators of the same uids and max parallelism (docs/FLINK.md)."
+        " Operator state is not written: a checkpoint with operator state is refused unless"
+        " --keyed-only leaves it out.")
+    parser.add_argument("checkpoint", metavar="CHECKPOINT",
+                        help="a checkpoint, or a directory of checkpoints (the newest is used)")
+    parser.add_argument("--output", metavar="DIR", required=True,
+                        help="the new savepoint directory (must not exist)")
+    parser.add_argument("--checkpoint-id", type=int, metavar="N",
+                        help="export checkpoint N under CHECKPOINT (default: the newest)")
+    parser.add_argument("--keyed-only", action="store_true",
+                        help="leave operator state out instead of refusing the checkpoint")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    done = export_flink(args.checkpoint, args.output, checkpoint_id=args.checkpoint_id,
+                        keyed_only=args.keyed_only, progress=print)
+    for operator, state in done.skipped_operator_states:
+        print(f"  left out operator state {state!r} of operator {operator!r}")
+    print(f"wrote savepoint {done.output} of checkpoint {done.checkpoint_id}: {done.entries:,}"
+          f" entries of {len(done.operators)} operators in {done.seconds:.1f} s")
+    return 0
