@@ -14,14 +14,15 @@ import struct
 
 from statesource.errors import CorruptCheckpointError
 
-_SHORT = struct.Struct(">h")
-_USHORT = struct.Struct(">H")
-_INT = struct.Struct(">i")
-_LONG = struct.Struct(">q")
-_FLOAT = struct.Struct(">f")
-_DOUBLE = struct.Struct(">d")
-INT_AT = _INT.unpack_from
-_LONG_AT = _LONG.unpack_from
+# Java's DataOutput layouts: big-endian, as Flink writes every number.
+JAVA_SHORT = struct.Struct(">h")
+JAVA_USHORT = struct.Struct(">H")
+JAVA_INT = struct.Struct(">i")
+JAVA_LONG = struct.Struct(">q")
+JAVA_FLOAT = struct.Struct(">f")
+JAVA_DOUBLE = struct.Struct(">d")
+INT_AT = JAVA_INT.unpack_from
+_LONG_AT = JAVA_LONG.unpack_from
 
 
 class BinaryReader:
@@ -84,10 +85,10 @@ class BinaryReader:
         return self.u8() != 0
 
     def i16(self) -> int:
-        return int(self._unpack(_SHORT))
+        return int(self._unpack(JAVA_SHORT))
 
     def u16(self) -> int:
-        return int(self._unpack(_USHORT))
+        return int(self._unpack(JAVA_USHORT))
 
     def i32(self) -> int:
         pos = self.pos
@@ -104,10 +105,10 @@ class BinaryReader:
         return int(_LONG_AT(self.data, pos)[0])
 
     def f32(self) -> float:
-        return float(self._unpack(_FLOAT))
+        return float(self._unpack(JAVA_FLOAT))
 
     def f64(self) -> float:
-        return float(self._unpack(_DOUBLE))
+        return float(self._unpack(JAVA_DOUBLE))
 
     def count(self, what: str, limit: int | None = None) -> int:
         """A non-negative int count, checked against what is left (each item >= 1 byte)."""

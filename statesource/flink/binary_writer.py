@@ -16,15 +16,17 @@ from __future__ import annotations
 import struct
 
 from statesource.errors import InvalidArgumentError
+from statesource.flink.binary import (
+    JAVA_DOUBLE,
+    JAVA_FLOAT,
+    JAVA_INT,
+    JAVA_LONG,
+    JAVA_SHORT,
+    JAVA_USHORT,
+)
 
-_SHORT = struct.Struct(">h")
-_USHORT = struct.Struct(">H")
-_INT = struct.Struct(">i")
-_LONG = struct.Struct(">q")
-_FLOAT = struct.Struct(">f")
-_DOUBLE = struct.Struct(">d")
-_FLOAT_NAN = _INT.pack(0x7FC00000)
-_DOUBLE_NAN = _LONG.pack(0x7FF8000000000000)
+_FLOAT_NAN = JAVA_INT.pack(0x7FC00000)
+_DOUBLE_NAN = JAVA_LONG.pack(0x7FF8000000000000)
 UTF_LIMIT = 0xFFFF
 STRING_LIMIT = (1 << 31) - 2
 """The most UTF-16 units of a ``StringValue`` (its length plus one is a Java int)."""
@@ -63,19 +65,19 @@ class BinaryWriter:
 
     def i16(self, value: int) -> None:
         _check(value, -(1 << 15), (1 << 15) - 1, "short")
-        self._buffer += _SHORT.pack(value)
+        self._buffer += JAVA_SHORT.pack(value)
 
     def u16(self, value: int) -> None:
         _check(value, 0, 0xFFFF, "unsigned short")
-        self._buffer += _USHORT.pack(value)
+        self._buffer += JAVA_USHORT.pack(value)
 
     def i32(self, value: int) -> None:
         _check(value, -(1 << 31), (1 << 31) - 1, "int")
-        self._buffer += _INT.pack(value)
+        self._buffer += JAVA_INT.pack(value)
 
     def i64(self, value: int) -> None:
         _check(value, -(1 << 63), (1 << 63) - 1, "long")
-        self._buffer += _LONG.pack(value)
+        self._buffer += JAVA_LONG.pack(value)
 
     def f32(self, value: float) -> None:
         """A Java ``float`` (``value`` rounded to float32, as a Java cast rounds it)."""
@@ -83,12 +85,12 @@ class BinaryWriter:
             self._buffer += _FLOAT_NAN
             return
         try:
-            self._buffer += _FLOAT.pack(value)
+            self._buffer += JAVA_FLOAT.pack(value)
         except OverflowError:
             raise InvalidArgumentError(f"{value!r} does not fit in a float") from None
 
     def f64(self, value: float) -> None:
-        self._buffer += _DOUBLE_NAN if value != value else _DOUBLE.pack(value)
+        self._buffer += _DOUBLE_NAN if value != value else JAVA_DOUBLE.pack(value)
 
     def varint(self, value: int) -> None:
         """Flink's unsigned 7-bit varint: the low seven bits first, the high bit = more follow."""
@@ -115,7 +117,7 @@ class BinaryWriter:
             raise InvalidArgumentError(f"a string of {len(raw) // 2} UTF-16 units is too long")
         self.varint(len(raw) // 2 + 1)
         out = self._buffer
-        for (unit,) in _USHORT.iter_unpack(raw):
+        for (unit,) in JAVA_USHORT.iter_unpack(raw):
             if unit < 0x80:
                 out.append(unit)
             elif unit < 0x4000:
@@ -135,7 +137,7 @@ class BinaryWriter:
             raise InvalidArgumentError(
                 f"string of {len(encoded)} encoded bytes is too long for Java's writeUTF (at most"
                 f" {UTF_LIMIT}): {text[:60]!r}...")
-        self._buffer += _USHORT.pack(len(encoded))
+        self._buffer += JAVA_USHORT.pack(len(encoded))
         self._buffer += encoded
 
 

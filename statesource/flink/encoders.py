@@ -42,7 +42,7 @@ Flink type and, inside a composite, where it is.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from statesource.errors import InvalidArgumentError, TypeMismatchError
@@ -223,30 +223,28 @@ def _sequence(value: Any, count: int, name: str, what: str) -> tuple[Any, ...] |
 
 
 def _list(t: ListType) -> _Encoder:
-    element = _encoder(t.element)
-    name = f"List<{element.name}>"
-    write_element = element.write
-
-    def write(w: BinaryWriter, value: Any) -> None:
-        if not isinstance(value, (list, tuple)):
-            raise _not_null(value, name, "a list")
-        w.i32(len(value))
-        for index, item in enumerate(value):
-            write_part(w, write_element, item, "element {} of {}", index, name)
-    return _Encoder(name, write)
+    return _collection(t.element, "List", (list, tuple), "a list", write_part)
 
 
 def _set(t: SetType) -> _Encoder:
-    element = _encoder(t.element)
-    name = f"Set<{element.name}>"
+    """A set's elements each carry a null flag, a list's do not."""
+    return _collection(t.element, "Set", (list, tuple, set, frozenset), "a set or a list",
+                       _flagged)
+
+
+def _collection(element_type: FlinkType, kind: str, accepted: tuple[type[Collection[Any]], ...],
+                expected: str, write_element_part: Callable[..., None]) -> _Encoder:
+    """An int count, then each element (written by ``write_element_part``)."""
+    element = _encoder(element_type)
+    name = f"{kind}<{element.name}>"
     write_element = element.write
 
     def write(w: BinaryWriter, value: Any) -> None:
-        if not isinstance(value, (list, tuple, set, frozenset)):
-            raise _not_null(value, name, "a set or a list")
+        if not isinstance(value, accepted):
+            raise _not_null(value, name, expected)
         w.i32(len(value))
         for index, item in enumerate(value):
-            _flagged(w, write_element, item, "element {} of {}", index, name)
+            write_element_part(w, write_element, item, "element {} of {}", index, name)
     return _Encoder(name, write)
 
 
