@@ -10,6 +10,7 @@ int size and its (key, value) pairs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from statesource.errors import (
@@ -28,19 +29,35 @@ from statesource.schema import ValueSchema
 SUPPORTED_VERSIONS = (6,)
 
 
-def _header(r: BinaryReader) -> tuple[dict[str, StateInfo], bool]:
+@dataclass(frozen=True)
+class OperatorHeader:
+    """The header of an operator state file: its list states' and broadcast states' infos."""
+
+    version: int
+    compressed: bool
+    list_states: tuple[StateInfo, ...]
+    broadcast_states: tuple[StateInfo, ...]
+    data_start: int
+
+
+def read_operator_header(r: BinaryReader) -> OperatorHeader:
+    """Parse the header at the reader's position (the start of the file)."""
     version = r.i32()
     if version not in SUPPORTED_VERSIONS:
         raise UnsupportedFormatVersionError(
             f"{r.source}: operator state file version {version}; statesource reads version"
             f" {', '.join(map(str, SUPPORTED_VERSIONS))} (Flink 2.x)")
     compressed = r.boolean()
-    infos = {}
+    kinds = []
     for _ in range(2):  # list states, then broadcast states
-        for index in range(r.i16()):
-            info = read_state_info(r, index)
-            infos[info.name] = info
-    return infos, compressed
+        kinds.append(tuple(read_state_info(r, index) for index in range(r.i16())))
+    return OperatorHeader(version, compressed, kinds[0], kinds[1], r.pos)
+
+
+def _header(r: BinaryReader) -> tuple[dict[str, StateInfo], bool]:
+    header = read_operator_header(r)
+    infos = {info.name: info for info in header.list_states + header.broadcast_states}
+    return infos, header.compressed
 
 
 def _schemas(info: StateInfo, mode: DistributionMode) -> dict[str, ValueSchema]:
@@ -73,15 +90,15 @@ def read_operator_states(snapshot: Any, op: OperatorSnapshot) -> dict[str, Opera
                                            [empty() for _ in range(op.parallelism)])
                     shares[state.name] = share
                 share.size_bytes += handle.stream.size
-                pieces = [_piece(data, source, offset, bounds, compressed)
+                pieces = [read_piece(data, source, offset, bounds, compressed)
                           for offset in state.offsets]
-                value = _decode(pieces, info, state.mode)
+                value = decode_pieces(pieces, info, state.mode)
                 share.values[subtask.index] = value
                 share.rows += len(value)
     return shares
 
 
-def _piece(data: bytes, source: str, offset: int, bounds: list[int],
+def read_piece(data: bytes, source: str, offset: int, bounds: list[int],
            compressed: bool) -> BinaryReader:
     """A reader of the bytes at ``offset`` (up to the next offset; decompressed if need be)."""
     if not 0 <= offset < len(data):
@@ -94,7 +111,7 @@ def _piece(data: bytes, source: str, offset: int, bounds: list[int],
                         f"{source} (decompressed from byte offset {offset})", offset)
 
 
-def _decode(pieces: list[BinaryReader], info: StateInfo, mode: DistributionMode) -> Any:
+def decode_pieces(pieces: list[BinaryReader], info: StateInfo, mode: DistributionMode) -> Any:
     if mode is DistributionMode.BROADCAST:
         entries: dict[Any, Any] = {}
         read_key = info.serializers["KEY_SERIALIZER"].read

@@ -272,7 +272,7 @@ def reencode_operator_states(path: Path) -> Counter[str]:
             for state in handle.states:
                 info = infos[state.name]
                 for offset in state.offsets:
-                    r = operator_state._piece(data, source, offset, bounds, compressed)
+                    r = operator_state.read_piece(data, source, offset, bounds, compressed)
                     start = r.pos
                     w = BinaryWriter()
                     if state.mode is DistributionMode.BROADCAST:  # a size, then (key, value)s
