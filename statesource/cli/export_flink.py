@@ -1,4 +1,4 @@
-"""``statesource export-flink``: a statesource checkpoint's keyed state as a Flink savepoint."""
+"""``statesource export-flink``: a statesource checkpoint's state as a Flink savepoint."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from statesource.flink.export import export_flink
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "export-flink", help="write a statesource checkpoint as a Flink savepoint",
-        description="Write the keyed state of the statesource checkpoint at CHECKPOINT as a new"
-        " canonical Flink 2.x savepoint directory --output DIR, which a Flink job restores"
+        description="Write the keyed and operator state of the statesource checkpoint at"
+        " CHECKPOINT as a new canonical Flink 2.x savepoint directory --output DIR, which a"
+        " Flink job restores"
         " (execution.state-recovery.path, flink run -s) with states of the same names and"
         " types under operators of the same uids and max parallelism (docs/FLINK.md)."
-        " Operator state is not written: a checkpoint with operator state is refused unless"
-        " --keyed-only leaves it out.")
+        " Operator states (split, union, broadcast) are written too, unless --keyed-only"
+        " leaves them out.")
     parser.add_argument("checkpoint", metavar="CHECKPOINT",
                         help="a checkpoint, or a directory of checkpoints (the newest is used)")
     parser.add_argument("--output", metavar="DIR", required=True,
@@ -23,7 +24,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--checkpoint-id", type=int, metavar="N",
                         help="export checkpoint N under CHECKPOINT (default: the newest)")
     parser.add_argument("--keyed-only", action="store_true",
-                        help="leave operator state out instead of refusing the checkpoint")
+                        help="leave operator state out (listed) and write the keyed state alone")
     parser.set_defaults(run=run)
 
 

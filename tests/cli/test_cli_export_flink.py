@@ -58,12 +58,15 @@ def test_export_writes_a_savepoint_flink_reads_back(tmp_path, capsys):
             source.read_keyed_state(state, operator="op"))
 
 
-def test_operator_state_is_refused_unless_keyed_only(tmp_path, capsys):
+def test_operator_state_is_exported_unless_keyed_only(tmp_path, capsys):
     root = _checkpoints(tmp_path / "checkpoints", operator_state=True)
-    assert main(["export-flink", str(root), "--output", str(tmp_path / "out")]) == 1
-    assert "operator 'op' has operator state ['offsets']" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints"]
-    assert main(["export-flink", str(root), "--output", str(tmp_path / "out"),
+    assert main(["export-flink", str(root), "--output", str(tmp_path / "out")]) == 0
+    assert "1 operator states" in capsys.readouterr().out
+    exported = FlinkCheckpoint.open(str(tmp_path / "out"))
+    source = Checkpoint.open(str(root), checkpoint_id=3)
+    assert exported.read_operator_state("offsets", operator="op") == source.read_operator_state(
+        "offsets", operator="op")
+    assert main(["export-flink", str(root), "--output", str(tmp_path / "keyed"),
                  "--keyed-only"]) == 0
     assert "left out operator state 'offsets' of operator 'op'" in capsys.readouterr().out
 

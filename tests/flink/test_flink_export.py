@@ -13,11 +13,7 @@ import pytest
 from flink_restore import FIXTURE_JOB, restore, rows_of, skip_reason, subtasks
 from sample_state import TTL, descriptors, dump, merged, populate
 from statesource.checkpointing import CheckpointWriter, SubtaskBackends
-from statesource.errors import (
-    CheckpointExistsError,
-    IncompatibleCheckpointError,
-    TypeMismatchError,
-)
+from statesource.errors import CheckpointExistsError, TypeMismatchError
 from statesource.flink.export import export_flink
 from statesource.flink.metadata import operator_id_of
 from statesource.flink.serializer_mapping import PojoClass
@@ -266,7 +262,87 @@ def test_a_state_without_a_derivable_serializer_is_refused_writing_nothing(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints"]
 
 
-def test_operator_state_is_refused_unless_keyed_only(tmp_path):
+SEEN = {"type": "record", "name": "Seen",
+        "fields": [{"name": "f0", "type": "string"}, {"name": "f1", "type": "long"}]}
+OPERATOR_SPEC = [{"name": "offsets", "mode": "split", "element": "Long"},
+                 {"name": "seen", "mode": "union", "element": {"tuple": ["String", "Long"]}},
+                 {"name": "rules", "mode": "broadcast", "user_key": "String",
+                  "user_value": "Long"}]
+
+
+def _operator_backends(parallelism: int) -> list[OperatorStateBackend]:
+    """Split, union (``Tuple2<String, Long>``) and broadcast states on each subtask; one
+    subtask's split and union shares empty."""
+    rules = {f"rule-{i}": i * 1000 - 7 for i in range(12)} | {"": -(2**63), "ü 🎉": 2**63 - 1}
+    backends = []
+    for index in range(parallelism):
+        backend = OperatorStateBackend()
+        if index != 1:
+            backend.get_list_state("offsets", "long").add_all(
+                [index * 100 + i for i in range(index + 3)] + [42])
+            backend.get_union_list_state("seen", SEEN).add_all(
+                [{"f0": f"s{index}-{i}", "f1": i} for i in range(index + 1)])
+        else:
+            backend.get_list_state("offsets", "long")
+            backend.get_union_list_state("seen", SEEN)
+        backend.get_broadcast_state("rules", "string", "long").put_all(rules)
+        backends.append(backend)
+    return backends
+
+
+def _check_operator_states(rows, operator, backends, parallelism):
+    split = sorted(e for b in backends for e in b.get_list_state("offsets", "long").get())
+    union = sorted([e["f0"], e["f1"]] for b in backends
+                   for e in b.get_union_list_state("seen", SEEN).get())
+    broadcast = dict(backends[0].get_broadcast_state("rules", "string", "long").items())
+    restored_split = []
+    for index in range(parallelism):
+        (offsets,) = [r for r in rows_of(rows, operator, "offsets", "split")
+                      if r["subtask"] == index]
+        restored_split += offsets["value"]
+        (seen,) = [r for r in rows_of(rows, operator, "seen", "union") if r["subtask"] == index]
+        assert sorted(seen["value"]) == union, index
+        (rules,) = [r for r in rows_of(rows, operator, "rules", "broadcast")
+                    if r["subtask"] == index]
+        assert {k: v for k, v in rules["value"]} == broadcast, index
+    assert sorted(restored_split) == split
+    assert split and union and broadcast
+
+
+@pytest.mark.parametrize("parallelism", [3, 2])
+def test_operator_states_restore_split_union_and_broadcast(tmp_path, parallelism):
+    """Operator states alone (``src``) and next to keyed state (``mixed``), on 3 subtasks,
+    restore at 3 and at 2: the split elements redistributed, every subtask with every union
+    element and the whole broadcast map."""
+    def populate_counts(backend, keys):
+        counts = backend.get_state(ValueStateDescriptor("count", "long"))
+        for key in keys:
+            backend.set_current_key(key)
+            counts.update(key * 2)
+
+    keyed = _backends("long", 128, 3, range(60), populate_counts, ManualClock(0))
+    src = _operator_backends(3)
+    mixed = _operator_backends(3)
+    source = _checkpoint(tmp_path / "checkpoints", {
+        "src": [SubtaskBackends(operator=b) for b in src],
+        "mixed": [SubtaskBackends(k, o) for k, o in zip(keyed, mixed)]})
+    done = export_flink(source, tmp_path / "savepoint")
+    assert done.skipped_operator_states == ()
+    by_uid = {op.uid: op for op in done.operators}
+    assert sorted(by_uid["src"].operator_states) == ["offsets", "rules", "seen"]
+    assert by_uid["src"].states == () and by_uid["mixed"].states == ("count",)
+    spec = {"max_parallelism": 128, "parallelism": parallelism, "operators": [
+        {"uid": "src", "operator_states": OPERATOR_SPEC},
+        {"uid": "mixed", "key": "Long", "operator_states": OPERATOR_SPEC,
+         "keyed_states": [{"name": "count", "kind": "value", "value": "Long"}]}]}
+    rows = restore(done.output, spec)
+    _check_operator_states(rows, "src", src, parallelism)
+    _check_operator_states(rows, "mixed", mixed, parallelism)
+    assert {row["key"]: row["value"] for row in rows_of(rows, "mixed", "count", "value")} == {
+        key: key * 2 for key in range(60)}
+
+
+def test_keyed_only_leaves_operator_state_out(tmp_path):
     keyed = KeyedStateBackend("long", 128)
     counts = keyed.get_state(ValueStateDescriptor("count", "long"))
     for key in range(20):
@@ -276,15 +352,23 @@ def test_operator_state_is_refused_unless_keyed_only(tmp_path):
     operator.get_list_state("offsets", "long").add_all([1, 2, 3])
     source = _checkpoint(tmp_path / "checkpoints",
                          {"mixed": [SubtaskBackends(keyed, operator)]})
-    with pytest.raises(IncompatibleCheckpointError, match=r"operator 'mixed'.*\['offsets'\]"):
-        export_flink(source, tmp_path / "refused")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints"]
     done = export_flink(source, tmp_path / "savepoint", keyed_only=True)
     assert done.skipped_operator_states == (("mixed", "offsets"),)
+    assert done.operators[0].operator_states == ()
     rows = restore(done.output, _spec(128, "mixed", "Long",
                                       [{"name": "count", "kind": "value", "value": "Long"}], 1))
     assert {row["key"]: row["value"] for row in rows_of(rows, "mixed", "count", "value")} == {
         key: key * 2 for key in range(20)}
+    assert not rows_of(rows, "mixed", "offsets")
+
+
+def test_an_operator_state_without_a_derivable_serializer_is_refused(tmp_path):
+    operator = OperatorStateBackend()
+    operator.get_list_state("odd", {"type": "enum", "name": "E", "symbols": ["A"]}).add_all(["A"])
+    source = _checkpoint(tmp_path / "checkpoints", {"src": [SubtaskBackends(operator=operator)]})
+    with pytest.raises(TypeMismatchError, match=r"operator 'src'.*operator state 'odd'"):
+        export_flink(source, tmp_path / "savepoint")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints"]
 
 
 EVENT = {"type": "record", "name": "Event", "fields": [
