@@ -7,7 +7,7 @@ hash), runs it in a JVM (one local MiniCluster per call), and returns what Flink
 as a list of dicts. Flink refusing the snapshot (an incompatible serializer, another max
 parallelism, state no operator claims) raises ``FlinkRestoreError`` with Flink's messages.
 It needs ``apache-flink-libraries==2.3.0`` (the ``test`` extra), ``java`` and ``javac``
-(17); ``skip_reason()`` says what is missing.
+(17); ``missing_flink()`` says what is missing.
 
 The spec (a dict, JSON-like)::
 
@@ -137,7 +137,7 @@ def _tool(name: str) -> str | None:
     return shutil.which(name)
 
 
-def skip_reason() -> str | None:
+def missing_flink() -> str | None:
     """Why a real Flink cannot run here, or None."""
     lib = flink_lib()
     if lib is None:
@@ -152,10 +152,6 @@ def skip_reason() -> str | None:
     return None
 
 
-def flink_available() -> bool:
-    return skip_reason() is None
-
-
 def cache_root() -> Path:
     configured = os.environ.get("STATESOURCE_FLINK_RESTORE_CACHE")
     if configured:
@@ -167,7 +163,7 @@ def compiled_classes(java_sources: Sequence[str | Path] = ()) -> Path:
     """The compiled harness (with ``java_sources``), built once per hash of the sources."""
     lib = flink_lib()
     if lib is None:
-        raise FlinkRestoreError(skip_reason() or "no Flink runtime")
+        raise FlinkRestoreError(missing_flink() or "no Flink runtime")
     sources = [MAIN_SOURCE, *(Path(s).resolve() for s in java_sources)]
     digest = hashlib.sha256()
     for source in sources:
@@ -205,7 +201,7 @@ def restore(savepoint_dir: str | Path, spec: dict[str, Any], *,
     ``java_sources`` are compiled with the harness (classes for POJO and Kryo types);
     ``opt_jars`` names jars of ``pyflink/opt`` to add (``"flink-python"``: the serializers
     of PyFlink jobs' state)."""
-    reason = skip_reason()
+    reason = missing_flink()
     if reason is not None:
         raise FlinkRestoreError(reason)
     classes = compiled_classes(java_sources)

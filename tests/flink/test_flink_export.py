@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from flink_restore import FIXTURE_JOB, restore, rows_of, skip_reason, subtasks
+from flink_restore import FIXTURE_JOB, restore, rows_of, subtasks
 from sample_state import TTL, descriptors, dump, merged, populate
 from statesource.checkpointing import CheckpointWriter, SubtaskBackends
 from statesource.errors import CheckpointExistsError, TypeMismatchError
@@ -27,8 +27,6 @@ from statesource.state.descriptors import (
 )
 from statesource.state.keyed_backend import KeyedStateBackend
 from statesource.state.operator_backend import OperatorStateBackend
-
-pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
 
 PAIR = {"type": "record", "name": "Pair",
         "fields": [{"name": "f0", "type": "long"}, {"name": "f1", "type": "long"}]}

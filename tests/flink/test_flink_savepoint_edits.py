@@ -14,13 +14,11 @@ import json
 import pytest
 
 from flink_fixture_checks import FIXTURES, check_fixture, fixture_spec, fixture_truth
-from flink_restore import FIXTURE_JOB, restore, rows_of, skip_reason
+from flink_restore import FIXTURE_JOB, restore, rows_of
 from statesource.cli import main
 from statesource.errors import CheckpointExistsError, InvalidArgumentError
 from statesource.flink.edit import drop_state, erase_keys
 from statesource.flink.snapshot import FlinkSnapshot
-
-pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
 
 MP256 = FIXTURES / "mp256" / "canonical"
 TIMERS = "_timer_state/event_user-timers"

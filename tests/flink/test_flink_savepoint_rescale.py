@@ -26,14 +26,12 @@ from flink_fixture_checks import (
     pyflink_spec,
     shared_java_spec,
 )
-from flink_restore import FIXTURE_JOB, restore, skip_reason, subtasks
+from flink_restore import FIXTURE_JOB, restore, subtasks
 from flink_snapshots import expected, only
 from statesource.flink.binary import BinaryReader
 from statesource.flink.header import read_keyed_header
 from statesource.flink.rescale import rescale_max_parallelism
 from statesource.flink.snapshot import FlinkSnapshot
-
-pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
 
 
 def check_written(path, max_parallelism: int, parallelism: int = 2) -> None:

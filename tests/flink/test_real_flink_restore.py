@@ -40,12 +40,10 @@ from flink_restore import (
     FlinkRestoreError,
     restore,
     rows_of,
-    skip_reason,
     subtasks,
 )
 from flink_snapshots import expected, only
 
-pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
 
 @pytest.mark.parametrize("variant, kind", [("mp256", "canonical"), ("mp256", "native"),
                                            ("mp128-snappy", "canonical"),

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from flink_restore import JVM_FLAGS, SOURCES, _tool, compiled_classes, flink_lib, skip_reason
+from flink_restore import JVM_FLAGS, SOURCES, _tool, compiled_classes, flink_lib
 from statesource.flink.binary_writer import BinaryWriter
 from statesource.flink.header_writer import write_proxied_snapshot
 from statesource.flink.serializer_mapping import (
@@ -59,8 +59,6 @@ from statesource.flink.state_meta_writer import (
 from statesource.model import StateDeclaration, StateKind, TtlConfig
 from statesource.schema import ValueSchema
 from statesource.types import TIMEWINDOW, VOID
-
-pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
 
 ORACLE = SOURCES / "SerializerSnapshots.java"
 CHILD = "SerializerSnapshots$Child"
