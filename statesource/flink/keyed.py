@@ -121,6 +121,15 @@ def decode_key_group(data: bytes, source: str, base: int, header: KeyedHeader,
             source = f"{source} (key group {key_group}, decompressed)"
         return _canonical(BinaryReader(data, source, base), header, key_group, prefix_bytes,
                           wanted)
+    return _native(native_key_group_reader(data, source, base, key_group, header), header,
+                   wanted, stop_at)
+
+
+def native_key_group_reader(data: bytes, source: str, base: int, key_group: int,
+                            header: KeyedHeader) -> BinaryReader:
+    """A reader of a native key group's state sections: past its leading id, which must be
+    ``key_group`` (swapped offsets would decode under the wrong group), and decompressed
+    where the snapshot is."""
     reader = BinaryReader(data, source, base)
     found = reader.i32()
     if found != key_group:
@@ -128,7 +137,7 @@ def decode_key_group(data: bytes, source: str, base: int, header: KeyedHeader,
     if header.compressed:
         reader = BinaryReader(unframe(data[4:], source, base + 4),
                               f"{source} (key group {key_group}, decompressed)", base + 4)
-    return _native(reader, header, wanted, stop_at)
+    return reader
 
 
 def _state(header: KeyedHeader, reader: BinaryReader, state_id: int) -> StateInfo:

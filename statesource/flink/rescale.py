@@ -63,6 +63,7 @@ from statesource.flink.keyed import (
     END_OF_KEY_GROUP,
     META_DATA_FOLLOWS,
     check_key_group_range,
+    native_key_group_reader,
 )
 from statesource.flink.metadata import (
     KeyedHandle,
@@ -724,13 +725,7 @@ def _native_pairs(raw: bytes, source: str, base: int, key_group: int, header: Ke
     elements joined by ``,``, a map entry's null flag and value, one pair per map entry.
     An empty list or map has no pair, as in a canonical savepoint.
     """
-    r = BinaryReader(raw, source, base)
-    found = r.i32()
-    if found != key_group:
-        raise r.error(f"expected key group {key_group}, found {found}", 0)
-    if header.compressed:
-        r = BinaryReader(unframe(raw[4:], source, base + 4),
-                         f"{source} (key group {key_group}, decompressed)", base + 4)
+    r = native_key_group_reader(raw, source, base, key_group, header)
     sections = []
     while not r.at_end():
         at = r.pos
