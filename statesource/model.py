@@ -27,6 +27,9 @@ from statesource.errors import InvalidArgumentError
 from statesource.schema import ValueSchema
 from statesource.types import DataType
 
+Progress = Callable[[str], None]
+"""Where a long job reports what it is doing, one line at a time (``print`` will do)."""
+
 
 class StateKind(enum.Enum):
     VALUE = "value"

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from statesource.errors import IncompatibleCheckpointError, TypeMismatchError
@@ -55,9 +55,7 @@ from statesource.flink.state_meta_writer import key_serializer, state_info
 from statesource.format.columns import KEY_GROUP, decode_entries
 from statesource.format.metadata import OperatorMeta
 from statesource.format.reader import Checkpoint
-from statesource.model import DistributionMode
-
-Progress = Callable[[str], None]
+from statesource.model import DistributionMode, Progress
 
 
 @dataclass(frozen=True)

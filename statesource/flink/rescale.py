@@ -42,7 +42,7 @@ import dataclasses
 import os
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,13 +82,12 @@ from statesource.keygroups import (
     check_parallelism,
     murmur_hash,
 )
-from statesource.model import StateKind
+from statesource.model import Progress, StateKind
 from statesource.types import DataType
 
 _INT_AT = struct.Struct(">i").unpack_from
 _USHORT_AT = struct.Struct(">H").unpack_from
 
-Progress = Callable[[str], None]
 Pairs = list[tuple[bytes, bytes]]
 """``(composite key without its key-group prefix, value)`` pairs of one state."""
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -55,8 +55,7 @@ from statesource.format.storage import (
     confined,
     resolve,
 )
-
-Progress = Callable[[str], None]
+from statesource.model import Progress
 
 
 @dataclass(frozen=True)

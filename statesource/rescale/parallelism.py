@@ -21,9 +21,10 @@ import pyarrow.fs as pafs
 from statesource.format.commit import CheckpointInfo
 from statesource.format.metadata import OperatorMeta
 from statesource.format.storage import Location
+from statesource.model import Progress
 from statesource.rescale.operator_states import rescale_operator_states
 from statesource.rescale.publish import commit_rescaled
-from statesource.rescale.report import Progress, describe_rescale
+from statesource.rescale.report import describe_rescale
 from statesource.rescale.target import check_parallelism_for, plan_target
 
 

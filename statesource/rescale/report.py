@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from statesource.format.metadata import OperatorMeta
 from statesource.skew import Distribution, KeyGroupBalance, describe_per_subtask
-
-Progress = Callable[[str], None]
-"""Receives one line of progress text at a time (``print`` on the command line)."""
 
 
 def describe_rescale(op: OperatorMeta, parallelism: int) -> Iterator[str]:

@@ -23,13 +23,13 @@ from statesource.format.metadata import OperatorMeta
 from statesource.format.storage import Location, confined
 from statesource.format.target import CheckpointStateSink
 from statesource.keygroups import check_max_parallelism
+from statesource.model import Progress
 from statesource.rescale import (
     RescaleTarget,
     commit_rescaled,
     plan_target,
     rescale_operator_states,
 )
-from statesource.rescale.report import Progress
 from statesource.skew import Distribution, describe_per_subtask
 from statesource.spark.schema import OPERATOR_INDEX
 from statesource.spark.write.plan import StateWrite
