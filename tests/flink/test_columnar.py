@@ -19,9 +19,13 @@ from hypothesis import strategies as st
 
 from flink_snapshots import SAVEPOINTS
 from statesource.checkpointing import CheckpointWriter
-from statesource.errors import StateSourceError
+from statesource.errors import IncompatibleCheckpointError, StateSourceError
 from statesource.flink.export import export_flink
+from statesource.flink.framing import canonical_sections
 from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.regroup import Regrouper
+from statesource.flink.rescale import rescale_max_parallelism
+from statesource.flink.snapshot import FlinkSnapshot
 from statesource.keygroups import assign_to_key_group, key_group_range_for_operator
 from statesource.state.clock import ManualClock
 from statesource.state.descriptors import (
@@ -183,3 +187,58 @@ def test_generated_states_read_the_same(tmp_path_factory, entries):
     rows = sum(t.num_rows for t in FlinkCheckpoint.open(str(savepoint)).read_keyed_state(
         "value", operator="op"))
     assert rows == len(entries)
+
+
+# -- the rescale moves whole key groups column-wise: the savepoint the per-pair path writes ---
+
+def _files(savepoint: Path) -> list[bytes]:
+    """The keyed-state files of every operator, in the order _metadata names them."""
+    snapshot = FlinkSnapshot.open(str(savepoint))
+    return [snapshot.read_bytes(h.stream, 0, h.stream.size)
+            for op in snapshot.operators for h in snapshot.keyed_handles(op)]
+
+
+@pytest.mark.parametrize("source, new", [
+    (FIXTURES / "mp256" / "canonical", 1024), (FIXTURES / "mp256" / "canonical", 128),
+    (FIXTURES / "mp128-snappy" / "canonical", 256), (FIXTURES / "types" / "canonical", 4096),
+    (FIXTURES / "encoding" / "canonical", 200)], ids=lambda v: str(v).split("flink/")[-1])
+def test_the_rescale_writes_what_the_per_pair_path_writes(tmp_path, monkeypatch, source, new):
+    moved = []
+    original = Regrouper.regroup
+
+    def counted(self, *args):  # type: ignore[no-untyped-def]
+        found = original(self, *args)
+        moved.append(found is not None)
+        return found
+
+    monkeypatch.setattr(Regrouper, "regroup", counted)
+    fast = rescale_max_parallelism(source, tmp_path / "fast", new)
+    monkeypatch.setattr(Regrouper, "regroup", lambda self, *args: None)
+    slow = rescale_max_parallelism(source, tmp_path / "slow", new)
+    assert any(moved)
+    assert fast.operators == slow.operators
+    assert _files(tmp_path / "fast") == _files(tmp_path / "slow")
+
+
+def test_a_key_in_the_wrong_key_group_is_named_by_the_per_pair_path(tmp_path, small_savepoint):
+    """A key whose hash is not its key group's (its last character changed; the framing stays
+    sound): the column-wise mover declines it and the rescale names the key, as before."""
+    snapshot = FlinkSnapshot.open(str(small_savepoint))
+    op = snapshot.operator("op")
+    piece = snapshot.key_group_bytes(op)[0]
+    broken = tmp_path / "changed"
+    shutil.copytree(small_savepoint, broken)
+    target = broken / Path(snapshot.file_location(piece.handle.stream).path).name
+    raw = bytearray(target.read_bytes())
+    sections = canonical_sections(bytes(raw[piece.begin:piece.end]), piece.key_group, 1,
+                                  len(snapshot.header(op).states))
+    assert sections is not None
+    # The first pair's composite key: prefix, the String key, VoidNamespace's one byte.
+    at = piece.begin + int(sections[0].key_end[0]) - 2
+    key = bytes(raw[piece.begin + int(sections[0].key_start[0]) + 2:at + 1]).decode()
+    letter = next(c for c in "abcdefghij"
+                  if assign_to_key_group(key[:-1] + c, STRING, 128) != piece.key_group)
+    raw[at] = ord(letter)
+    target.write_bytes(bytes(raw))
+    with pytest.raises(IncompatibleCheckpointError, match="is stored in key group"):
+        rescale_max_parallelism(broken, tmp_path / "out", 256)
