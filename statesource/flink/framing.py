@@ -104,11 +104,16 @@ def _pairs(buf: np.ndarray, key_group: int, prefix_bytes: int
         return None
     window = buf[4:size - 4]
     first = key_group >> 8 if prefix_bytes == 2 else key_group
-    maybe = ((window & 0x7F) == first) & (buf[:size - 8] == 0) & (buf[1:size - 7] == 0)
-    maybe[:2] = False
+    # The prefix's first byte, flagged only on a section's last key (so: rarely).
+    candidates = np.flatnonzero(window == first)
+    flagged_ones = np.flatnonzero(window == first | META_DATA_FOLLOWS)
+    if len(flagged_ones):
+        candidates = np.insert(candidates, np.searchsorted(candidates, flagged_ones),
+                               flagged_ones)
+    candidates = candidates[(candidates >= 2) & (buf[candidates] == 0) &
+                            (buf[candidates + 1] == 0)]
     if prefix_bytes == 2:
-        maybe[:-1] &= buf[5:size - 4] == (key_group & 0xFF)
-    candidates = np.flatnonzero(maybe)
+        candidates = candidates[buf[candidates + 5] == (key_group & 0xFF)]
     if not len(candidates) or candidates[0] != 2:
         return None
     key_lengths = be_ints(buf, candidates, np.dtype(np.int32)).astype(np.int64)
