@@ -108,6 +108,28 @@ class KeyGroupFramer:
 
     def add(self, state_id: int, key_tail: bytes, value: bytes) -> None:
         """One pair of state ``state_id``: the composite key after its prefix, and the value."""
+        section = self._section(state_id)
+        prefix = self.prefix
+        self._last[state_id] = len(section) + 4
+        section += _INT.pack(len(prefix) + len(key_tail))
+        section += prefix
+        section += key_tail
+        section += _INT.pack(len(value))
+        section += value
+
+    def add_framed(self, state_id: int, pairs: bytes, last_key: int) -> None:
+        """Pairs of state ``state_id`` already framed as :meth:`add` frames them (each key
+        with this key group's prefix, none flagged); ``last_key`` is where the last pair's key
+        starts in ``pairs``. What moves many pairs at once adds them so, one call for all."""
+        if not 0 <= last_key < len(pairs):
+            raise InvalidArgumentError(
+                f"last key at {last_key} of {len(pairs)} bytes of pairs of state {state_id}")
+        section = self._section(state_id)
+        self._last[state_id] = len(section) + last_key
+        section += pairs
+
+    def _section(self, state_id: int) -> bytearray:
+        """The section of ``state_id``, started (with its id) at its first pair."""
         section = self._sections.get(state_id)
         if section is None:
             if self._done or not 0 <= state_id <= _MAX_STATE_ID:
@@ -117,13 +139,7 @@ class KeyGroupFramer:
             section = self._sections[state_id] = bytearray(_SHORT.pack(state_id))
         elif self._done:
             raise InvalidArgumentError(f"key group {self.key_group} is already framed")
-        prefix = self.prefix
-        self._last[state_id] = len(section) + 4
-        section += _INT.pack(len(prefix) + len(key_tail))
-        section += prefix
-        section += key_tail
-        section += _INT.pack(len(value))
-        section += value
+        return section
 
     def add_section(self, state_id: int, body: bytes) -> None:
         """A whole section of state ``state_id`` framed elsewhere (:func:`section_body`): its

@@ -75,10 +75,12 @@ from statesource.flink.metadata import (
     SubtaskState,
 )
 from statesource.flink.publish import SavepointWriter, check_output
+from statesource.flink.regroup import Regrouper
 from statesource.flink.serializers import ListType, MapType
 from statesource.flink.snappy import unframe
 from statesource.flink.snapshot import FlinkSnapshot
 from statesource.flink.staged import StagedState
+from statesource.flink.vectors import decoder_for
 from statesource.keyequality import decoded_key_canonicalizer, key_canonicalizer
 from statesource.keygroups import (
     check_max_parallelism,
@@ -592,6 +594,7 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
     old_prefix = prefix_bytes(op.max_parallelism)
     entries = timers = 0
     removed: dict[str, int] = {}
+    regrouper = _regrouper(plan, header.key)
     for source in plan.inputs:
         handle = source.handle
         name = snapshot.describe(handle.stream)
@@ -602,6 +605,28 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
                 name):
             rekey.start_key_group(key_group, name)
             raw = data[begin:end]
+            moved = None
+            if regrouper is not None and handle.savepoint:
+                plain = unframe(raw, name, begin) if source.header.compressed else raw
+                moved = regrouper.regroup(plain, key_group, states)
+            for part in moved or ():
+                target = source.state_ids[part.state_id]
+                if target == REPLACED:
+                    continue
+                if target < 0:  # a dropped state
+                    name_of = states[part.state_id].name
+                    removed[name_of] = removed.get(name_of, 0) + part.count
+                    continue
+                framer = framers.get(part.key_group)
+                if framer is None:
+                    framer = framers[part.key_group] = KeyGroupFramer(part.key_group,
+                                                                      max_parallelism)
+                framer.add_framed(target, part.pairs, part.last_key)
+                entries += part.count
+                if states[part.state_id].is_timer:
+                    timers += part.count
+            if moved is not None:
+                continue
             sections = (_canonical_pairs(raw, name, begin, key_group, source.header, old_prefix)
                         if handle.savepoint else
                         _native_pairs(raw, name, begin, key_group, source.header))
@@ -663,6 +688,18 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
                                  written_groups, written, tuple(sorted(removed.items())),
                                  tuple(i for i, k in enumerate(plan.erase)
                                        if k in rekey.found), op.operator_id)
+
+
+def _regrouper(plan: _Plan, key: FlinkType) -> Regrouper | None:
+    """The column-wise mover of whole key groups, where keys are re-keyed (a new max
+    parallelism, nothing to erase) and can be decoded column-wise; else None."""
+    if plan.key_type is None or plan.erase:
+        return None
+    decoder = decoder_for(key, plan.key_type.arrow_type)
+    if decoder is None:
+        return None
+    return Regrouper(decoder, plan.key_type, plan.op.max_parallelism, plan.max_parallelism,
+                     TIMER_KEY_OFFSET)
 
 
 class _Rekeyer:
