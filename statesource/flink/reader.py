@@ -47,6 +47,12 @@ from statesource.format.source import (
 from statesource.format.storage import Location
 from statesource.keygroups import KeyGroupRange
 
+BYTES_PER_ROW = 32
+"""Snapshot bytes that cost about as much to read as one row of a statesource checkpoint
+(a pair's framing alone is 8 bytes; a small key and value as many again, and every
+state's bytes are scanned to read one), so that Spark tasks get work of about the size
+the format's row counts give them."""
+
 
 class FlinkCheckpoint:
     """A Flink savepoint or checkpoint, read like a statesource checkpoint (a
@@ -106,10 +112,11 @@ class FlinkCheckpoint:
 
     def key_group_weights(self, operator: str | None = None, state: str | None = None
                           ) -> dict[int, int]:
-        """Bytes per non-empty key group, all states together: rows are known only once
-        decoded, and a key group's states lie in one stream."""
+        """The cost of each non-empty key group in rows' worth: its bytes, all states
+        together (rows are known only once decoded, and reading one state scans the whole
+        key group's framing), over :data:`BYTES_PER_ROW`."""
         op = self._op(operator)
-        return {piece.key_group: piece.end - piece.begin
+        return {piece.key_group: max(1, (piece.end - piece.begin) // BYTES_PER_ROW)
                 for piece in self.snapshot.key_group_bytes(op)}
 
     # -- rows ------------------------------------------------------------------------------
