@@ -25,7 +25,15 @@ from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.flink_type import FlinkType
 from statesource.flink.framing import Section, be_ints
 from statesource.flink.header import KeyedHeader, StateInfo
-from statesource.flink.serializers import ListType, MapType, TtlType
+from statesource.flink.serializers import (
+    ListType,
+    MapType,
+    NullableType,
+    PojoFlinkType,
+    RowFlinkType,
+    TtlType,
+    TupleFlinkType,
+)
 from statesource.flink.vectors import (
     Decoder,
     NotColumnar,
@@ -37,15 +45,33 @@ from statesource.flink.vectors import (
 )
 from statesource.format.columns import TTL_ARROW_TYPE
 from statesource.model import StateKind
-from statesource.types import BOOLEAN, BYTE, CHAR, INT, LONG, SHORT, STRING, TIMEWINDOW, VOID
+from statesource.types import (
+    BOOLEAN,
+    BYTE,
+    BYTES,
+    CHAR,
+    INT,
+    LONG,
+    SHORT,
+    STRING,
+    TIMEWINDOW,
+    VOID,
+)
 
 LIST_DELIMITER = ord(",")
-_BYTE_EXACT = (STRING, LONG, INT, SHORT, BYTE, BOOLEAN, CHAR, VOID, TIMEWINDOW)
-"""Types whose values are equal exactly when their serialized bytes are: a map's
-entries and user keys can be told apart by their bytes."""
+_BYTE_EXACT = (STRING, LONG, INT, SHORT, BYTE, BOOLEAN, CHAR, BYTES, VOID, TIMEWINDOW)
 
 
 def _byte_exact(flink_type: FlinkType) -> bool:
+    """Whether values are equal exactly when their serialized bytes are, so that a map's
+    entries and user keys can be told apart by their bytes (not so floating point: 0.0 and
+    -0.0 differ in bytes, not in Python)."""
+    if isinstance(flink_type, (TupleFlinkType, RowFlinkType)):
+        return all(_byte_exact(f) for f in flink_type.fields)
+    if isinstance(flink_type, PojoFlinkType):
+        return all(_byte_exact(f) for _, f in flink_type.fields)
+    if isinstance(flink_type, NullableType):  # a null's padding may hold any bytes
+        return flink_type.padding == 0 and _byte_exact(flink_type.inner)
     try:
         return flink_type.data_type() in _BYTE_EXACT
     except IncompatibleCheckpointError:
