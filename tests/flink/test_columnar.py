@@ -242,3 +242,29 @@ def test_a_key_in_the_wrong_key_group_is_named_by_the_per_pair_path(tmp_path, sm
     target.write_bytes(bytes(raw))
     with pytest.raises(IncompatibleCheckpointError, match="is stored in key group"):
         rescale_max_parallelism(broken, tmp_path / "out", 256)
+
+
+def test_a_map_repeating_a_user_key_is_refused_as_by_the_per_value_decoder(tmp_path,
+                                                                          small_savepoint):
+    """Two pairs of one map with the same user key (one renamed; the framing stays sound):
+    the per-value decoder refuses the map, and so does the reader, whichever path."""
+    snapshot = FlinkSnapshot.open(str(small_savepoint))
+    op = snapshot.operator("op")
+    header = snapshot.header(op)
+    state = next(info for info in header.states if info.name == "map")
+    piece = snapshot.key_group_bytes(op)[0]
+    broken = tmp_path / "repeated"
+    shutil.copytree(small_savepoint, broken)
+    target = broken / Path(snapshot.file_location(piece.handle.stream).path).name
+    raw = bytearray(target.read_bytes())
+    (section,) = canonical_sections(bytes(raw[piece.begin:piece.end]), piece.key_group, 1,
+                                    len(header.states), (state.state_id,))
+    # Every map holds user keys "a" and "b", each the last byte of its composite key.
+    ends = section.key_end.tolist()
+    last_bytes = [raw[piece.begin + end - 1] for end in ends]
+    assert sorted(set(last_bytes)) == [ord("a"), ord("b")]
+    raw[piece.begin + ends[last_bytes.index(ord("b"))] - 1] = ord("a")
+    target.write_bytes(bytes(raw))
+    for reader in (FlinkCheckpoint, _PerValue):
+        with pytest.raises(IncompatibleCheckpointError, match="holds the user key 'a' twice"):
+            list(reader.open(str(broken)).read_keyed_state("map", operator="op"))
