@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flink_snapshots import SAVEPOINTS
+from flink_snapshots import SAVEPOINTS, only
 from statesource.checkpointing import CheckpointWriter
 from statesource.errors import IncompatibleCheckpointError, StateSourceError
+from statesource.flink.census import count_snapshot
 from statesource.flink.export import export_flink
 from statesource.flink.framing import canonical_sections
 from statesource.flink.reader import FlinkCheckpoint
@@ -277,3 +278,22 @@ def test_a_map_repeating_a_user_key_is_refused_as_by_the_per_value_decoder(tmp_p
     for reader in (FlinkCheckpoint, _PerValue):
         with pytest.raises(IncompatibleCheckpointError, match="holds the user key 'a' twice"):
             list(reader.open(str(broken)).read_keyed_state("map", operator="op"))
+
+
+@pytest.mark.parametrize("path", _snapshot_dirs(), ids=lambda p: str(p).split("flink")[-1])
+def test_inspect_counts_the_same_column_wise(monkeypatch, path):
+    """``inspect`` (and its what-if parallelism) counts entries, rows and bytes per key group
+    column-wise where it can: the same counts as value by value."""
+    fast = count_snapshot(FlinkCheckpoint.open(str(path)))
+    monkeypatch.setattr(FlinkCheckpoint, "columnar_sections", lambda self, *args: None)
+    assert count_snapshot(FlinkCheckpoint.open(str(path))) == fast
+
+
+def test_inspect_of_a_canonical_savepoint_decodes_column_wise():
+    """Not vacuous: every key group of the shared canonical savepoint is counted column-wise."""
+    checkpoint = FlinkCheckpoint.open(str(only("java/canonical/savepoint-*")))
+    op = checkpoint.snapshot.operator("stateful")
+    pieces = checkpoint.snapshot.key_group_bytes(op)
+    assert pieces and all(
+        checkpoint.columnar_sections(op, p, checkpoint.snapshot.piece_bytes(p)) is not None
+        for p in pieces)
