@@ -43,12 +43,19 @@ class Section:
         return len(self.key_start)
 
 
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 def be_ints(buf: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The big-endian numbers of ``dtype`` at ``positions`` of ``buf``, as native ones."""
+    """The big-endian numbers of ``dtype`` at ``positions`` of ``buf``, as native ones (one
+    gather per byte, shifted into place: cheaper than gathering rows of bytes)."""
     width = dtype.itemsize
-    rows = np.lib.stride_tricks.as_strided(buf, shape=(max(len(buf) - width + 1, 0), width),
-                                           strides=(1, 1), writeable=False)
-    return rows[positions].view(dtype.newbyteorder(">")).ravel().astype(dtype)
+    unsigned = _UNSIGNED[width]
+    value = buf[positions].astype(unsigned)
+    for index in range(1, width):
+        value <<= unsigned(8)
+        value |= buf[positions + index]
+    return value.view(dtype)
 
 
 def canonical_sections(data: bytes, key_group: int, prefix_bytes: int, states: int,
