@@ -141,6 +141,18 @@ class KeyGroupFramer:
             raise InvalidArgumentError(f"key group {self.key_group} is already framed")
         return section
 
+    def add_section(self, state_id: int, body: bytes) -> None:
+        """A whole section of state ``state_id`` framed elsewhere (:func:`section_body`): its
+        pairs, the last key already flagged. The state has no other pairs in the key group."""
+        if self._done or state_id in self._sections or not 0 <= state_id <= _MAX_STATE_ID:
+            raise InvalidArgumentError(
+                f"state id {state_id} in key group {self.key_group}: ids are 0 .."
+                f" {_MAX_STATE_ID}, one section each, and nothing is added once framed")
+        if not body:
+            raise InvalidArgumentError(
+                f"state {state_id} has an empty section in key group {self.key_group}")
+        self._sections[state_id] = bytearray(_SHORT.pack(state_id)) + body
+
     def getvalue(self) -> bytes:
         """The key group's bytes; nothing can be added after."""
         if not self._sections:
@@ -148,9 +160,26 @@ class KeyGroupFramer:
                 f"key group {self.key_group} has no entries: an empty key group is not written"
                 " (offset 0)")
         self._done = True
-        for state_id, section in self._sections.items():
-            section[self._last[state_id]] |= META_DATA_FOLLOWS
+        for state_id, last in self._last.items():
+            self._sections[state_id][last] |= META_DATA_FOLLOWS
         return b"".join([*self._sections.values(), _END])
+
+
+def section_body(key_group: int, max_parallelism: int, key_tails: Iterable[tuple[bytes, bytes]]
+                 ) -> bytes:
+    """One state's pairs of one key group framed as a section without its state id, the last
+    key flagged: what :meth:`KeyGroupFramer.add_section` takes. Keys are given without the
+    key group's prefix; no pairs give no bytes.
+
+    A state's pairs can thus be framed where they are made (a Spark task) and placed under
+    whatever id the state gets in the file's header later.
+    """
+    framer = KeyGroupFramer(key_group, max_parallelism)
+    for key_tail, value in key_tails:
+        framer.add(0, key_tail, value)
+    if not framer._sections:
+        return b""
+    return framer.getvalue()[_SHORT.size:-len(_END)]
 
 
 def assemble_keyed_file(header: bytes, key_groups: Sequence[bytes]) -> tuple[bytes, list[int]]:
