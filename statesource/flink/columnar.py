@@ -42,7 +42,7 @@ from statesource.flink.vectors import (
     check,
     decode_some,
     decoder_for,
-    gather,
+    ranges_array,
 )
 from statesource.format.columns import TTL_ARROW_TYPE
 from statesource.model import StateKind
@@ -232,9 +232,7 @@ def _identity(decoded: pa.Array | None, buf: np.ndarray, start: Positions,
     bytes: what tells map entries and user keys apart as the per-value decoder does."""
     if decoded is not None and decoded.type in _IDENTICAL_TYPES and not decoded.null_count:
         return decoded
-    data, offsets = gather(buf, start, lengths)
-    return pa.Array.from_buffers(pa.binary(), len(start),
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return ranges_array(pa.binary(), buf, start, lengths)
 
 
 class _Ttl(Decoder):

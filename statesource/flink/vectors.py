@@ -101,6 +101,19 @@ def gather(buf: np.ndarray, starts: Positions, lengths: np.ndarray) -> tuple[np.
     return buf[index], offsets.astype(np.int32)
 
 
+def ranges_array(arrow_type: pa.DataType, buf: np.ndarray, starts: Positions,
+                 lengths: np.ndarray, present: np.ndarray | None = None,
+                 ascii_only: bool = False) -> pa.Array:
+    """A string or binary array of the byte ranges (null where not ``present``); with
+    ``ascii_only``, text with any byte above 0x7F is not taken."""
+    data, offsets = gather(buf, starts, lengths)
+    check(not ascii_only or data.size == 0 or data.max() < 0x80)
+    validity = None if present is None or present.all() else \
+        pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.Array.from_buffers(arrow_type, len(starts),
+                                 [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
 def _varint(buf: np.ndarray, pos: Positions, limit: Positions) -> tuple[np.ndarray, Positions]:
     """Flink's 7-bit varints (low group first) at ``pos``, and the positions after them."""
     check(pos < limit)
@@ -136,13 +149,7 @@ class FlinkString(Decoder):
         lengths = np.where(present, encoded - 1, 0)
         end = start + lengths
         check(end <= limit)
-        data, offsets = gather(buf, start, lengths)
-        check(data.size == 0 or data.max() < 0x80)
-        validity = None if present.all() else pa.py_buffer(np.packbits(present,
-                                                                       bitorder="little"))
-        array = pa.Array.from_buffers(pa.string(), len(pos),
-                                      [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
-        return array, end
+        return ranges_array(pa.string(), buf, start, lengths, present, ascii_only=True), end
 
 
 class Bytes(Decoder):
@@ -157,10 +164,7 @@ class Bytes(Decoder):
         start = pos + 4
         end = start + lengths
         check((lengths >= 0) & (end <= limit))
-        data, offsets = gather(buf, start, lengths)
-        array = pa.Array.from_buffers(pa.binary(), len(pos),
-                                      [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-        return array, end
+        return ranges_array(pa.binary(), buf, start, lengths), end
 
 
 class Char(Decoder):
