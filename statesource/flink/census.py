@@ -6,7 +6,8 @@ Entries (``(key, namespace)`` pairs), rows (one per value, list element or
 map entry, as statesource counts them) and each state's share of the bytes
 are known only once decoded. An operator's key groups hold all its keyed
 states and timers in one stream, so each key group is read and decoded once,
-for every state together.
+for every state together (column-wise where every state allows:
+:meth:`FlinkCheckpoint.columnar_sections`; else value by value).
 
 What a snapshot's format cannot deliver is reported, not raised: in a native
 snapshot a state with Kryo values ends the walk through every key group
@@ -26,7 +27,9 @@ from statesource.flink.header import KeyedHeader, StateInfo
 from statesource.flink.keyed import KeyGroupState
 from statesource.flink.metadata import OperatorSnapshot
 from statesource.flink.operator_state import read_operator_states
-from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.reader import DecodedSection, FlinkCheckpoint
+from statesource.format.columns import KEY, NAMESPACE
+from statesource.format.entries import entry_starts
 from statesource.model import StateKind
 from statesource.skew import Distribution, OperatorCounts, StateCounts, format_bytes
 
@@ -113,8 +116,12 @@ class _Tally:
         done = 0
         for index, piece in enumerate(pieces):
             data = snapshot.piece_bytes(piece)
-            tally.add(piece.key_group, len(data),
-                      snapshot.decode_piece(op, piece, data, None, tally.stop_at))
+            sections = checkpoint.columnar_sections(op, piece, data)
+            if sections is None:
+                tally.add(piece.key_group, len(data),
+                          snapshot.decode_piece(op, piece, data, None, tally.stop_at))
+            else:
+                tally.add_columnar(piece.key_group, len(data), sections)
             done += len(data)
             if progress is not None:
                 progress(op.label, index + 1, len(pieces), done, total)
@@ -128,6 +135,22 @@ class _Tally:
             self.entries[state_id][key_group] += len(found.keys)
             self.rows[state_id][key_group] += _rows(self.states[state_id], found.stored)
             self.sizes[state_id] += found.size_bytes
+
+    def add_columnar(self, key_group: int, size: int, sections: list[DecodedSection]) -> None:
+        """A key group decoded column-wise: a pair is an entry, but a map's pairs are its
+        entries' user keys (together in a canonical key group, as the decoding checked)."""
+        self.key_groups += 1
+        self.on_disk[key_group] += size
+        for section in sections:
+            state_id, table = section.state_id, section.table
+            self.seen[state_id] += 1
+            info = self.states[state_id]
+            entries = section.pairs
+            if not info.is_timer and info.kind is StateKind.MAP:
+                entries = len(entry_starts(table.column(KEY), table.column(NAMESPACE))) - 1
+            self.entries[state_id][key_group] += entries
+            self.rows[state_id][key_group] += table.num_rows
+            self.sizes[state_id] += section.size_bytes
 
     def why_not(self, info: StateInfo) -> str | None:
         """Why a state was not counted, or None when it was."""

@@ -25,27 +25,54 @@ from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.flink_type import FlinkType
 from statesource.flink.framing import Section, be_ints
 from statesource.flink.header import KeyedHeader, StateInfo
-from statesource.flink.serializers import ListType, MapType, TtlType
+from statesource.flink.serializers import (
+    ListType,
+    MapType,
+    NullableType,
+    PojoFlinkType,
+    RowFlinkType,
+    TtlType,
+    TupleFlinkType,
+)
 from statesource.flink.vectors import (
     Decoder,
     NotColumnar,
     Positions,
+    Void,
     check,
     decode_some,
     decoder_for,
-    gather,
+    ranges_array,
 )
 from statesource.format.columns import TTL_ARROW_TYPE
 from statesource.model import StateKind
-from statesource.types import BOOLEAN, BYTE, CHAR, INT, LONG, SHORT, STRING, TIMEWINDOW, VOID
+from statesource.types import (
+    BOOLEAN,
+    BYTE,
+    BYTES,
+    CHAR,
+    INT,
+    LONG,
+    SHORT,
+    STRING,
+    TIMEWINDOW,
+    VOID,
+)
 
 LIST_DELIMITER = ord(",")
-_BYTE_EXACT = (STRING, LONG, INT, SHORT, BYTE, BOOLEAN, CHAR, VOID, TIMEWINDOW)
-"""Types whose values are equal exactly when their serialized bytes are: a map's
-entries and user keys can be told apart by their bytes."""
+_BYTE_EXACT = (STRING, LONG, INT, SHORT, BYTE, BOOLEAN, CHAR, BYTES, VOID, TIMEWINDOW)
 
 
 def _byte_exact(flink_type: FlinkType) -> bool:
+    """Whether values are equal exactly when their serialized bytes are, so that a map's
+    entries and user keys can be told apart by their bytes (not so floating point: 0.0 and
+    -0.0 differ in bytes, not in Python)."""
+    if isinstance(flink_type, (TupleFlinkType, RowFlinkType)):
+        return all(_byte_exact(f) for f in flink_type.fields)
+    if isinstance(flink_type, PojoFlinkType):
+        return all(_byte_exact(f) for _, f in flink_type.fields)
+    if isinstance(flink_type, NullableType):  # a null's padding may hold any bytes
+        return flink_type.padding == 0 and _byte_exact(flink_type.inner)
     try:
         return flink_type.data_type() in _BYTE_EXACT
     except IncompatibleCheckpointError:
@@ -158,17 +185,11 @@ class StateColumns:
         check(present.all() or not self.ttl)
         values, end = decode_some(self.value, buf, s.value_start + 1, s.value_end, present)
         check(end[present] == s.value_end[present])
-        self._check_grouped(buf, s.key_start + self.prefix_bytes, entry_end, s.key_end)
+        body = s.key_start + self.prefix_bytes
+        entries = _identity(keys if isinstance(self.namespace, Void) else None, buf, body,
+                            entry_end - body)
+        _check_grouped(entries, _identity(user_keys, buf, entry_end, s.key_end - entry_end))
         return self._assemble(key_group, keys, namespaces, [user_keys, values])
-
-    @staticmethod
-    def _check_grouped(buf: np.ndarray, start: Positions, entry_end: Positions,
-                       key_end: Positions) -> None:
-        entries = _binary(buf, start, entry_end - start)
-        if len(entries) > 1:
-            runs = 1 + int(pc.sum(pc.not_equal(entries[1:], entries[:-1])).as_py())
-            check(runs == pc.count_distinct(entries).as_py())
-        check(pc.count_distinct(_binary(buf, start, key_end - start)).as_py() == len(start))
 
     def _assemble(self, key_group: int, keys: pa.Array, namespaces: pa.Array,
                   values: list[pa.Array]) -> pa.Table:
@@ -185,10 +206,33 @@ class StateColumns:
         return pa.Table.from_arrays(columns, schema=self.schema)
 
 
-def _binary(buf: np.ndarray, start: Positions, lengths: np.ndarray) -> pa.Array:
-    data, offsets = gather(buf, start, lengths)
-    return pa.Array.from_buffers(pa.binary(), len(start),
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+def _check_grouped(entries: pa.Array, user_keys: pa.Array) -> None:
+    """That each entry's pairs are together, and no entry repeats a user key (given each
+    pair's entry and user key in forms equal exactly when the values are)."""
+    if len(entries) < 2:
+        return
+    changed = pc.not_equal(entries[1:], entries[:-1]).to_numpy(zero_copy_only=False)
+    heads = np.concatenate([[0], np.flatnonzero(changed) + 1])
+    check(pc.count_distinct(entries.take(heads)).as_py() == len(heads))
+    runs = np.concatenate([[0], np.cumsum(changed)])
+    codes = pc.dictionary_encode(user_keys).indices.to_numpy(zero_copy_only=False)
+    pairs = runs * (int(codes.max()) + 1) + codes
+    if int(pairs.max()) < 4 * len(pairs):  # few user keys: count them in place
+        check(np.bincount(pairs).max() == 1)
+    else:
+        check(len(np.unique(pairs)) == len(pairs))
+
+
+_IDENTICAL_TYPES = (pa.string(), pa.binary(), pa.int64(), pa.int32(), pa.int16(), pa.int8())
+
+
+def _identity(decoded: pa.Array | None, buf: np.ndarray, start: Positions,
+              lengths: np.ndarray) -> pa.Array:
+    """Values as they are where their type compares exactly (and has no nulls), else their
+    bytes: what tells map entries and user keys apart as the per-value decoder does."""
+    if decoded is not None and decoded.type in _IDENTICAL_TYPES and not decoded.null_count:
+        return decoded
+    return ranges_array(pa.binary(), buf, start, lengths)
 
 
 class _Ttl(Decoder):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from statesource.flink.keyed import META_DATA_FOLLOWS
+from statesource.flink.keyed import END_OF_KEY_GROUP, META_DATA_FOLLOWS
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,19 @@ class Section:
         return len(self.key_start)
 
 
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 def be_ints(buf: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The big-endian numbers of ``dtype`` at ``positions`` of ``buf``, as native ones."""
+    """The big-endian numbers of ``dtype`` at ``positions`` of ``buf``, as native ones (one
+    gather per byte, shifted into place: cheaper than gathering rows of bytes)."""
     width = dtype.itemsize
-    rows = np.lib.stride_tricks.as_strided(buf, shape=(max(len(buf) - width + 1, 0), width),
-                                           strides=(1, 1), writeable=False)
-    return rows[positions].view(dtype.newbyteorder(">")).ravel().astype(dtype)
+    unsigned = _UNSIGNED[width]
+    value = buf[positions].astype(unsigned)
+    for index in range(1, width):
+        value <<= unsigned(8)
+        value |= buf[positions + index]
+    return value.view(dtype)
 
 
 def canonical_sections(data: bytes, key_group: int, prefix_bytes: int, states: int,
@@ -57,24 +64,20 @@ def canonical_sections(data: bytes, key_group: int, prefix_bytes: int, states: i
     framing is not sound or not found by the scan.
 
     Sound means: every length fits the bytes, every key has the key group's
-    prefix, every state id is below ``states``, and the key group ends with
-    ``0xFFFF`` exactly at its end.
+    prefix, every state id is below ``states`` and met once, and the key group
+    ends with ``0xFFFF`` exactly at its end. As the per-value decoder does, the
+    scan stops once every wanted state's section has ended: the bytes after it
+    are neither read nor checked.
     """
     buf = np.frombuffer(data, np.uint8)
-    found = _pairs(buf, key_group, prefix_bytes)
+    found = _pairs(buf, key_group, prefix_bytes, states,
+                   None if wanted is None else set(wanted))
     if found is None:
         return None
-    starts, key_lengths, value_lengths, flagged = found
-    section_ends = np.flatnonzero(flagged) + 1
-    ids_at = starts[section_ends - 1] + 8 + key_lengths[section_ends - 1] + \
-        value_lengths[section_ends - 1]
-    state_ids = np.concatenate([[(int(buf[0]) << 8) | int(buf[1])],
-                                be_ints(buf, ids_at[:-1], np.dtype(np.uint16))])
-    if len(state_ids) != len(set(state_ids.tolist())) or (state_ids >= states).any():
-        return None
+    starts, key_lengths, value_lengths, section_ends, state_ids = found
     sections = []
     begin = 0
-    for state_id, end in zip(state_ids.tolist(), section_ends.tolist()):
+    for state_id, end in zip(state_ids, section_ends):
         if wanted is None or state_id in wanted:
             key_start = starts[begin:end] + 4
             key_end = key_start + key_lengths[begin:end]
@@ -86,35 +89,99 @@ def canonical_sections(data: bytes, key_group: int, prefix_bytes: int, states: i
     return sections
 
 
-def _pairs(buf: np.ndarray, key_group: int, prefix_bytes: int
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """Start, key length, value length and last-of-section flag of every pair, in order; None
-    where the framing breaks or the scan cannot follow it.
+_FIRST_WINDOW = 1 << 16
+
+
+def _pairs(buf: np.ndarray, key_group: int, prefix_bytes: int, states: int,
+           wanted: set[int] | None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int], list[int]] | None:
+    """Start, key length and value length of every pair in order, where each section ends
+    (an index past its last pair) and its state id; None where the framing breaks or the
+    scan cannot follow it.
+
+    The key group is scanned window by window (each twice the last), so that
+    the scan can stop after the wanted states' sections; each window's pairs
+    are found by :func:`_window`.
+    """
+    size = len(buf)
+    if size < 2 + 8 + prefix_bytes:
+        return None
+    state_id = (int(buf[0]) << 8) | int(buf[1])
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    section_ends: list[int] = []
+    state_ids = [state_id]
+    pairs = 0
+    pos, step = 2, max(_FIRST_WINDOW, size // 16)
+    while True:
+        if state_ids[-1] >= states or state_ids.count(state_ids[-1]) > 1:
+            return None
+        found = _window(buf, pos, min(size, pos + step), key_group, prefix_bytes)
+        if found is None:
+            return None
+        starts, key_lengths, value_lengths, flagged, after = found
+        parts.append((starts, key_lengths, value_lengths))
+        for index in np.flatnonzero(flagged).tolist():
+            section_ends.append(pairs + index + 1)
+            if wanted is not None:
+                wanted.discard(state_ids[-1])
+                if not wanted:  # what follows is not read, as the per-value decoder does
+                    parts[-1] = (starts[:index + 1], key_lengths[:index + 1],
+                                 value_lengths[:index + 1])
+                    return _joined(parts, section_ends, state_ids)
+            at = int(after[index])
+            if at + 2 > size:
+                return None
+            following = (int(buf[at]) << 8) | int(buf[at + 1])
+            if following == END_OF_KEY_GROUP:
+                if at + 2 != size or index != len(starts) - 1:
+                    return None
+                return _joined(parts, section_ends, state_ids)
+            state_ids.append(following)
+            if following >= states or state_ids.count(following) > 1:
+                return None
+        pairs += len(starts)
+        pos = int(after[-1]) + (2 if flagged[-1] else 0)
+        step *= 2
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], section_ends: list[int],
+            state_ids: list[int]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int], list[int]]:
+    starts, key_lengths, value_lengths = (np.concatenate(column) for column in zip(*parts))
+    return starts, key_lengths, value_lengths, section_ends, state_ids[:len(section_ends)]
+
+
+def _window(buf: np.ndarray, pos: int, stop: int, key_group: int, prefix_bytes: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The pairs from the one starting at ``pos`` up to the first that starts at or after
+    ``stop`` (at least one pair): their starts, key and value lengths, last-of-section
+    flags, and where each one's value ends; None where the chain breaks.
 
     The chain is found without walking it: every position that could start a pair
     (a key length below 64 KiB, then the key group's prefix) is a candidate; each
     candidate's lengths say where the next pair would start (two bytes further
     after a section's last pair, past the next state id); the pairs are the
-    candidates reached from the first one. Usually that is every candidate, which
-    the candidates some other one leads to, which one comparison confirms; else
-    the chain is followed candidate by candidate.
+    candidates reached from the first one. Usually those are the candidates some
+    other one leads to, which one comparison confirms; else the chain is followed
+    candidate by candidate.
     """
     size = len(buf)
-    if size < 2 + 8 + prefix_bytes:
+    limit = min(stop, size - 8)
+    if limit <= pos:
         return None
-    window = buf[4:size - 4]
+    region = buf[pos + 4:limit + 4]
     first = key_group >> 8 if prefix_bytes == 2 else key_group
     # The prefix's first byte, flagged only on a section's last key (so: rarely).
-    candidates = np.flatnonzero(window == first)
-    flagged_ones = np.flatnonzero(window == first | META_DATA_FOLLOWS)
+    candidates = np.flatnonzero(region == first)
+    flagged_ones = np.flatnonzero(region == first | META_DATA_FOLLOWS)
     if len(flagged_ones):
         candidates = np.insert(candidates, np.searchsorted(candidates, flagged_ones),
                                flagged_ones)
-    candidates = candidates[(candidates >= 2) & (buf[candidates] == 0) &
-                            (buf[candidates + 1] == 0)]
+    candidates += pos
+    candidates = candidates[(buf[candidates] == 0) & (buf[candidates + 1] == 0)]
     if prefix_bytes == 2:
         candidates = candidates[buf[candidates + 5] == (key_group & 0xFF)]
-    if not len(candidates) or candidates[0] != 2:
+    if not len(candidates) or candidates[0] != pos:
         return None
     key_lengths = be_ints(buf, candidates, np.dtype(np.int32)).astype(np.int64)
     value_at = candidates + 4 + key_lengths
@@ -136,12 +203,11 @@ def _pairs(buf: np.ndarray, key_group: int, prefix_bytes: int
     if chain is None:
         chain = _follow(successor.tolist(), sink)
     last = int(chain[-1])
-    # The chain ends at the last section's last pair, then 0xFFFF ends the key group.
-    end = int(after[last])
-    if not (usable[last] and flagged[last] and end + 2 == size and
-            buf[end] == 0xFF and buf[end + 1] == 0xFF):
+    # The window's last pair ends the key group, or the next pair starts past the window.
+    if not usable[last] or (following[last] < limit and not flagged[last]):
         return None
-    return (candidates[chain], key_lengths[chain], value_lengths[chain], flagged[chain])
+    return (candidates[chain], key_lengths[chain], value_lengths[chain], flagged[chain],
+            after[chain])
 
 
 def _prune(successor: np.ndarray, sink: int, rounds: int = 8) -> np.ndarray | None:

@@ -12,7 +12,7 @@ statesource's own format does not keep, have their own table,
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +46,22 @@ from statesource.format.source import (
 )
 from statesource.format.storage import Location
 from statesource.keygroups import KeyGroupRange
+
+BYTES_PER_ROW = 32
+"""Snapshot bytes that cost about as much to read as one row of a statesource checkpoint
+(a pair's framing alone is 8 bytes; a small key and value as many again, and every
+state's bytes are scanned to read one), so that Spark tasks get work of about the size
+the format's row counts give them."""
+
+
+class DecodedSection(NamedTuple):
+    """One state's rows in one key group, decoded column-wise, and its framing's counts."""
+
+    state_id: int
+    pairs: int
+    size_bytes: int
+    """The section's bytes as serialized (before compression), its state id included."""
+    table: pa.Table
 
 
 class FlinkCheckpoint:
@@ -106,10 +122,11 @@ class FlinkCheckpoint:
 
     def key_group_weights(self, operator: str | None = None, state: str | None = None
                           ) -> dict[int, int]:
-        """Bytes per non-empty key group, all states together: rows are known only once
-        decoded, and a key group's states lie in one stream."""
+        """The cost of each non-empty key group in rows' worth: its bytes, all states
+        together (rows are known only once decoded, and reading one state scans the whole
+        key group's framing), over :data:`BYTES_PER_ROW`."""
         op = self._op(operator)
-        return {piece.key_group: piece.end - piece.begin
+        return {piece.key_group: max(1, (piece.end - piece.begin) // BYTES_PER_ROW)
                 for piece in self.snapshot.key_group_bytes(op)}
 
     # -- rows ------------------------------------------------------------------------------
@@ -195,6 +212,35 @@ class FlinkCheckpoint:
         if not sections:
             return columns.schema.empty_table()
         return columns.table(np.frombuffer(data, np.uint8), piece.key_group, sections[0])
+
+    def columnar_sections(self, op: OperatorSnapshot, piece: KeyGroupBytes, data: bytes
+                          ) -> list[DecodedSection] | None:
+        """Every state's section of one canonical key group, each decoded column-wise; None
+        where a state has no column decoder or the key group is declined (then
+        :meth:`FlinkSnapshot.decode_piece` reads it, or names its fault)."""
+        header = self.snapshot.header(op)
+        if header is None or not piece.handle.savepoint:
+            return None
+        columns = [self._columns(op, info) for info in header.states]
+        if any(c is None for c in columns):
+            return None
+        if header.compressed:
+            data = unframe(data, self.snapshot.describe(piece.handle.stream), piece.begin)
+        prefix = prefix_bytes(op.max_parallelism)
+        sections = canonical_sections(data, piece.key_group, prefix, len(header.states))
+        if sections is None:
+            return None
+        buf = np.frombuffer(data, np.uint8)
+        decoded = []
+        for section in sections:
+            state = columns[section.state_id]
+            assert state is not None
+            table = state.table(buf, piece.key_group, section)
+            if table is None:
+                return None
+            decoded.append(DecodedSection(section.state_id, len(section), section.size_bytes,
+                                          table))
+        return decoded
 
     def keyed_tables(self, op: OperatorSnapshot, info: StateInfo,
                      decoded: Iterable[tuple[int, dict[int, KeyGroupState]]]

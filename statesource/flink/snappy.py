@@ -8,7 +8,8 @@ data. Consecutive streams simply follow one another, so a key group's bytes are
 the concatenation of every data chunk in its byte range.
 
 The framing (chunks, checksums) is read here; each chunk's Snappy block is
-decompressed by pyarrow's Snappy codec, which statesource already depends on.
+decompressed by pyarrow's Snappy codec, which statesource already depends on, and
+its checksum computed by numpy (:mod:`crc32c`).
 """
 
 from __future__ import annotations
@@ -16,31 +17,11 @@ from __future__ import annotations
 import pyarrow as pa
 
 from statesource.errors import CorruptCheckpointError
+from statesource.flink.crc32c import crc32c
 
 STREAM_IDENTIFIER = b"\xff\x06\x00\x00sNaPpY"
 MAX_CHUNK = 1 << 16
 _COMPRESSED, _STORED, _IDENTIFIER, _PADDING = 0x00, 0x01, 0xFF, 0xFE
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for n in range(256):
-        crc = n
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    table = _TABLE
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
 
 
 def masked_crc32c(data: bytes) -> int:

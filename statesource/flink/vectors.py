@@ -5,7 +5,7 @@ its frame ends; a :class:`Decoder` reads the value of one serializer at all
 those positions together and hands back an Arrow array and the positions just
 after each value. Only what is common is decoded here: String (ASCII; other
 text goes back to :mod:`serializers`), the primitives and their boxed forms,
-``byte[]``, VoidNamespace, TimeWindow, Nullable, Tuple and POJO. A serializer
+``byte[]``, VoidNamespace, TimeWindow, Nullable, Tuple, Row and POJO. A serializer
 with no decoder here, or an Arrow type other than the one the state's schema
 declares, leaves its state to the per-value decoder (:func:`decoder_for`
 answers None).
@@ -29,8 +29,10 @@ from statesource.flink.framing import be_ints
 from statesource.flink.serializers import (
     NullableType,
     PojoFlinkType,
+    RowFlinkType,
     TupleFlinkType,
 )
+from statesource.types import RowKind
 
 Positions = np.ndarray
 
@@ -83,6 +85,7 @@ class Void(Decoder):
                ) -> tuple[pa.Array, Positions]:
         end = pos + 1
         check(end <= limit)
+        check(buf[pos] == 0)
         return pa.nulls(len(pos)), end
 
 
@@ -96,6 +99,19 @@ def gather(buf: np.ndarray, starts: Positions, lengths: np.ndarray) -> tuple[np.
         raise NotColumnar
     index = np.repeat(starts - offsets[:-1], lengths) + np.arange(total, dtype=np.int64)
     return buf[index], offsets.astype(np.int32)
+
+
+def ranges_array(arrow_type: pa.DataType, buf: np.ndarray, starts: Positions,
+                 lengths: np.ndarray, present: np.ndarray | None = None,
+                 ascii_only: bool = False) -> pa.Array:
+    """A string or binary array of the byte ranges (null where not ``present``); with
+    ``ascii_only``, text with any byte above 0x7F is not taken."""
+    data, offsets = gather(buf, starts, lengths)
+    check(not ascii_only or data.size == 0 or data.max() < 0x80)
+    validity = None if present is None or present.all() else \
+        pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.Array.from_buffers(arrow_type, len(starts),
+                                 [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _varint(buf: np.ndarray, pos: Positions, limit: Positions) -> tuple[np.ndarray, Positions]:
@@ -112,6 +128,7 @@ def _varint(buf: np.ndarray, pos: Positions, limit: Positions) -> tuple[np.ndarr
         at = end[more]
         check(at < limit[more])
         byte = buf[at].astype(np.int64)
+        check(byte != 0)  # a trailing zero group: another encoding of a shorter varint
         value[more] |= (byte & 0x7F) << shift
         end[more] += 1
         more[more] = byte >= 0x80
@@ -132,13 +149,7 @@ class FlinkString(Decoder):
         lengths = np.where(present, encoded - 1, 0)
         end = start + lengths
         check(end <= limit)
-        data, offsets = gather(buf, start, lengths)
-        check(data.size == 0 or data.max() < 0x80)
-        validity = None if present.all() else pa.py_buffer(np.packbits(present,
-                                                                       bitorder="little"))
-        array = pa.Array.from_buffers(pa.string(), len(pos),
-                                      [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
-        return array, end
+        return ranges_array(pa.string(), buf, start, lengths, present, ascii_only=True), end
 
 
 class Bytes(Decoder):
@@ -153,10 +164,7 @@ class Bytes(Decoder):
         start = pos + 4
         end = start + lengths
         check((lengths >= 0) & (end <= limit))
-        data, offsets = gather(buf, start, lengths)
-        array = pa.Array.from_buffers(pa.binary(), len(pos),
-                                      [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-        return array, end
+        return ranges_array(pa.binary(), buf, start, lengths), end
 
 
 class Char(Decoder):
@@ -201,7 +209,7 @@ class Nullable(Decoder):
     def decode(self, buf: np.ndarray, pos: Positions, limit: Positions
                ) -> tuple[pa.Array, Positions]:
         check(pos < limit)
-        present = buf[pos] == 0
+        present = ~_flag(buf[pos])
         values, after = decode_some(self.inner, buf, pos + 1, limit, present)
         after[~present] += self.padding
         check(after <= limit)
@@ -229,9 +237,44 @@ class Struct(Decoder):
         for field in self.fields:
             if self.flagged:
                 check(pos < limit)
-                values, pos = decode_some(field, buf, pos + 1, limit, buf[pos] == 0)
+                values, pos = decode_some(field, buf, pos + 1, limit, ~_flag(buf[pos]))
             else:
                 values, pos = field.decode(buf, pos, limit)
+            children.append(values)
+        return pa.StructArray.from_arrays(children, fields=list(self.arrow_type)), pos
+
+
+_ROW_KINDS = pa.array([kind.short_string for kind in sorted(RowKind, key=lambda k: k.byte_value)])
+
+
+class RowDecoder(Decoder):
+    """``RowSerializer``: a null mask (its first two bits the row kind, where the snapshot
+    says so), then the fields that are not null; as a struct of ``row_kind`` and the fields."""
+
+    def __init__(self, arrow_type: pa.StructType, fields: list[Decoder],
+                 kind_in_mask: bool) -> None:
+        self.arrow_type = arrow_type
+        self.fields = fields
+        self.kind_in_mask = kind_in_mask
+        self.bits = len(fields) + (2 if kind_in_mask else 0)
+
+    def decode(self, buf: np.ndarray, pos: Positions, limit: Positions
+               ) -> tuple[pa.Array, Positions]:
+        width = (self.bits + 7) // 8
+        check(pos + width <= limit)
+        mask = buf[pos[:, None] + np.arange(width)] if len(pos) else \
+            np.empty((0, width), np.uint8)
+        every = np.unpackbits(mask, axis=1).astype(bool)
+        check(~every[:, self.bits:])  # the mask's unused bits, zero as Flink writes them
+        bits = every[:, :self.bits]
+        kinds = np.zeros(len(pos), dtype=np.int64)
+        if self.kind_in_mask:
+            kinds = bits[:, 0].astype(np.int64) | (bits[:, 1].astype(np.int64) << 1)
+            bits = bits[:, 2:]
+        children = [_ROW_KINDS.take(pa.array(kinds))]
+        pos = pos + width
+        for index, field in enumerate(self.fields):
+            values, pos = decode_some(field, buf, pos, limit, ~bits[:, index])
             children.append(values)
         return pa.StructArray.from_arrays(children, fields=list(self.arrow_type)), pos
 
@@ -251,6 +294,13 @@ class TimeWindow(Decoder):
                                           fields=list(self.arrow_type)), end
 
 
+def _flag(values: np.ndarray) -> np.ndarray:
+    """Booleans and null flags as Flink writes them, 0 or 1: any other byte reads the same
+    to the per-value decoder but differs in bytes, which would tell equal map keys apart."""
+    check(values <= 1)
+    return values != 0
+
+
 _BASE = "org.apache.flink.api.common.typeutils.base."
 _FIXED: dict[str, Callable[[], Decoder]] = {
     _BASE + "LongSerializer$LongSerializerSnapshot": lambda: Fixed("i8", pa.int64()),
@@ -258,7 +308,7 @@ _FIXED: dict[str, Callable[[], Decoder]] = {
     _BASE + "ShortSerializer$ShortSerializerSnapshot": lambda: Fixed("i2", pa.int16()),
     _BASE + "ByteSerializer$ByteSerializerSnapshot": lambda: Fixed("i1", pa.int8()),
     _BASE + "BooleanSerializer$BooleanSerializerSnapshot":
-        lambda: Fixed("u1", pa.bool_(), lambda v: v != 0),
+        lambda: Fixed("u1", pa.bool_(), _flag),
     _BASE + "DoubleSerializer$DoubleSerializerSnapshot": lambda: Fixed("f8", pa.float64()),
     _BASE + "FloatSerializer$FloatSerializerSnapshot": lambda: Fixed("f4", pa.float32()),
     _BASE + "CharSerializer$CharSerializerSnapshot": Char,
@@ -288,6 +338,18 @@ def _decoder(flink_type: FlinkType, arrow_type: pa.DataType) -> Decoder | None:
     if isinstance(flink_type, NullableType):
         inner = decoder_for(flink_type.inner, arrow_type)
         return None if inner is None else Nullable(inner, flink_type.padding)
+    if isinstance(flink_type, RowFlinkType):
+        names = ["row_kind", *(f"f{i}" for i in range(len(flink_type.fields)))]
+        if not isinstance(arrow_type, pa.StructType) or \
+                [field.name for field in arrow_type] != names or \
+                arrow_type.field(0).type != pa.string():
+            return None
+        row_fields = [decoder_for(t, arrow_type.field(i + 1).type)
+                      for i, t in enumerate(flink_type.fields)]
+        if any(f is None for f in row_fields):
+            return None
+        return RowDecoder(arrow_type, [f for f in row_fields if f is not None],
+                          flink_type.kind_in_mask)
     if isinstance(flink_type, (TupleFlinkType, PojoFlinkType)):
         if not isinstance(arrow_type, pa.StructType) or \
                 arrow_type.num_fields != len(flink_type.fields):

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flink_snapshots import SAVEPOINTS
+from flink_snapshots import SAVEPOINTS, only
 from statesource.checkpointing import CheckpointWriter
 from statesource.errors import IncompatibleCheckpointError, StateSourceError
+from statesource.flink.census import count_snapshot
 from statesource.flink.export import export_flink
 from statesource.flink.framing import canonical_sections
 from statesource.flink.reader import FlinkCheckpoint
@@ -113,30 +114,39 @@ def small_savepoint(tmp_path_factory) -> Path:
         f"k{i}": (i, [i, -i], {"a": str(i), "b": None}) for i in range(40)})
 
 
-def _data_start(savepoint: Path) -> int:
-    snapshot = FlinkCheckpoint.open(str(savepoint)).snapshot
-    header = snapshot.header(snapshot.operator("op"))
-    assert header is not None
-    return header.data_start
-
-
 def _corrupted(source: Path, target: Path, at: float, data: bytes) -> Path:
+    """A copy of ``source`` with ``data`` written over the key groups of one keyed-state
+    file (past its header, which both decoders share), at a place ``at`` picks."""
+    snapshot = FlinkSnapshot.open(str(source))
+    handles = sorted({snapshot.file_location(h.stream).path: h for op in snapshot.operators
+                      for h in snapshot.keyed_handles(op) if h.stream.inline is None}.items())
+    path, handle = handles[int(at * len(handles)) % len(handles)]
+    start = snapshot.read_header(handle).data_start
     shutil.copytree(source, target)
-    files = sorted(p for p in target.iterdir() if p.name != "_metadata")
-    victim = files[int(at * len(files)) % len(files)]
+    victim = target / Path(path).name
     raw = bytearray(victim.read_bytes())
-    start = _data_start(source)  # past the header, which both decoders share
-    offset = start + int(at * 997) % (len(raw) - start)
+    offset = start + int(at * 99991) % (len(raw) - start)
     raw[offset:offset + len(data)] = data
-    victim.write_bytes(bytes(raw[:victim.stat().st_size]))
+    victim.write_bytes(bytes(raw[:len(victim.read_bytes())]))
     return target
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(at=st.floats(0, 1, exclude_max=True), data=st.binary(min_size=1, max_size=6))
 def test_corrupt_key_groups_fail_or_read_the_same(small_savepoint, tmp_path_factory, at, data):
     broken = _corrupted(small_savepoint, tmp_path_factory.mktemp("broken") / "sp", at, data)
+    _compare_all(broken)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(at=st.floats(0, 1, exclude_max=True), data=st.binary(min_size=1, max_size=6))
+def test_corrupt_snappy_key_groups_fail_or_read_the_same(tmp_path_factory, at, data):
+    """Compressed: a damaged chunk header, checksum or Snappy block is refused with the file
+    and the offset (the same error either way), whatever it hits."""
+    broken = _corrupted(FIXTURES / "mp128-snappy" / "canonical",
+                        tmp_path_factory.mktemp("broken") / "sp", at, data)
     _compare_all(broken)
 
 
@@ -242,3 +252,48 @@ def test_a_key_in_the_wrong_key_group_is_named_by_the_per_pair_path(tmp_path, sm
     target.write_bytes(bytes(raw))
     with pytest.raises(IncompatibleCheckpointError, match="is stored in key group"):
         rescale_max_parallelism(broken, tmp_path / "out", 256)
+
+
+def test_a_map_repeating_a_user_key_is_refused_as_by_the_per_value_decoder(tmp_path,
+                                                                          small_savepoint):
+    """Two pairs of one map with the same user key (one renamed; the framing stays sound):
+    the per-value decoder refuses the map, and so does the reader, whichever path."""
+    snapshot = FlinkSnapshot.open(str(small_savepoint))
+    op = snapshot.operator("op")
+    header = snapshot.header(op)
+    state = next(info for info in header.states if info.name == "map")
+    piece = snapshot.key_group_bytes(op)[0]
+    broken = tmp_path / "repeated"
+    shutil.copytree(small_savepoint, broken)
+    target = broken / Path(snapshot.file_location(piece.handle.stream).path).name
+    raw = bytearray(target.read_bytes())
+    (section,) = canonical_sections(bytes(raw[piece.begin:piece.end]), piece.key_group, 1,
+                                    len(header.states), (state.state_id,))
+    # Every map holds user keys "a" and "b", each the last byte of its composite key.
+    ends = section.key_end.tolist()
+    last_bytes = [raw[piece.begin + end - 1] for end in ends]
+    assert sorted(set(last_bytes)) == [ord("a"), ord("b")]
+    raw[piece.begin + ends[last_bytes.index(ord("b"))] - 1] = ord("a")
+    target.write_bytes(bytes(raw))
+    for reader in (FlinkCheckpoint, _PerValue):
+        with pytest.raises(IncompatibleCheckpointError, match="holds the user key 'a' twice"):
+            list(reader.open(str(broken)).read_keyed_state("map", operator="op"))
+
+
+@pytest.mark.parametrize("path", _snapshot_dirs(), ids=lambda p: str(p).split("flink")[-1])
+def test_inspect_counts_the_same_column_wise(monkeypatch, path):
+    """``inspect`` (and its what-if parallelism) counts entries, rows and bytes per key group
+    column-wise where it can: the same counts as value by value."""
+    fast = count_snapshot(FlinkCheckpoint.open(str(path)))
+    monkeypatch.setattr(FlinkCheckpoint, "columnar_sections", lambda self, *args: None)
+    assert count_snapshot(FlinkCheckpoint.open(str(path))) == fast
+
+
+def test_inspect_of_a_canonical_savepoint_decodes_column_wise():
+    """Not vacuous: every key group of the shared canonical savepoint is counted column-wise."""
+    checkpoint = FlinkCheckpoint.open(str(only("java/canonical/savepoint-*")))
+    op = checkpoint.snapshot.operator("stateful")
+    pieces = checkpoint.snapshot.key_group_bytes(op)
+    assert pieces and all(
+        checkpoint.columnar_sections(op, p, checkpoint.snapshot.piece_bytes(p)) is not None
+        for p in pieces)

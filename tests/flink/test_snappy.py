@@ -13,6 +13,25 @@ from statesource.flink.snappy import STREAM_IDENTIFIER, crc32c, decompress, mask
 
 def test_crc32c_check_value():
     assert crc32c(b"123456789") == 0xE3069283  # the standard CRC-32C check value
+    assert crc32c(b"") == 0
+
+
+def _bitwise_crc32c(data: bytes) -> int:
+    """CRC-32C bit by bit, straight from its definition (reflected, polynomial 0x82F63B78)."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=3000) | st.integers(0, 140_000).map(lambda n: bytes(
+    (i * 131 + n) % 251 for i in range(n))))
+def test_crc32c_by_numpy_is_the_bitwise_crc(data):
+    """Lengths around the block (256) and piece (64 KiB) sizes included."""
+    assert crc32c(data) == _bitwise_crc32c(data)
 
 
 def _chunk(kind: int, payload: bytes, uncompressed: bytes) -> bytes:
