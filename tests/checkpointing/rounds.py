@@ -45,14 +45,16 @@ def check_incremental(info, touched: set[tuple[str, int]]) -> None:
 
 
 def run_rounds(root: str, seed: int, monkeypatch, rounds: int = 14,
-               keys: int = 60) -> dict[int, dict]:
-    """Random rounds of mutations and checkpoints; returns the expected content per id."""
+               keys: int = 60, warmup: int = 0, **writer_options) -> dict[int, dict]:
+    """Random rounds of mutations and checkpoints, after ``warmup`` writes; returns the
+    expected content per id."""
     job = Job(seed, keys)
+    job.mutate(warmup)
     committed: dict[int, dict] = {}
     modes = ["full"] + [job.rng.choice(["incremental", "incremental", "full", "failing",
                                         "restore"])
                         for _ in range(rounds - 1)]
-    with CheckpointWriter(root, incremental=True) as writer:
+    with CheckpointWriter(root, incremental=True, **writer_options) as writer:
         for checkpoint_id, mode in enumerate(modes, start=1):
             job.mutate(job.rng.randrange(1, 12), hot_keys=job.rng.randrange(1, 6))
             if mode == "restore":  # the program restarts from its newest checkpoint
