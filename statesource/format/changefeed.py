@@ -13,7 +13,7 @@ the same files in both checkpoints did not change, and it is skipped without
 reading it. Where the end checkpoint's key group is the start's plus delta runs
 (format version 4), the changes are read from those runs alone: their upserts
 and tombstones say what the entries became, their prior rows what they were
-(:func:`~statesource.format.deltas.run_changes`). Only where neither holds (a
+(:meth:`~statesource.format.deltas.SortedRuns.changes`). Only where neither holds (a
 compaction or a full checkpoint intervened) are both sides read whole and diffed.
 
 The diff itself knows nothing of where rows come from: :class:`KeyGroupChangeFeed`
@@ -44,7 +44,7 @@ from statesource.format.columns import (
     data_schema,
     decode_entries,
 )
-from statesource.format.deltas import run_changes
+from statesource.format.deltas import SortedRuns
 from statesource.format.metadata import KeyedStateMeta, OperatorMeta
 from statesource.format.reader import Checkpoint
 from statesource.model import VALUE_ROLES, StateDeclaration, StateKind
@@ -253,9 +253,10 @@ class _CheckpointSides:
         """Before and after of the entries the new runs change, reading only those runs."""
         runs = {kg: self._end_runs[kg][-count:] for kg in key_groups
                 if (count := self._new_runs(kg))}
-        tables = self.end.read_runs(self.end_state.name, operator=self.operator, runs=runs)
+        changes = SortedRuns(self.end.read_runs(self.end_state.name, operator=self.operator,
+                                                runs=runs)).changes()
         for key_group in key_groups:
-            before, after = run_changes(tables.get(key_group, []))
+            before, after = changes.get(key_group, (None, None))
             yield key_group, before, after
 
     def _tables(self, checkpoint: Checkpoint, state: KeyedStateMeta | None,

@@ -19,13 +19,14 @@ neither split nor join an entry that the state map would not.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from statesource.errors import CorruptCheckpointError
 from statesource.format.columns import (
     KEY,
     KEY_GROUP,
@@ -33,7 +34,7 @@ from statesource.format.columns import (
     TTL_TIMESTAMP,
     RowEncoder,
 )
-from statesource.format.entries import java_equality_columns
+from statesource.format.entries import java_equality_columns, row_changes
 from statesource.format.ipc import split_batches
 from statesource.model import StateDeclaration
 from statesource.types import DataType
@@ -117,81 +118,133 @@ class DeltaEncoder:
         return pa.Table.from_arrays(columns, schema=self.schema)
 
 
+class SortedRuns:
+    """The delta runs of several key groups, sorted once so that every entry's rows are
+    adjacent: ascending by key group, entry, then run (oldest first), rows of one run in
+    their written order (the sort is stable).
+
+    Everything is computed for all the key groups together, since per key group the
+    fixed cost of each Arrow call would dominate runs of a few rows.
+    """
+
+    def __init__(self, runs: Mapping[int, Sequence[pa.Table]]) -> None:
+        tables = [run for key_group in sorted(runs) for run in runs[key_group]]
+        self.empty = not tables
+        if self.empty:
+            return
+        sequence = np.repeat(
+            np.concatenate([np.arange(len(runs[kg])) for kg in sorted(runs)]),
+            [run.num_rows for run in tables])
+        combined = pa.concat_tables(tables)
+        expected = np.repeat([kg for kg in sorted(runs) for _ in runs[kg]],
+                             [run.num_rows for run in tables])
+        if not np.array_equal(combined.column(KEY_GROUP).to_numpy(), expected):
+            raise CorruptCheckpointError(
+                f"a delta run of key groups {sorted(runs)} holds rows of another key group")
+        leaves = _leaves(combined)
+        order = pc.sort_indices(pa.table(
+            {"kg": combined.column(KEY_GROUP),
+             **{f"leaf{i}": leaf for i, leaf in enumerate(leaves)},
+             "sequence": pa.array(sequence)}),
+            sort_keys=[("kg", "ascending"),
+                       *((f"leaf{i}", "ascending") for i in range(len(leaves))),
+                       ("sequence", "ascending")])
+        self.table = combined.take(order)
+        indices = order.to_numpy()
+        self.sequence = sequence[indices]
+        self.kinds = self.table.column(DELTA_KIND).to_numpy()
+        self.leaves = [leaf.take(order) for leaf in leaves]
+        changes = row_changes([self.table.column(KEY_GROUP), *self.leaves])
+        self.starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
+        ends = np.concatenate([self.starts[1:], [self.table.num_rows]])
+        marks = np.zeros(self.table.num_rows, dtype=np.int64)
+        marks[self.starts] = 1
+        self.group = np.cumsum(marks) - 1
+        self.first_sequence = self.sequence[self.starts][self.group]
+        self.last_sequence = self.sequence[ends - 1][self.group]
+
+    def merged(self, bases: Mapping[int, pa.Table]) -> dict[int, pa.Table]:
+        """Each key group's rows: its base (in the data schema) with its runs applied; key
+        groups left without rows are left out. The newest run holding an entry decides
+        it: its upserts are the entry's rows, its tombstone hides it."""
+        key_groups = sorted(bases)
+        if self.empty:
+            return {kg: bases[kg] for kg in key_groups if bases[kg].num_rows}
+        newest = self._rows((self.sequence == self.last_sequence) & (self.kinds == UPSERT))
+        base_rows = self._unhidden(bases, key_groups)
+        merged = {}
+        for key_group in sorted(set(key_groups) | set(newest)):
+            pieces = [t for t in (base_rows.get(key_group), newest.get(key_group))
+                      if t is not None and t.num_rows]
+            if pieces:
+                merged[key_group] = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+        return merged
+
+    def changes(self) -> dict[int, tuple[pa.Table | None, pa.Table | None]]:
+        """Per key group, the entries the runs change: their rows before the first run
+        (the prior rows of the first run holding each; none: it did not exist) and after
+        the last (the newest run's upserts; none: removed)."""
+        if self.empty:
+            return {}
+        before = self._rows((self.sequence == self.first_sequence) & (self.kinds == PRIOR))
+        after = self._rows((self.sequence == self.last_sequence) & (self.kinds == UPSERT))
+        key_groups = np.unique(self.table.column(KEY_GROUP).to_numpy()).tolist()
+        return {kg: (before.get(kg), after.get(kg)) for kg in key_groups}
+
+    def _rows(self, mask: np.ndarray) -> dict[int, pa.Table]:
+        """The rows ``mask`` picks, per key group, without the ``delta_kind`` column."""
+        picked = self.table.filter(pa.array(mask)).drop_columns([DELTA_KIND])
+        return _by_key_group(picked)
+
+    def _unhidden(self, bases: Mapping[int, pa.Table], key_groups: list[int]
+                  ) -> dict[int, pa.Table]:
+        """The base rows of entries no run holds, per key group."""
+        tables = [bases[kg] for kg in key_groups if bases[kg].num_rows]
+        if not tables:
+            return {}
+        combined = pa.concat_tables(tables)
+        leaves = _leaves(combined)
+        first = leaves[0].combine_chunks() if isinstance(leaves[0], pa.ChunkedArray) \
+            else leaves[0]
+        held = pc.is_in(first, value_set=pc.unique(self.leaves[0]),
+                        skip_nulls=False).to_numpy(zero_copy_only=False)
+        if len(leaves) > 1 and held.any():
+            identities = set(zip(*(leaf.take(pa.array(self.starts)).to_pylist()
+                                   for leaf in self.leaves)))
+            rows = np.flatnonzero(held)
+            exact = zip(*(leaf.take(pa.array(rows)).to_pylist() for leaf in leaves))
+            held[rows] = np.fromiter((identity in identities for identity in exact),
+                                     dtype=bool, count=len(rows))
+        if held.any():
+            combined = combined.filter(pa.array(~held))
+        return _by_key_group(combined)
+
+
+def _by_key_group(table: pa.Table) -> dict[int, pa.Table]:
+    """``table``'s rows (ascending by key group) as one zero-copy slice per key group."""
+    groups = table.column(KEY_GROUP).to_numpy()
+    if not len(groups):
+        return {}
+    bounds = np.concatenate([[0], np.flatnonzero(groups[1:] != groups[:-1]) + 1, [len(groups)]])
+    return {int(groups[start]): table.slice(start, end - start)
+            for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist())}
+
+
 def merge_runs(base: pa.Table | None, runs: Sequence[pa.Table]) -> pa.Table | None:
-    """A key group's rows: ``base`` (in the data schema) with ``runs`` (oldest first) applied.
-
-    The newest run holding an entry decides it: its upsert rows are the
-    entry's rows, its tombstone hides it. None when no row remains.
-    """
-    seen: set[tuple] = set()
-    kept: list[pa.Table] = []
-    for run in reversed(runs):
-        kinds = run.column(DELTA_KIND)
-        run = run.filter(pc.not_equal(kinds, PRIOR))
-        identities = entry_identities(run)
-        fresh = np.fromiter((identity not in seen for identity in identities), dtype=bool,
-                            count=len(identities))
-        upserts = pc.equal(run.column(DELTA_KIND), UPSERT).to_numpy(zero_copy_only=False)
-        kept.append(run.filter(pa.array(fresh & upserts)).drop_columns([DELTA_KIND]))
-        seen.update(identities)
-    if base is not None and base.num_rows:
-        kept.append(base.filter(pa.array(~_held_by(base, seen))) if seen else base)
-    tables = [t for t in reversed(kept) if t.num_rows]
-    return pa.concat_tables(tables) if tables else None
-
-
-def run_changes(runs: Sequence[pa.Table]) -> tuple[pa.Table | None, pa.Table | None]:
-    """The entries ``runs`` (oldest first, applied in a row) change: their rows before and
-    after, in the data schema, for the change feed.
-
-    Before: an entry's prior rows in the first run that holds it (none: it did
-    not exist). After: its rows in the newest run that holds it.
-    """
-    first_seen: set[tuple] = set()
-    before: list[pa.Table] = []
-    for run in runs:
-        identities = entry_identities(run)
-        kinds = run.column(DELTA_KIND).to_numpy(zero_copy_only=False)
-        first = np.fromiter((identity not in first_seen for identity in identities), dtype=bool,
-                            count=len(identities))
-        before.append(run.filter(pa.array(first & (kinds == PRIOR))).drop_columns([DELTA_KIND]))
-        first_seen.update(identity for identity, kind in zip(identities, kinds)
-                          if kind != PRIOR)
-    after = merge_runs(None, runs)
-    before_rows = [t for t in before if t.num_rows]
-    return (pa.concat_tables(before_rows) if before_rows else None), after
-
-
-def entry_identities(table: pa.Table) -> list[tuple]:
-    """Per row, a hashable value equal for rows of Java-equal (key, namespace) entries."""
-    leaves = _leaves(table)
-    return list(zip(*(leaf.to_pylist() for leaf in leaves))) if leaves else []
+    """One key group's rows: ``base`` (in the data schema) with ``runs`` (oldest first)
+    applied (see :meth:`SortedRuns.merged`)."""
+    tables = [t for t in (base, *runs) if t is not None and t.num_rows]
+    if not tables:
+        return None
+    key_group = tables[0].column(KEY_GROUP)[0].as_py()
+    merged = SortedRuns({key_group: runs} if runs else {}).merged(
+        {key_group: base if base is not None else tables[0].schema.empty_table()})
+    return merged.get(key_group)
 
 
 def _leaves(table: pa.Table) -> list[pa.Array]:
     return [*java_equality_columns(KEY, table.column(KEY)).values(),
             *java_equality_columns(NAMESPACE, table.column(NAMESPACE)).values()]
-
-
-def _held_by(table: pa.Table, identities: set[tuple]) -> np.ndarray:
-    """Per row of ``table``, whether its entry is among ``identities``.
-
-    A hash lookup of the first leaf column finds the candidates in one vectorised
-    pass; only those are compared whole, in Python.
-    """
-    leaves = _leaves(table)
-    first = leaves[0]
-    candidates = pc.is_in(first, value_set=pa.array({i[0] for i in identities}, first.type),
-                          skip_nulls=False).to_numpy(zero_copy_only=False)
-    if len(leaves) == 1:
-        return candidates
-    rows = np.flatnonzero(candidates)
-    picked = pa.array(rows)
-    exact = zip(*(leaf.take(picked).to_pylist() for leaf in leaves))
-    held = np.zeros(table.num_rows, dtype=bool)
-    held[rows] = np.fromiter((identity in identities for identity in exact), dtype=bool,
-                             count=len(rows))
-    return held
 
 
 def oldest_upsert_access(batches: Sequence[pa.RecordBatch]) -> int | None:

@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 
 from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from statesource.format.columns import KEY_GROUP, data_schema
-from statesource.format.deltas import delta_schema, merge_runs
+from statesource.format.deltas import SortedRuns, delta_schema
 from statesource.format.ipc import ReadListener, read_ranges
 from statesource.format.metadata import (
     MAX_METADATA_BYTES,
@@ -51,8 +51,21 @@ from statesource.format.storage import (
 from statesource.keygroups import KeyGroupRange
 from statesource.redistribution import OldOperatorState
 
-_RUN_CHUNK = 256
-"""Key groups whose delta runs are read together (runs are small; bases stream)."""
+_CHUNK_BASE_ROWS = 1 << 20
+"""Key groups with delta runs are merged together until their bases hold this many rows."""
+
+
+def _chunks(key_groups: list[int], base_rows: dict[int, int]) -> Iterator[list[int]]:
+    chunk: list[int] = []
+    rows = 0
+    for key_group in key_groups:
+        chunk.append(key_group)
+        rows += base_rows.get(key_group, 0)
+        if rows >= _CHUNK_BASE_ROWS:
+            yield chunk
+            chunk, rows = [], 0
+    if chunk:
+        yield chunk
 
 
 def read_metadata(directory: Location, file_name: str = METADATA_FILE) -> CheckpointMeta:
@@ -155,7 +168,8 @@ class Checkpoint:
         an incremental checkpoint lie in several files whose ranges interleave;
         consecutive key groups of one file are still read together. A key group
         with delta runs (format version 4) is its base range merged with its
-        runs, newest first (:func:`~statesource.format.deltas.merge_runs`).
+        runs, newest first (:class:`~statesource.format.deltas.SortedRuns`); key groups
+        are merged a chunk at a time (up to ``_CHUNK_BASE_ROWS`` base rows).
         """
         op = self.operator(operator)
         meta = op.keyed_state(state)
@@ -167,18 +181,19 @@ class Checkpoint:
                 yield table
             return
         runs = meta.runs_of()
+        base_rows = {loc.key_group: loc.rows for _, loc in meta.key_group_locations()}
         stored = sorted(kg for kg in meta.stored_key_groups() if kg in wanted)
         head = next(bases, None)
-        for start in range(0, len(stored), _RUN_CHUNK):
-            chunk = stored[start:start + _RUN_CHUNK]
+        for chunk in _chunks(stored, base_rows):
             run_tables = self._run_tables(runs, chunk, delta_schema(schema), verify, listener)
+            chunk_bases = {}
+            while head is not None and head[0] <= chunk[-1]:
+                chunk_bases[head[0]] = head[1]
+                head = next(bases, None)
+            merged = SortedRuns(run_tables).merged(chunk_bases)
             for key_group in chunk:
-                base = None
-                if head is not None and head[0] == key_group:
-                    base, head = head[1], next(bases, None)
-                merged = merge_runs(base, run_tables.get(key_group, []))
-                if merged is not None:
-                    yield merged
+                if key_group in merged:
+                    yield merged[key_group]
 
     def read_runs(self, state: str, *, operator: str | None = None,
                   runs: dict[int, list[DeltaRun]], verify: bool = True
@@ -211,7 +226,7 @@ class Checkpoint:
                     schema: pa.Schema, verify: bool, listener: ReadListener | None
                     ) -> dict[int, list[pa.Table]]:
         """Each of ``key_groups``' delta runs, oldest first; one request per delta file for
-        adjacent runs."""
+        adjacent runs. (:class:`SortedRuns` checks their key groups, all at once.)"""
         by_file: dict[str, tuple[DeltaFile, list[KeyGroupLocation]]] = {}
         for key_group in key_groups:
             for delta, location in runs.get(key_group, ()):
@@ -222,9 +237,8 @@ class Checkpoint:
             for location, batches in zip(locations,
                                          read_ranges(file, schema, locations,
                                                      delta.file.size_bytes, verify, listener)):
-                table = pa.Table.from_batches(batches, schema=schema)
-                _check_key_group(file, location, table)
-                tables.setdefault(location.key_group, {})[delta.sequence] = table
+                tables.setdefault(location.key_group, {})[delta.sequence] = \
+                    pa.Table.from_batches(batches, schema=schema)
         return {kg: [by_sequence[s] for s in sorted(by_sequence)]
                 for kg, by_sequence in tables.items()}
 
