@@ -33,6 +33,7 @@ from statesource.format.columns import (
     NAMESPACE,
     TTL_TIMESTAMP,
     RowEncoder,
+    Rows,
 )
 from statesource.format.entries import java_equality_columns, row_changes
 from statesource.format.ipc import split_batches
@@ -70,17 +71,45 @@ class DeltaEncoder:
 
     def encode(self, key_groups: Iterable[tuple[int, Sequence[ChangedEntry]]]
                ) -> Iterator[tuple[int, list[pa.RecordBatch], int]]:
-        """``(key group, batches, entries)`` of each key group whose run has rows."""
-        for key_group, changed in key_groups:
-            run = self.run(key_group, changed)
-            if run is not None:
-                yield key_group, split_batches(run[0], 0, run[0].num_rows), run[1]
+        """``(key group, batches, entries)`` of each key group whose run has rows, in the
+        order given; ``entries`` counts the entries it upserts or removes.
 
-    def run(self, key_group: int, changed: Sequence[ChangedEntry]) -> tuple[pa.Table, int] | None:
-        """The run's rows and how many entries it upserts or removes (None: no change)."""
-        upserts: list[tuple[Any, Any, Any]] = []
-        tombstones: list[tuple[Any, Any]] = []
-        priors: list[tuple[Any, Any, Any]] = []
+        All key groups are converted to Arrow together (a run is often a few rows, and
+        each conversion has a fixed cost).
+        """
+        rows: list[Rows] = []
+        tombstones: list[tuple[int, Any, Any]] = []
+        runs: list[tuple[int, int, int]] = []  # key group, upsert and prior rows, entries
+        for key_group, changed in key_groups:
+            upserts, removed, priors = self._classify(changed)
+            if not upserts and not removed:
+                continue
+            upsert_rows = self._current.rows_of(key_group, *_columns(upserts))
+            prior_rows = self._prior.rows_of(key_group, *_columns(priors))
+            rows += [upsert_rows, prior_rows]
+            tombstones += [(key_group, key, namespace) for key, namespace in removed]
+            runs.append((key_group, len(upsert_rows) + len(prior_rows),
+                         len(upserts) + len(removed)))
+        if not runs:
+            return
+        table = self._current.table(rows)
+        kinds = np.repeat(np.tile(np.array([UPSERT, PRIOR], np.int8), len(runs)),
+                          [len(r) for r in rows])
+        table = table.append_column(DELTA_KIND, pa.array(kinds))
+        removed_by_group = _by_key_group(self._tombstones(tombstones))
+        start = 0
+        for key_group, count, entries in runs:
+            batches = split_batches(table, start, count) if count else []
+            gone = removed_by_group.get(key_group)
+            if gone is not None:
+                batches += split_batches(gone, 0, gone.num_rows)
+            start += count
+            yield key_group, batches, entries
+
+    def _classify(self, changed: Sequence[ChangedEntry]) -> tuple[list, list, list]:
+        """Upserts (key, namespace, state now), removals (key, namespace) and priors
+        (key, namespace, state at the base), each state as its checkpoint holds it."""
+        upserts, removed, priors = [], [], []
         for key, namespace, current, prior in changed:
             now = None if current is None else self._current.live(current)
             before = None if prior is None else self._prior.live(prior)
@@ -89,33 +118,26 @@ class DeltaEncoder:
             if now is not None:
                 upserts.append((key, namespace, now))
             elif before is not None:
-                tombstones.append((key, namespace))
-        if not upserts and not tombstones:
-            return None
-        parts = [self._tagged(self._current, key_group, upserts, UPSERT),
-                 self._tombstones(key_group, tombstones),
-                 self._tagged(self._prior, key_group, priors, PRIOR)]
-        table = pa.concat_tables([p for p in parts if p.num_rows])
-        return table, len(upserts) + len(tombstones)
+                removed.append((key, namespace))
+        return upserts, removed, priors
 
-    def _tagged(self, encoder: RowEncoder, key_group: int,
-                entries: list[tuple[Any, Any, Any]], kind: int) -> pa.Table:
-        keys, namespaces, states = ([list(c) for c in zip(*entries)] if entries
-                                    else ([], [], []))
-        table = encoder.table([encoder.rows_of(key_group, keys, namespaces, states)])
-        return table.append_column(DELTA_KIND, pa.array(np.full(table.num_rows, kind, np.int8)))
-
-    def _tombstones(self, key_group: int, entries: list[tuple[Any, Any]]) -> pa.Table:
+    def _tombstones(self, entries: list[tuple[int, Any, Any]]) -> pa.Table:
+        """One tombstone row per removed (key group, key, namespace), value columns null."""
         count = len(entries)
-        keys = [key for key, _ in entries]
-        namespaces = [namespace for _, namespace in entries]
-        columns: list[pa.Array] = [pa.array(np.full(count, key_group, np.int32)),
-                                   self.key_type.to_arrow(keys),
-                                   self.declaration.namespace_type.to_arrow(namespaces)]
+        columns: list[pa.Array] = [
+            pa.array([kg for kg, _, _ in entries], pa.int32()),
+            self.key_type.to_arrow([key for _, key, _ in entries]),
+            self.declaration.namespace_type.to_arrow([ns for _, _, ns in entries])]
         columns += [pa.nulls(count, field.type) for field in self.schema
                     if field.name not in (KEY_GROUP, KEY, NAMESPACE, DELTA_KIND)]
         columns.append(pa.array(np.full(count, TOMBSTONE, np.int8)))
         return pa.Table.from_arrays(columns, schema=self.schema)
+
+
+def _columns(entries: list[tuple[Any, Any, Any]]) -> tuple[list, list, list]:
+    keys, namespaces, states = ([list(c) for c in zip(*entries)] if entries
+                                else ([], [], []))
+    return keys, namespaces, states
 
 
 class SortedRuns:
