@@ -11,6 +11,7 @@ what the kept checkpoints need.
 from __future__ import annotations
 
 import itertools
+import json
 
 import pyarrow as pa
 import pytest
@@ -21,6 +22,7 @@ import statesource.format.commit as commit_module
 from checkpointing.model import Job
 from checkpointing.rounds import check_restores, run_rounds
 from statesource.checkpointing import CheckpointWriter
+from statesource.errors import CorruptCheckpointError
 from statesource.format import Checkpoint, retain
 from statesource.format.changefeed import ChangeFeed
 from statesource.format.deltas import DELTA_KIND, PRIOR, TOMBSTONE, UPSERT, merge_runs
@@ -240,3 +242,76 @@ def test_a_crash_at_any_point_of_an_incremental_write_leaves_the_previous_newest
             check_restores(str(root), newest, expected)
         assert at > 1
     assert any(s.delta_files for s in Checkpoint.open(str(root)).operator().keyed_states)
+
+
+def _delta_checkpoint(tmp_path) -> tuple[str, dict]:
+    backend, state, model = _job(3000)
+    root = str(tmp_path / "root")
+    with CheckpointWriter(root, incremental=True) as writer:
+        writer.write(1, {"op": [backend]})
+        for key in range(0, 3000, 31):
+            _set(backend, state, model, key, -key)
+        writer.write(2, {"op": [backend]})
+        for key in range(0, 3000, 37):
+            _set(backend, state, model, key, None)
+        writer.write(3, {"op": [backend]})
+    return root, model
+
+
+def _rewrite_metadata(root: str, checkpoint_id: int, change) -> None:
+    path = f"{root}/chk-{checkpoint_id}/_metadata.json"
+    with open(path) as handle:
+        document = json.load(handle)
+    change(document, document["operators"][0]["keyedStates"][0])
+    with open(path, "w") as handle:
+        json.dump(document, handle)
+
+
+def test_a_chain_of_runs_reads_as_the_model_and_records_version_4(tmp_path):
+    root, model = _delta_checkpoint(tmp_path)
+    checkpoint = Checkpoint.open(root)
+    assert checkpoint.metadata.format_version == 4
+    assert max(len(r) for r in checkpoint.operator().keyed_state().runs_of().values()) == 2
+    assert checkpoint.summaries()[0].entries is None  # known only by merging the runs
+    assert {k: v for t in checkpoint.read_keyed_state()
+            for k, v in zip(t.column("key").to_pylist(), t.column("value").to_pylist())} == model
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda doc, state: state["deltaFiles"].reverse(), "comes after sequence"),
+    (lambda doc, state: state["deltaFiles"][1].update(sequence=2), "two delta runs of sequence"),
+    (lambda doc, state: state["deltaFiles"][1].update(path=state["files"][0]["path"],
+                                                      sizeBytes=state["files"][0]["sizeBytes"]),
+     "more than once"),
+    (lambda doc, state: state["deltaFiles"][0].update(sequence=-1), "negative"),
+])
+def test_malformed_delta_files_are_refused_naming_them(tmp_path, change, message):
+    root, _ = _delta_checkpoint(tmp_path)
+    _rewrite_metadata(root, 3, change)
+    with pytest.raises(CorruptCheckpointError, match=message):
+        Checkpoint.open(root, checkpoint_id=3)
+
+
+def test_version_3_metadata_ignores_a_delta_files_field(tmp_path):
+    root, _ = _delta_checkpoint(tmp_path)
+    _rewrite_metadata(root, 3, lambda doc, state: doc.update(formatVersion=3))
+    checkpoint = Checkpoint.open(root, checkpoint_id=3)
+    assert checkpoint.operator().keyed_state().delta_files == ()
+
+
+def test_a_run_holding_rows_of_another_key_group_is_refused(tmp_path):
+    backend, state, model = _job(3000)
+    root = str(tmp_path / "root")
+    with CheckpointWriter(root, incremental=True) as writer:
+        writer.write(1, {"op": [backend]})
+        _set(backend, state, model, next(k for k in range(3000)
+                                         if assign_to_key_group(k, LONG, 16) == 5), 0)
+        writer.write(2, {"op": [backend]})
+
+    def misplace(doc, state):
+        assert state["deltaFiles"][0]["keyGroups"]["keyGroup"] == [5]
+        state["deltaFiles"][0]["keyGroups"]["keyGroup"] = [4]  # the metadata alone looks right
+
+    _rewrite_metadata(root, 2, misplace)
+    with pytest.raises(CorruptCheckpointError, match="holds rows of another key group"):
+        list(Checkpoint.open(root, checkpoint_id=2).read_keyed_state())
