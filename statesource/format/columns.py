@@ -129,6 +129,11 @@ class RowEncoder:
                 chunk, chunk_rows = [], 0
         yield from self._encode_chunk(chunk)
 
+    @property
+    def filters(self) -> bool:
+        """Whether full-snapshot cleanup may drop stored states (else :meth:`live` keeps all)."""
+        return self._expire is not None
+
     def live(self, stored: Any) -> Any:
         """``stored`` as a checkpoint holds it: None when full-snapshot cleanup drops it all."""
         return stored if self._expire is None else self._expire(stored)

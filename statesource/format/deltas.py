@@ -110,6 +110,15 @@ class DeltaEncoder:
         """Upserts (key, namespace, state now), removals (key, namespace) and priors
         (key, namespace, state at the base), each state as its checkpoint holds it."""
         upserts, removed, priors = [], [], []
+        if not self._current.filters and not self._prior.filters:
+            for key, namespace, current, prior in changed:
+                if prior is not None:
+                    priors.append((key, namespace, prior))
+                if current is not None:
+                    upserts.append((key, namespace, current))
+                elif prior is not None:
+                    removed.append((key, namespace))
+            return upserts, removed, priors
         for key, namespace, current, prior in changed:
             now = None if current is None else self._current.live(current)
             before = None if prior is None else self._prior.live(prior)

@@ -53,8 +53,9 @@ class StateTable:
         flags, entries = self.changes.capture(sequence)
         start = self.key_group_range.start
         changed_entries = {
-            start + index: tuple((key, namespace, self.maps[index].peek(key, namespace), prior)
-                                 for (key, namespace), prior in tracked.items())
+            start + index: tuple(
+                (key, namespace, now, prior) for ((key, namespace), prior), now
+                in zip(tracked.items(), self.maps[index].peek_many(tracked)))
             for index, tracked in entries.items()}
         return StateTableSnapshot(self.descriptor, snapshots, flags, changed_entries)
 
