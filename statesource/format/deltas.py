@@ -237,8 +237,7 @@ class SortedRuns:
         leaves = _leaves(combined)
         first = leaves[0].combine_chunks() if isinstance(leaves[0], pa.ChunkedArray) \
             else leaves[0]
-        held = pc.is_in(first, value_set=pc.unique(self.leaves[0]),
-                        skip_nulls=False).to_numpy(zero_copy_only=False)
+        held = _member(first, self.leaves[0])
         if len(leaves) > 1 and held.any():
             identities = set(zip(*(leaf.take(pa.array(self.starts)).to_pylist()
                                    for leaf in self.leaves)))
@@ -249,6 +248,24 @@ class SortedRuns:
         if held.any():
             combined = combined.filter(pa.array(~held))
         return _by_key_group(combined)
+
+
+def _member(values: pa.Array, of: pa.Array) -> np.ndarray:
+    """Per element of ``values``, whether ``of`` holds it (nulls equal).
+
+    Integers spanning a range not much wider than ``values`` is long are looked
+    up in a table of that range (numpy's ``isin(kind="table")``), several times
+    faster than a hash lookup; anything else is hashed.
+    """
+    if pa.types.is_integer(values.type) and not values.null_count and not of.null_count \
+            and len(of):
+        numbers, wanted = values.to_numpy(), of.to_numpy()
+        low = min(int(numbers.min()), int(wanted.min()))
+        high = max(int(numbers.max()), int(wanted.max()))
+        if high - low <= 4 * len(numbers) + (1 << 16):
+            return np.isin(numbers, wanted, kind="table")
+    return pc.is_in(values, value_set=pc.unique(of),
+                    skip_nulls=False).to_numpy(zero_copy_only=False)
 
 
 def _by_key_group(table: pa.Table) -> dict[int, pa.Table]:
