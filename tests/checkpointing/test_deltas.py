@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -21,12 +22,15 @@ import statesource.checkpointing.writer as writer_module
 import statesource.format.commit as commit_module
 from checkpointing.model import Job
 from checkpointing.rounds import check_restores, run_rounds
-from statesource.checkpointing import CheckpointWriter
+from sample_state import dump, merged
+from statesource.checkpointing import CheckpointWriter, restore_keyed_backend
+from statesource.cli import main
 from statesource.errors import CorruptCheckpointError
 from statesource.format import Checkpoint, retain
 from statesource.format.changefeed import ChangeFeed
 from statesource.format.deltas import DELTA_KIND, PRIOR, TOMBSTONE, UPSERT, merge_runs
 from statesource.keygroups import assign_to_key_group
+from statesource.rescale import rescale_parallelism
 from statesource.state.changes import TRACKED_ENTRIES_FLOOR, KeyGroupChanges
 from statesource.state.descriptors import ValueStateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend
@@ -315,3 +319,34 @@ def test_a_run_holding_rows_of_another_key_group_is_refused(tmp_path):
     _rewrite_metadata(root, 2, misplace)
     with pytest.raises(CorruptCheckpointError, match="holds rows of another key group"):
         list(Checkpoint.open(root, checkpoint_id=2).read_keyed_state())
+
+
+def test_rescale_shares_delta_files_by_reference_and_restores_as_the_model(tmp_path):
+    root, model = _delta_checkpoint(tmp_path)
+    source = Checkpoint.open(root)
+    info = rescale_parallelism(root, 3)
+    rescaled = Checkpoint.open(root, checkpoint_id=info.checkpoint_id)
+    assert rescaled.operator().parallelism == 3
+    assert rescaled.metadata.referenced_files() == source.metadata.referenced_files()
+    assert rescaled.operator().keyed_state() == source.operator().keyed_state()
+    restored = merged([dump(restore_keyed_backend(rescaled, subtask, 3))
+                       for subtask in range(3)])
+    assert restored == {"counts": {(key, None): value for key, value in model.items()}}
+
+
+def test_inspect_verify_reads_every_run_and_diff_counts_from_runs(tmp_path, capsys):
+    root, _ = _delta_checkpoint(tmp_path)
+    assert main(["inspect", root, "--verify"]) == 0
+    assert main(["diff", f"{root}/chk-2", f"{root}/chk-3"]) == 0
+    out = capsys.readouterr().out
+    deleted = len(range(0, 3000, 37))
+    assert f"{deleted}" in out
+    state = Checkpoint.open(root).operator().keyed_state()
+    delta = Path(root) / state.delta_files[-1].path
+    location = state.delta_files[-1].file.locations[0]
+    payload = bytearray(delta.read_bytes())
+    payload[location.offset + location.length // 2] ^= 0x01
+    delta.write_bytes(bytes(payload))
+    capsys.readouterr()
+    assert main(["inspect", root, "--verify"]) == 1
+    assert f"{delta}: checksum mismatch" in capsys.readouterr().err
