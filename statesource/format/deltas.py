@@ -109,19 +109,13 @@ class DeltaEncoder:
     def _classify(self, changed: Sequence[ChangedEntry]) -> tuple[list, list, list]:
         """Upserts (key, namespace, state now), removals (key, namespace) and priors
         (key, namespace, state at the base), each state as its checkpoint holds it."""
+        if self._current.filters or self._prior.filters:
+            current_live, prior_live = self._current.live, self._prior.live
+            changed = [(key, namespace, None if now is None else current_live(now),
+                        None if before is None else prior_live(before))
+                       for key, namespace, now, before in changed]
         upserts, removed, priors = [], [], []
-        if not self._current.filters and not self._prior.filters:
-            for key, namespace, current, prior in changed:
-                if prior is not None:
-                    priors.append((key, namespace, prior))
-                if current is not None:
-                    upserts.append((key, namespace, current))
-                elif prior is not None:
-                    removed.append((key, namespace))
-            return upserts, removed, priors
-        for key, namespace, current, prior in changed:
-            now = None if current is None else self._current.live(current)
-            before = None if prior is None else self._prior.live(prior)
+        for key, namespace, now, before in changed:
             if before is not None:
                 priors.append((key, namespace, before))
             if now is not None:
