@@ -254,7 +254,7 @@ class _CheckpointSides:
         runs = {kg: self._end_runs[kg][-count:] for kg in key_groups
                 if (count := self._new_runs(kg))}
         changes = SortedRuns(self.end.read_runs(self.end_state.name, operator=self.operator,
-                                                runs=runs)).changes()
+                                                runs=runs), priors=True).changes()
         for key_group in key_groups:
             before, after = changes.get(key_group, (None, None))
             yield key_group, before, after

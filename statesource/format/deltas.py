@@ -152,7 +152,11 @@ class SortedRuns:
     fixed cost of each Arrow call would dominate runs of a few rows.
     """
 
-    def __init__(self, runs: Mapping[int, Sequence[pa.Table]]) -> None:
+    def __init__(self, runs: Mapping[int, Sequence[pa.Table]], *, priors: bool = False
+                 ) -> None:
+        """``runs``: each key group's runs, oldest first. ``priors`` keeps the prior rows,
+        which only :meth:`changes` needs (a read leaves them out before sorting)."""
+        self.priors = priors
         tables = [run for key_group in sorted(runs) for run in runs[key_group]]
         self.empty = not tables
         if self.empty:
@@ -166,19 +170,15 @@ class SortedRuns:
         if not np.array_equal(combined.column(KEY_GROUP).to_numpy(), expected):
             raise CorruptCheckpointError(
                 f"a delta run of key groups {sorted(runs)} holds rows of another key group")
+        if not priors:
+            state_rows = combined.column(DELTA_KIND).to_numpy() != PRIOR
+            combined, sequence = combined.filter(pa.array(state_rows)), sequence[state_rows]
         leaves = _leaves(combined)
-        order = pc.sort_indices(pa.table(
-            {"kg": combined.column(KEY_GROUP),
-             **{f"leaf{i}": leaf for i, leaf in enumerate(leaves)},
-             "sequence": pa.array(sequence)}),
-            sort_keys=[("kg", "ascending"),
-                       *((f"leaf{i}", "ascending") for i in range(len(leaves))),
-                       ("sequence", "ascending")])
+        order = _sort_order(combined.column(KEY_GROUP), leaves, sequence)
         self.table = combined.take(order)
-        indices = order.to_numpy()
-        self.sequence = sequence[indices]
+        self.sequence = sequence[order]
         self.kinds = self.table.column(DELTA_KIND).to_numpy()
-        self.leaves = [leaf.take(order) for leaf in leaves]
+        self.leaves = [leaf.take(pa.array(order)) for leaf in leaves]
         changes = row_changes([self.table.column(KEY_GROUP), *self.leaves])
         self.starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
         ends = np.concatenate([self.starts[1:], [self.table.num_rows]])
@@ -209,6 +209,8 @@ class SortedRuns:
         """Per key group, the entries the runs change: their rows before the first run
         (the prior rows of the first run holding each; none: it did not exist) and after
         the last (the newest run's upserts; none: removed)."""
+        if not self.priors:
+            raise ValueError("SortedRuns(priors=False) cannot tell changes")
         if self.empty:
             return {}
         before = self._rows((self.sequence == self.first_sequence) & (self.kinds == PRIOR))
@@ -242,6 +244,23 @@ class SortedRuns:
         if held.any():
             combined = combined.filter(pa.array(~held))
         return _by_key_group(combined)
+
+
+def _sort_order(key_groups: pa.ChunkedArray, leaves: list[pa.Array],
+                sequence: np.ndarray) -> np.ndarray:
+    """The stable order by key group, entry (its leaves) and run: numpy's ``lexsort`` where
+    every leaf is a null-free integer or boolean column, else Arrow's sort."""
+    if all((pa.types.is_integer(leaf.type) or pa.types.is_boolean(leaf.type))
+           and not leaf.null_count for leaf in leaves):
+        columns = [sequence, *(leaf.to_numpy(zero_copy_only=False) for leaf in reversed(leaves)),
+                   key_groups.to_numpy()]
+        return np.lexsort(columns)
+    return pc.sort_indices(pa.table(
+        {"kg": key_groups, **{f"leaf{i}": leaf for i, leaf in enumerate(leaves)},
+         "sequence": pa.array(sequence)}),
+        sort_keys=[("kg", "ascending"),
+                   *((f"leaf{i}", "ascending") for i in range(len(leaves))),
+                   ("sequence", "ascending")]).to_numpy()
 
 
 def _member(values: pa.Array, of: pa.Array) -> np.ndarray:
