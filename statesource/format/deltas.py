@@ -266,16 +266,16 @@ def _sort_order(key_groups: pa.ChunkedArray, leaves: list[pa.Array],
 def _member(values: pa.Array, of: pa.Array) -> np.ndarray:
     """Per element of ``values``, whether ``of`` holds it (nulls equal).
 
-    Integers spanning a range not much wider than ``values`` is long are looked
-    up in a table of that range (numpy's ``isin(kind="table")``), several times
-    faster than a hash lookup; anything else is hashed.
+    Integers spanning a range of at most ``max(8 * len(values), 2**24)`` are looked
+    up in a table of one byte per value of that range (numpy's ``isin(kind="table")``),
+    several times faster than a hash lookup; anything else is hashed.
     """
     if pa.types.is_integer(values.type) and not values.null_count and not of.null_count \
             and len(of):
         numbers, wanted = values.to_numpy(), of.to_numpy()
         low = min(int(numbers.min()), int(wanted.min()))
         high = max(int(numbers.max()), int(wanted.max()))
-        if high - low <= 4 * len(numbers) + (1 << 16):
+        if high - low <= max(8 * len(numbers), 1 << 24):
             return np.isin(numbers, wanted, kind="table")
     return pc.is_in(values, value_set=pc.unique(of),
                     skip_nulls=False).to_numpy(zero_copy_only=False)
