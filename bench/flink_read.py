@@ -1,12 +1,28 @@
-"""Decoding a real Flink canonical savepoint vs reading the same state from statesource's format.
+"""Reading real Flink savepoints: statesource's Flink reader against Spark reading Parquet.
 
-Run: python bench/flink_read.py [--savepoint DIR] [--events 1000000 --keys 200000]
-         [--feed-keys 200000] [--flink-python /path/to/python-with-apache-flink]
+Run: python bench/flink_read.py [--entries 10000000] [--repeats 1] [--max-parallelism 256]
+         [--fixture [--savepoint DIR] [--events 1000000 --keys 200000] [--feed-keys 200000]]
 
-Without --savepoint, a savepoint of tests/fixtures/flink/FixtureJob.java is made
-with a real Flink (``apache-flink`` must be importable by --flink-python; Java 17)
-and kept in the system's temp directory for later runs. The savepoint is then
-imported (``statesource import-flink``), and each keyed state of operator
+By default a canonical savepoint of ``--entries`` pairs (String keys; a value, a
+list and a map state: bench/flink_generated.py) is generated with statesource's
+own Flink writers, its rows written as Parquet, and both kept in the system's
+temp directory for later runs. Then, in the same run, with Spark ``local[2]``:
+
+- full scan: every state read by Python alone (``FlinkCheckpoint.read_keyed_state``,
+  one core), and by Spark from the savepoint (``flinkstate``) and from Parquet,
+  each written to Spark's ``noop`` sink: rows/s and MB/s per core, and the ratio
+  of the savepoint's time to Parquet's (goal <= 2x);
+- point lookup: one key's rows of the value state (``key = 'user-7'``), from the
+  savepoint (pushed down to its key group) and from Parquet (goal <= 0.1x);
+- rescale: ``rescale_max_parallelism`` of the savepoint to ``--max-parallelism``
+  (Python, one core) against Spark's read.parquet + repartition + write.parquet of
+  every state's rows (goal <= 1.3x).
+
+``--fixture`` instead measures a savepoint of tests/fixtures/flink/FixtureJob.java
+made by a real Flink (``apache-flink`` importable by --flink-python; Java 17)
+against the same state imported into statesource's format: without --savepoint,
+the savepoint is made and kept in the system's temp directory for later runs,
+then imported (``statesource import-flink``), and each keyed state of operator
 ``stateful`` is read in full from both: decode throughput in MB/s of Flink
 snapshot bytes and rows/s, and the ratio to the baseline, reading the imported
 checkpoint in the same run. Then a point lookup: one key group's rows.
@@ -19,7 +35,6 @@ hold them, once after 1% changed *spread* over all keys (then every key group
 differs, and the feed must decode both sides of each). Checkpoints share no
 file, so every key group's bytes are read; only those whose bytes differ are
 decoded.
-checkpoint in the same run. Last, a point lookup: one key group's rows.
 
 With ``--flink-source DIR`` (an apache/flink checkout, as for
 tests/fixtures/flink/generate.py) it also measures Avro decoding: a canonical
@@ -39,6 +54,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pyarrow.compute as pc
+from flink_generated import OPERATOR, PARALLELISM, STATES, generated
 from timing import best_of
 
 from statesource.flink.changefeed import FlinkChangeFeed
@@ -164,6 +181,98 @@ def avro_vs_pojo(flink_source: Path, flink_python: str, events: int, repeats: in
           " of the POJO rows/s")
 
 
+def _mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def bench_generated(entries: int, repeats: int, max_parallelism: int) -> None:
+    """The savepoint of ``entries`` generated pairs against the same rows in Parquet."""
+    from statesource.flink.rescale import rescale_max_parallelism
+    from statesource.spark import session
+
+    savepoint, parquet = generated(entries)
+    flink = FlinkCheckpoint.open(str(savepoint))
+    names = [s.name for s in STATES]
+    flink_mb, parquet_mb = _mb(savepoint), _mb(parquet)
+    rows = 0
+
+    def python_scan() -> None:
+        nonlocal rows
+        rows = sum(t.num_rows for name in names
+                   for t in flink.read_keyed_state(name, operator=OPERATOR))
+
+    python = best_of(repeats, python_scan)
+    print(f"savepoint {savepoint}: {entries:,} pairs, {rows:,} rows, {flink_mb:.1f} MB;"
+          f" Parquet {parquet_mb:.1f} MB")
+    print(f"Python alone (1 core), every state: {python:.2f} s, {rows / python:,.0f} rows/s,"
+          f" {flink_mb / python:.1f} MB/s per core")
+    group = assign_to_key_group("user-7", STRING, flink.operator(OPERATOR).max_parallelism)
+
+    def python_lookup() -> None:
+        (table,) = flink.read_keyed_state("total", operator=OPERATOR, key_groups=[group])
+        assert table.filter(pc.equal(table.column("key"), "user-7")).num_rows == 1
+
+    python_point = best_of(max(repeats, 3), python_lookup)
+    spark = session("bench-flink-read", master="local[2]",
+                    **{"spark.ui.showConsoleProgress": "false"})
+    cores = 2
+    try:
+        def scan(reader: object) -> None:
+            for name in names:
+                reader(name).write.format("noop").mode("overwrite").save()  # type: ignore
+
+        def from_savepoint(name: str) -> object:
+            # filterPushdown: this pyspark does not push filters into Python readers unasked.
+            return (spark.read.format("flinkstate").option("operator", OPERATOR)
+                    .option("state", name).option("filterPushdown", "true")
+                    .load(str(savepoint)))
+
+        def from_parquet(name: str) -> object:
+            return spark.read.parquet(str(parquet / name))
+
+        scan(from_savepoint)  # warm up both: the first job pays for starting Python workers
+        scan(from_parquet)
+        base = best_of(repeats, lambda: scan(from_parquet))
+        fast = best_of(repeats, lambda: scan(from_savepoint))
+        for label, seconds, mb in (("Parquet", base, parquet_mb), ("savepoint", fast, flink_mb)):
+            print(f"Spark local[{cores}] full scan from {label}: {seconds:.2f} s,"
+                  f" {rows / seconds / cores:,.0f} rows/s and {mb / seconds / cores:.1f} MB/s"
+                  " per core")
+        print(f"  full scan: savepoint {fast / base:.2f}x of Parquet (goal <= 2x)")
+
+        def lookup(reader: object) -> None:
+            found = reader("total").filter("key = 'user-7'").collect()  # type: ignore
+            assert len(found) == 1, found
+
+        base = best_of(max(repeats, 3), lambda: lookup(from_parquet))
+        fast = best_of(max(repeats, 3), lambda: lookup(from_savepoint))
+        print(f"point lookup (state 'total', key 'user-7'): Spark from Parquet"
+              f" {base * 1000:.0f} ms; Spark from the savepoint {fast * 1000:.0f} ms:"
+              f" {fast / base:.3f}x; Python alone (key group {group})"
+              f" {python_point * 1000:.1f} ms: {python_point / base:.3f}x (goal <= 0.1x)")
+
+        with tempfile.TemporaryDirectory(prefix="statesource-bench-flink-read-") as scratch:
+            def shuffle() -> None:
+                for name in names:
+                    out = Path(scratch, f"{name}.parquet")
+                    shutil.rmtree(out, ignore_errors=True)
+                    from_parquet(name).repartition(PARALLELISM).write.parquet(str(out))
+
+            def rescale() -> None:
+                out = Path(scratch, "rescaled")
+                shutil.rmtree(out, ignore_errors=True)
+                rescale_max_parallelism(savepoint, out, max_parallelism)
+
+            base = best_of(repeats, shuffle)
+            fast = best_of(repeats, rescale)
+        print(f"rescale --max-parallelism {max_parallelism} (Python, 1 core): {fast:.2f} s,"
+              f" {entries / fast:,.0f} pairs/s, {flink_mb / fast:.1f} MB/s; Spark"
+              f" read.parquet + repartition + write.parquet {base:.2f} s:"
+              f" {fast / base:.2f}x (goal <= 1.3x)")
+    finally:
+        spark.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--savepoint", type=Path)
@@ -176,7 +285,14 @@ def main() -> None:
                         help="an apache/flink checkout: also measure Avro vs POJO values")
     parser.add_argument("--avro-events", type=int, default=200_000)
     parser.add_argument("--avro-only", action="store_true")
+    parser.add_argument("--fixture", action="store_true",
+                        help="measure a real Flink job's savepoint against its import instead")
+    parser.add_argument("--entries", type=int, default=10_000_000)
+    parser.add_argument("--max-parallelism", type=int, default=256)
     args = parser.parse_args()
+    if not args.fixture and args.flink_source is None:
+        bench_generated(args.entries, args.repeats, args.max_parallelism)
+        return
     if args.flink_source is not None:
         avro_vs_pojo(args.flink_source, args.flink_python, args.avro_events, args.repeats)
         if args.avro_only:

@@ -13,13 +13,16 @@ from collections.abc import Callable
 
 import pyarrow.fs as pafs
 
+from statesource.errors import InvalidArgumentError
 from statesource.flink.changefeed import FlinkChangeFeed
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.snapshot import find_flink_snapshot
+from statesource.flink.target import FlinkSavepointTarget
 from statesource.format.changefeed import ChangeFeed, KeyGroupChangeFeed
 from statesource.format.reader import Checkpoint
 from statesource.format.source import FLINK, STATESOURCE, SourceRef, StateSource
 from statesource.format.storage import Location, resolve
+from statesource.format.target import CheckpointTarget, SnapshotTarget
 
 _OPENERS: dict[str, Callable[..., StateSource]] = {
     STATESOURCE: Checkpoint.open,
@@ -49,6 +52,31 @@ def reopen(ref: SourceRef) -> StateSource:
     """The snapshot ``ref`` names, opened as the kind it was found to be."""
     return _OPENERS[ref.kind](ref.location.path, checkpoint_id=ref.checkpoint_id,
                               filesystem=ref.location.filesystem)
+
+
+def open_target(path: str | None, output: str | None = None, *,
+                base_checkpoint_id: int | None = None,
+                checkpoint_id: int | None = None) -> SnapshotTarget:
+    """Where a write goes: a new Flink savepoint directory ``output`` derived from the Flink
+    snapshot at ``path`` (or from nothing), else a new statesource checkpoint under ``path``.
+
+    A Flink snapshot is never written in place, and a statesource checkpoint never becomes a
+    savepoint by a write (``export-flink`` does that): both are refused, naming the cure.
+    """
+    flink = path is not None and resolve(path).exists() and kind_of(
+        resolve(path), base_checkpoint_id) == FLINK
+    if output is None:
+        if flink:
+            raise InvalidArgumentError(
+                f"{path} is a Flink snapshot, which is never written in place: give output,"
+                " the new savepoint directory to write")
+        return CheckpointTarget.open(path, base_checkpoint_id, checkpoint_id)
+    if path is not None and not flink:
+        raise InvalidArgumentError(
+            f"output {output} is a new Flink savepoint, but {path} is not a Flink snapshot:"
+            " write a statesource checkpoint without output, or turn it into a savepoint"
+            " with statesource export-flink")
+    return FlinkSavepointTarget.open(path, output, base_checkpoint_id, checkpoint_id)
 
 
 def open_change_feed(path: str, start_id: int, end_id: int | None, *, operator: str | None,

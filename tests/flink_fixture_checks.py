@@ -67,10 +67,11 @@ def check_placement(rows: list[dict], heap: bool) -> None:
 
 
 def check_fixture(rows: list[dict], truth: dict, parallelism: int, heap: bool = True, *,
-                  erased: Iterable[int] = (), dropped: Iterable[str] = ()) -> None:
+                  erased: Iterable[int] = (), dropped: Iterable[str] = (),
+                  added: Iterable[str] = ()) -> None:
     """What Flink restored is ``truth``, less the ``erased`` keys of operator ``stateful``
     (its own states and timers; ``opaque`` keeps them) and its ``dropped`` states (none
-    restored: empty when still declared)."""
+    restored: empty when still declared), plus its ``added`` states (checked by the caller)."""
     erased, dropped = set(erased), set(dropped)
     maxp = truth["max_parallelism"]
     (snapshot,) = [row for row in rows if row["kind"] == "snapshot"]
@@ -85,7 +86,7 @@ def check_fixture(rows: list[dict], truth: dict, parallelism: int, heap: bool = 
         for done in subtasks(rows, "stateful").values():
             assert set(done["restoredKeyedStates"]) == (set(STATEFUL_STATES) | {
                 "_timer_state/event_user-timers", "_timer_state/processing_user-timers"}
-                ) - dropped
+                | set(added)) - dropped
 
     everyone = {int(key): want for key, want in truth["stateful"].items()}
     stateful = {k: w for k, w in everyone.items() if k not in erased}

@@ -108,6 +108,28 @@ class KeyGroupFramer:
 
     def add(self, state_id: int, key_tail: bytes, value: bytes) -> None:
         """One pair of state ``state_id``: the composite key after its prefix, and the value."""
+        section = self._section(state_id)
+        prefix = self.prefix
+        self._last[state_id] = len(section) + 4
+        section += _INT.pack(len(prefix) + len(key_tail))
+        section += prefix
+        section += key_tail
+        section += _INT.pack(len(value))
+        section += value
+
+    def add_framed(self, state_id: int, pairs: bytes, last_key: int) -> None:
+        """Pairs of state ``state_id`` already framed as :meth:`add` frames them (each key
+        with this key group's prefix, none flagged); ``last_key`` is where the last pair's key
+        starts in ``pairs``. What moves many pairs at once adds them so, one call for all."""
+        if not 0 <= last_key < len(pairs):
+            raise InvalidArgumentError(
+                f"last key at {last_key} of {len(pairs)} bytes of pairs of state {state_id}")
+        section = self._section(state_id)
+        self._last[state_id] = len(section) + last_key
+        section += pairs
+
+    def _section(self, state_id: int) -> bytearray:
+        """The section of ``state_id``, started (with its id) at its first pair."""
         section = self._sections.get(state_id)
         if section is None:
             if self._done or not 0 <= state_id <= _MAX_STATE_ID:
@@ -117,13 +139,19 @@ class KeyGroupFramer:
             section = self._sections[state_id] = bytearray(_SHORT.pack(state_id))
         elif self._done:
             raise InvalidArgumentError(f"key group {self.key_group} is already framed")
-        prefix = self.prefix
-        self._last[state_id] = len(section) + 4
-        section += _INT.pack(len(prefix) + len(key_tail))
-        section += prefix
-        section += key_tail
-        section += _INT.pack(len(value))
-        section += value
+        return section
+
+    def add_section(self, state_id: int, body: bytes) -> None:
+        """A whole section of state ``state_id`` framed elsewhere (:func:`section_body`): its
+        pairs, the last key already flagged. The state has no other pairs in the key group."""
+        if self._done or state_id in self._sections or not 0 <= state_id <= _MAX_STATE_ID:
+            raise InvalidArgumentError(
+                f"state id {state_id} in key group {self.key_group}: ids are 0 .."
+                f" {_MAX_STATE_ID}, one section each, and nothing is added once framed")
+        if not body:
+            raise InvalidArgumentError(
+                f"state {state_id} has an empty section in key group {self.key_group}")
+        self._sections[state_id] = bytearray(_SHORT.pack(state_id)) + body
 
     def getvalue(self) -> bytes:
         """The key group's bytes; nothing can be added after."""
@@ -132,9 +160,26 @@ class KeyGroupFramer:
                 f"key group {self.key_group} has no entries: an empty key group is not written"
                 " (offset 0)")
         self._done = True
-        for state_id, section in self._sections.items():
-            section[self._last[state_id]] |= META_DATA_FOLLOWS
+        for state_id, last in self._last.items():
+            self._sections[state_id][last] |= META_DATA_FOLLOWS
         return b"".join([*self._sections.values(), _END])
+
+
+def section_body(key_group: int, max_parallelism: int, key_tails: Iterable[tuple[bytes, bytes]]
+                 ) -> bytes:
+    """One state's pairs of one key group framed as a section without its state id, the last
+    key flagged: what :meth:`KeyGroupFramer.add_section` takes. Keys are given without the
+    key group's prefix; no pairs give no bytes.
+
+    A state's pairs can thus be framed where they are made (a Spark task) and placed under
+    whatever id the state gets in the file's header later.
+    """
+    framer = KeyGroupFramer(key_group, max_parallelism)
+    for key_tail, value in key_tails:
+        framer.add(0, key_tail, value)
+    if not framer._sections:
+        return b""
+    return framer.getvalue()[_SHORT.size:-len(_END)]
 
 
 def assemble_keyed_file(header: bytes, key_groups: Sequence[bytes]) -> tuple[bytes, list[int]]:

@@ -173,6 +173,8 @@ class _FlinkSides:
         self.end, self.end_op, self.end_info = end, end_op, end_info
         self._pieces: tuple[dict[int, KeyGroupBytes], dict[int, KeyGroupBytes]] | None = None
         self._same_header: bool | None = None
+        # Readers of each end, which keep their column decoders from key group to key group.
+        self._readers = (FlinkCheckpoint(start), FlinkCheckpoint(end))
 
     def _by_key_group(self) -> tuple[dict[int, KeyGroupBytes], dict[int, KeyGroupBytes]]:
         if self._pieces is None:
@@ -201,8 +203,8 @@ class _FlinkSides:
                     and old.handle.savepoint == new.handle.savepoint and self._headers_equal()):
                 continue
             yield (key_group,
-                   self._table(self.start, self.start_op, self.start_info, old, old_bytes),
-                   self._table(self.end, self.end_op, self.end_info, new, new_bytes))
+                   _table(self._readers[0], self.start_op, self.start_info, old, old_bytes),
+                   _table(self._readers[1], self.end_op, self.end_info, new, new_bytes))
 
     def _headers_equal(self) -> bool:
         """Whether both ends decode key groups with byte-identical headers."""
@@ -211,15 +213,16 @@ class _FlinkSides:
                 self.start_op) == self.end.header_bytes(self.end_op))
         return self._same_header
 
-    @staticmethod
-    def _table(snapshot: FlinkSnapshot, op: OperatorSnapshot | None, info: StateInfo | None,
-               piece: KeyGroupBytes | None, data: bytes | None) -> pa.Table | None:
-        """One side's rows of one key group in the format's data schema (None: no rows)."""
-        if op is None or info is None or piece is None or data is None:
-            return None
-        decoded = [(piece.key_group, snapshot.decode_piece(op, piece, data, (info.state_id,)))]
-        tables = list(FlinkCheckpoint(snapshot).keyed_tables(op, info, decoded))
-        return tables[0] if tables else None
+
+
+def _table(reader: FlinkCheckpoint, op: OperatorSnapshot | None, info: StateInfo | None,
+           piece: KeyGroupBytes | None, data: bytes | None) -> pa.Table | None:
+    """One side's rows of one key group in the format's data schema (None: no rows), decoded
+    as the reader decodes it: column-wise where it can."""
+    if op is None or info is None or piece is None or data is None:
+        return None
+    tables = list(reader.piece_tables(op, info, piece, data))
+    return tables[0] if tables else None
 
 
 def _where(snapshot: FlinkSnapshot, piece: KeyGroupBytes | None

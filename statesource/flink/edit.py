@@ -82,7 +82,7 @@ def drop_state(source: str | os.PathLike[str], output: str | os.PathLike[str], o
     (``_timer_state/event_<name>`` or ``_timer_state/processing_<name>``) or operator state
     ``state`` of ``operator``."""
     done = rewrite_savepoint(source, output, None, checkpoint_id=checkpoint_id,
-                             progress=progress, edit=Edit(operator, drop=state))
+                             progress=progress, edit=Edit(operator, drops=(state,)))
     edited = _edited(done, operator)
     removed = edited.removed if edited is not None else ()
     if not removed:  # an operator state (or an empty keyed one): its elements

@@ -18,19 +18,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from statesource.errors import StateNotFoundError
+from statesource.errors import IncompatibleCheckpointError, StateNotFoundError
+from statesource.flink.canonical_writer import prefix_bytes
+from statesource.flink.columnar import StateColumns, state_decoder
 from statesource.flink.declarations import (
     native_blockers,
     operator_meta,
     stored_converter,
     value_avro,
 )
+from statesource.flink.framing import canonical_sections
 from statesource.flink.header import StateInfo
 from statesource.flink.keyed import KeyGroupState
 from statesource.flink.metadata import OperatorSnapshot
 from statesource.flink.operator_state import read_operator_states
-from statesource.flink.snapshot import FlinkSnapshot
-from statesource.format.columns import RowEncoder, timer_schema
+from statesource.flink.snappy import unframe
+from statesource.flink.snapshot import FlinkSnapshot, KeyGroupBytes
+from statesource.format.columns import RowEncoder, data_schema, timer_schema
 from statesource.format.ipc import ReadListener
 from statesource.format.metadata import OperatorMeta
 from statesource.format.source import (
@@ -52,6 +56,7 @@ class FlinkCheckpoint:
 
     def __init__(self, snapshot: FlinkSnapshot) -> None:
         self.snapshot = snapshot
+        self._column_decoders: dict[tuple[str, int], StateColumns | None] = {}
 
     @classmethod
     def open(cls, path: str, *, checkpoint_id: int | None = None,
@@ -131,18 +136,65 @@ class FlinkCheckpoint:
         op = self._op(operator)
         info = self.snapshot.keyed_state_info(op, state)
         wanted = None if key_groups is None else set(key_groups)
-        decoded = self.snapshot.read_key_groups(op, (info.state_id,), wanted, listener)
+        for piece in self.snapshot.key_group_bytes(op):
+            if wanted is None or piece.key_group in wanted:
+                yield from self.piece_tables(op, info, piece,
+                                             self.snapshot.piece_bytes(piece, listener))
+
+    def piece_tables(self, op: OperatorSnapshot, info: StateInfo, piece: KeyGroupBytes,
+                     data: bytes) -> Iterator[pa.Table]:
+        """The rows of one state in one key group whose bytes (:meth:`FlinkSnapshot.piece_bytes`)
+        are ``data``: none if it has no entries there.
+
+        Canonical key groups are decoded column-wise where the state's serializers
+        allow (:mod:`statesource.flink.columnar`); anything else, and any key group
+        the column decoders decline, value by value (:mod:`statesource.flink.keyed`).
+        """
+        columns = self._columns(op, info) if piece.handle.savepoint else None
+        if columns is not None:
+            table = self._columnar(op, columns, piece, data)
+            if table is not None:
+                if table.num_rows:
+                    yield table
+                return
+        decoded = [(piece.key_group, self.snapshot.decode_piece(op, piece, data,
+                                                                (info.state_id,)))]
         if info.is_timer:
-            timer = info.timer
-            schema = timer_schema(timer.key.data_type(), timer.namespace.data_type())
-            for key_group, keys, namespaces, timestamps in _entries_of(info, decoded):
-                yield pa.Table.from_arrays(
-                    [pa.array(np.full(len(keys), key_group, dtype=np.int32)),
-                     timer.key.data_type().to_arrow(keys),
-                     timer.namespace.data_type().to_arrow(namespaces),
-                     pa.array(timestamps, pa.int64())], schema=schema)
-            return
-        yield from self.keyed_tables(op, info, decoded)
+            yield from _timer_tables(info, decoded)
+        else:
+            yield from self.keyed_tables(op, info, decoded)
+
+    def _columns(self, op: OperatorSnapshot, info: StateInfo) -> StateColumns | None:
+        """The state's column decoder (None: it has none), made once per state."""
+        cache = (op.operator_id, info.state_id)
+        if cache not in self._column_decoders:
+            header = self.snapshot.header(op)
+            assert header is not None
+            self._column_decoders[cache] = state_decoder(
+                header, info, self._schema(op, info), prefix_bytes(op.max_parallelism))
+        return self._column_decoders[cache]
+
+    def _schema(self, op: OperatorSnapshot, info: StateInfo) -> pa.Schema:
+        if info.is_timer:
+            return timer_schema(info.timer.key.data_type(), info.timer.namespace.data_type())
+        meta = operator_meta(op.label, op.parallelism, op.max_parallelism,
+                             self.snapshot.header(op))
+        return data_schema(meta.keyed_key_type, meta.keyed_state(info.name).declaration)
+
+    def _columnar(self, op: OperatorSnapshot, columns: StateColumns, piece: KeyGroupBytes,
+                  data: bytes) -> pa.Table | None:
+        """The state's rows in the key group, decoded column-wise; None where they cannot be."""
+        header = self.snapshot.header(op)
+        assert header is not None
+        if header.compressed:
+            data = unframe(data, self.snapshot.describe(piece.handle.stream), piece.begin)
+        sections = canonical_sections(data, piece.key_group, columns.prefix_bytes,
+                                      len(header.states), (columns.info.state_id,))
+        if sections is None:
+            return None
+        if not sections:
+            return columns.schema.empty_table()
+        return columns.table(np.frombuffer(data, np.uint8), piece.key_group, sections[0])
 
     def keyed_tables(self, op: OperatorSnapshot, info: StateInfo,
                      decoded: Iterable[tuple[int, dict[int, KeyGroupState]]]
@@ -195,6 +247,24 @@ class FlinkCheckpoint:
                                          {r: s.avro for r, s in share.schemas.items()},
                                          share.rows, share.rows, share.size_bytes))
         return rows
+
+
+def _timer_tables(info: StateInfo, decoded: Iterable[tuple[int, dict[int, KeyGroupState]]]
+                  ) -> Iterator[pa.Table]:
+    timer = info.timer
+    schema = timer_schema(timer.key.data_type(), timer.namespace.data_type())
+    for key_group, keys, namespaces, timestamps in _entries_of(info, decoded):
+        try:
+            columns = [timer.key.data_type().to_arrow(keys),
+                       timer.namespace.data_type().to_arrow(namespaces)]
+        except (pa.ArrowException, UnicodeError, OverflowError, TypeError, ValueError) as error:
+            # Java strings may hold lone surrogates, which no Arrow string can.
+            raise IncompatibleCheckpointError(
+                f"timer state {info.name!r}, key group {key_group}: cannot encode keys or"
+                f" namespaces: {error}") from None
+        yield pa.Table.from_arrays(
+            [pa.array(np.full(len(keys), key_group, dtype=np.int32)), *columns,
+             pa.array(timestamps, pa.int64())], schema=schema)
 
 
 def _entries_of(info: StateInfo, decoded: Iterable[tuple[int, dict[int, KeyGroupState]]]

@@ -57,6 +57,7 @@ from statesource.flink.canonical_entries import variable_int_bytes
 from statesource.flink.canonical_writer import KeyGroupFramer, prefix_bytes
 from statesource.flink.declarations import native_blockers
 from statesource.flink.flink_type import FlinkType
+from statesource.flink.header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.header import KeyedHeader, StateInfo
 from statesource.flink.header_writer import write_keyed_header
 from statesource.flink.keyed import (
@@ -69,13 +70,17 @@ from statesource.flink.metadata import (
     KeyedHandle,
     OperatorHandle,
     OperatorSnapshot,
+    SnapshotMetadata,
     StreamHandle,
     SubtaskState,
 )
 from statesource.flink.publish import SavepointWriter, check_output
+from statesource.flink.regroup import Regrouper
 from statesource.flink.serializers import ListType, MapType
 from statesource.flink.snappy import unframe
 from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.staged import StagedState
+from statesource.flink.vectors import decoder_for
 from statesource.keyequality import decoded_key_canonicalizer, key_canonicalizer
 from statesource.keygroups import (
     check_max_parallelism,
@@ -198,8 +203,16 @@ class Edit:
     """The operator's uid (or hex id)."""
     erase: tuple[Any, ...] = ()
     """Keys, as Python values of the operator's key type, whose every entry and timer go."""
-    drop: str | None = None
-    """A keyed state, timer state or operator state that goes."""
+    drops: tuple[str, ...] = ()
+    """Keyed states, timer states or operator states that go."""
+    staged: tuple[StagedState, ...] = ()
+    """Keyed states whose pairs are replaced by (or, new, made of) staged sections."""
+    key: FlinkType | None = None
+    """The key serializer of an operator that gets its first keyed state (``staged``)."""
+
+
+REPLACED = -2
+"""Where a state's pairs go when the edit stages new ones for it: nowhere, uncounted."""
 
 
 def rewrite_savepoint(source: str | os.PathLike[str], output: str | os.PathLike[str],
@@ -213,37 +226,70 @@ def rewrite_savepoint(source: str | os.PathLike[str], output: str | os.PathLike[
     is walked (converted when native), the others' files copied byte for byte.
     """
     started = time.perf_counter()
-    report = progress or (lambda _: None)
     check_output(output)  # refused before the source is even read
     snapshot = FlinkSnapshot.open(os.fspath(source), checkpoint_id=checkpoint_id)
-    if edit is not None:
-        find_operator(snapshot, edit.operator)
-    plans = [_plan(snapshot, op, max_parallelism, parallelism, edit)
-             for op in snapshot.operators]
-    converted = any(not h.savepoint for plan in plans for h in plan.handles)
-    rescaled = []
+    rewrite = SavepointRewrite.plan(snapshot, max_parallelism, parallelism,
+                                    () if edit is None else (edit,))
     with SavepointWriter(output) as writer:
-        copies = _FileCopies(snapshot, writer)
-        operators = []
-        for plan in plans:
+        operators, rescaled = rewrite.write(writer, progress)
+        published = writer.publish(rewrite.metadata(operators))
+    return RescaledSavepoint(str(snapshot.location), str(published), snapshot.checkpoint_id,
+                             max_parallelism, tuple(rescaled), rewrite.converted,
+                             time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class SavepointRewrite:
+    """Every operator of a snapshot planned for a rewrite (all checks done), then written."""
+
+    snapshot: FlinkSnapshot
+    plans: tuple[_Plan, ...]
+
+    @classmethod
+    def plan(cls, snapshot: FlinkSnapshot, max_parallelism: int | None,
+             parallelism: int | None = None, edits: Sequence[Edit] = (),
+             dropped: Sequence[str] = ()) -> SavepointRewrite:
+        """Plan each operator but the ``dropped`` ones (uids or hex ids); ``edits`` name
+        operators of the snapshot, at most one edit each."""
+        by_label: dict[str, Edit] = {}
+        for edit in edits:
+            by_label[find_operator(snapshot, edit.operator).label] = edit
+        gone = {find_operator(snapshot, label).label for label in dropped}
+        return cls(snapshot, tuple(
+            _plan(snapshot, op, max_parallelism, parallelism, by_label.get(op.label))
+            for op in snapshot.operators if op.label not in gone))
+
+    @property
+    def converted(self) -> bool:
+        """Whether keyed state is converted from the native format."""
+        return any(not h.savepoint for plan in self.plans for h in plan.handles)
+
+    def write(self, writer: SavepointWriter, progress: Progress | None = None
+              ) -> tuple[list[OperatorSnapshot], list[RescaledOperator]]:
+        """Each operator's files into ``writer``: the new operators, and what was rewritten."""
+        report = progress or (lambda _: None)
+        copies = _FileCopies(self.snapshot, writer)
+        operators, rescaled = [], []
+        for plan in self.plans:
             if plan.header is None:
                 operators.append(_carried(plan, copies))
                 continue
             report(f"operator {plan.op.label}: max parallelism {plan.op.max_parallelism} ->"
                    f" {plan.max_parallelism}, parallelism {plan.op.parallelism} ->"
                    f" {plan.parallelism}")
-            op, done = _rescaled(snapshot, writer, plan, copies)
+            op, done = _rescaled(self.snapshot, writer, plan, copies)
             operators.append(op)
             rescaled.append(done)
-        properties = snapshot.metadata.properties
-        if converted or not is_canonical_savepoint(properties):
+        return operators, rescaled
+
+    def metadata(self, operators: Sequence[OperatorSnapshot]) -> SnapshotMetadata:
+        """The new ``_metadata``: the snapshot's, with ``operators``; the properties of a
+        canonical savepoint unless the source is one and nothing was converted."""
+        properties = self.snapshot.metadata.properties
+        if self.converted or not is_canonical_savepoint(properties):
             properties = CANONICAL_SAVEPOINT_PROPERTIES
-        metadata = dataclasses.replace(snapshot.metadata, operators=tuple(operators),
-                                       properties=properties)
-        published = writer.publish(metadata)
-    return RescaledSavepoint(str(snapshot.location), str(published), snapshot.checkpoint_id,
-                             max_parallelism, tuple(rescaled), converted,
-                             time.perf_counter() - started)
+        return dataclasses.replace(self.snapshot.metadata, operators=tuple(operators),
+                                   properties=properties)
 
 
 def find_operator(snapshot: FlinkSnapshot, label: str) -> OperatorSnapshot:
@@ -283,7 +329,9 @@ class _Plan:
     erasing keys); None: keys stay in their key group."""
     erase: tuple[Any, ...] = ()
     """The erased keys' Java-equality forms."""
-    dropped_operator_state: str | None = None
+    dropped_operator_states: tuple[str, ...] = ()
+    staged: tuple[tuple[int, StagedState], ...] = ()
+    """Staged states by their id in ``header``."""
 
     @property
     def handles(self) -> tuple[KeyedHandle, ...]:
@@ -294,11 +342,9 @@ def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int | 
           parallelism: int | None, edit: Edit | None = None) -> _Plan:
     where = f"operator {op.label!r}"
     handles = snapshot.keyed_handles(op)
-    edited = edit is not None and edit.operator in (op.label, op.operator_id)
     if max_parallelism is None:  # an edit: the max parallelism and parallelism stay
-        if not edited:  # its files copied: Flink picks how to restore per keyed handle
+        if edit is None:  # its files copied: Flink picks how to restore per keyed handle
             return _Plan(op, op.max_parallelism, op.parallelism, None)
-        assert edit is not None
         return _edit_plan(snapshot, op, edit, where, handles)
     if any(s.raw_keyed for s in op.subtasks):
         raise IncompatibleCheckpointError(
@@ -335,35 +381,59 @@ def _check_native(where: str, header: KeyedHeader, handles: Sequence[KeyedHandle
 
 def _edit_plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, edit: Edit, where: str,
                handles: Sequence[KeyedHandle]) -> _Plan:
-    """The edited operator: its keys checked against its key type, its dropped state found."""
+    """The edited operator: its keys checked against its key type, its dropped states found,
+    its staged states placed in the header (a replaced one keeps its meta info)."""
     operator_states = sorted({s.name for sub in op.subtasks for h in sub.operator
                               for s in h.states})
-    if not handles:
-        if edit.drop is not None and edit.drop in operator_states:
-            return _Plan(op, op.max_parallelism, op.parallelism, None,
-                         dropped_operator_state=edit.drop)
-        raise InvalidArgumentError(
-            f"{where} has no keyed state"
-            + (f"; its operator states are: {', '.join(operator_states)}" if operator_states
-               else " and no operator state"))
-    header, inputs = _merged_header(snapshot, where, handles)
-    _check_native(where, header, handles)
-    if edit.drop is not None:
-        names = [info.name for info in header.states]
-        if edit.drop in operator_states and edit.drop not in names:
-            return _Plan(op, op.max_parallelism, op.parallelism, None,
-                         dropped_operator_state=edit.drop)
-        if edit.drop not in names:
+    header: KeyedHeader | None = None
+    inputs: tuple[_KeyedInput, ...] = ()
+    if handles:
+        header, inputs = _merged_header(snapshot, where, handles)
+        _check_native(where, header, handles)
+    elif edit.staged and edit.key is not None:
+        header = KeyedHeader(HEADER_VERSIONS[-1], False, edit.key, (), 0)
+    dropped_operator_states = []
+    for name in edit.drops:
+        names = [info.name for info in header.states] if header is not None else []
+        if name in names:
+            assert header is not None
+            header, inputs = _without_state(header, inputs, names.index(name))
+        elif name in operator_states:
+            dropped_operator_states.append(name)
+        elif header is None:
             raise InvalidArgumentError(
-                f"{where} has no state {edit.drop!r}; its keyed and timer states are:"
+                f"{where} has no keyed state"
+                + (f"; its operator states are: {', '.join(operator_states)}"
+                   if operator_states else " and no operator state"))
+        else:
+            raise InvalidArgumentError(
+                f"{where} has no state {name!r}; its keyed and timer states are:"
                 f" {', '.join(names)}; its operator states:"
                 f" {', '.join(operator_states) or 'none'}")
-        header, inputs = _without_state(header, inputs, names.index(edit.drop))
+    if header is None or not (edit.erase or edit.staged or len(dropped_operator_states)
+                              < len(edit.drops)):  # keyed state untouched: files copied
+        if header is None and (edit.erase or edit.staged):
+            raise InvalidArgumentError(f"{where} has no keyed state: no keys to edit")
+        return _Plan(op, op.max_parallelism, op.parallelism, None,
+                     dropped_operator_states=tuple(dropped_operator_states))
+    staged = []
+    for state in edit.staged:
+        names = [info.name for info in header.states]
+        if state.info.name in names:
+            state_id = names.index(state.info.name)
+            inputs = tuple(dataclasses.replace(i, state_ids=tuple(
+                REPLACED if s == state_id else s for s in i.state_ids)) for i in inputs)
+        else:
+            state_id = len(names)
+            header = dataclasses.replace(header, states=(
+                *header.states, dataclasses.replace(state.info, state_id=state_id)))
+        staged.append((state_id, state))
     key_type, erase = None, ()
     if edit.erase:
         key_type = erasable_key_type(where, header.key)
         erase = tuple(_erased_key(where, key_type, key) for key in edit.erase)
-    return _Plan(op, op.max_parallelism, op.parallelism, header, inputs, key_type, erase)
+    return _Plan(op, op.max_parallelism, op.parallelism, header, inputs, key_type, erase,
+                 tuple(dropped_operator_states), tuple(staged))
 
 
 def _key_type(where: str, key: FlinkType) -> DataType:
@@ -475,15 +545,15 @@ class _FileCopies:
             self._copied[key] = copied
         return self._copied[key]
 
-    def operator_handles(self, handles: tuple[OperatorHandle, ...], drop: str | None = None
+    def operator_handles(self, handles: tuple[OperatorHandle, ...], drop: tuple[str, ...] = ()
                          ) -> tuple[OperatorHandle, ...]:
-        """The handles with their files copied; ``drop`` names an operator state left out
-        of them (its elements stay in the file, which no handle points at any more)."""
+        """The handles with their files copied; ``drop`` names operator states left out of
+        them (their elements stay in the file, which no handle points at any more)."""
         copied = []
         for handle in handles:
             stream = self.stream(handle.stream)
             assert stream is not None
-            states = tuple(s for s in handle.states if s.name != drop)
+            states = tuple(s for s in handle.states if s.name not in drop)
             copied.append(dataclasses.replace(handle, stream=stream, states=states))
         return tuple(copied)
 
@@ -496,7 +566,7 @@ class _FileCopies:
         return tuple(copied)
 
     def subtask(self, index: int, keyed: tuple[KeyedHandle, ...],
-                old: SubtaskState | None, drop: str | None = None) -> SubtaskState:
+                old: SubtaskState | None, drop: tuple[str, ...] = ()) -> SubtaskState:
         if old is None:
             return SubtaskState(index, keyed, ())
         return SubtaskState(index, keyed, self.operator_handles(old.operator, drop), (),
@@ -506,7 +576,7 @@ class _FileCopies:
 def _carried(plan: _Plan, copies: _FileCopies) -> OperatorSnapshot:
     """An operator whose keyed state is not rewritten: as it was, with its files copied
     (byte for byte), at the plan's max parallelism, without a dropped operator state."""
-    op, drop = plan.op, plan.dropped_operator_state
+    op, drop = plan.op, plan.dropped_operator_states
     return dataclasses.replace(
         op, max_parallelism=plan.max_parallelism, coordinator=copies.stream(op.coordinator),
         subtasks=tuple(copies.subtask(s.index, copies.keyed_handles(s.keyed), s, drop)
@@ -524,6 +594,7 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
     old_prefix = prefix_bytes(op.max_parallelism)
     entries = timers = 0
     removed: dict[str, int] = {}
+    regrouper = _regrouper(plan, header.key)
     for source in plan.inputs:
         handle = source.handle
         name = snapshot.describe(handle.stream)
@@ -534,12 +605,36 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
                 name):
             rekey.start_key_group(key_group, name)
             raw = data[begin:end]
+            moved = None
+            if regrouper is not None and handle.savepoint:
+                plain = unframe(raw, name, begin) if source.header.compressed else raw
+                moved = regrouper.regroup(plain, key_group, states)
+            for part in moved or ():
+                target = source.state_ids[part.state_id]
+                if target == REPLACED:
+                    continue
+                if target < 0:  # a dropped state
+                    name_of = states[part.state_id].name
+                    removed[name_of] = removed.get(name_of, 0) + part.count
+                    continue
+                framer = framers.get(part.key_group)
+                if framer is None:
+                    framer = framers[part.key_group] = KeyGroupFramer(part.key_group,
+                                                                      max_parallelism)
+                framer.add_framed(target, part.pairs, part.last_key)
+                entries += part.count
+                if states[part.state_id].is_timer:
+                    timers += part.count
+            if moved is not None:
+                continue
             sections = (_canonical_pairs(raw, name, begin, key_group, source.header, old_prefix)
                         if handle.savepoint else
                         _native_pairs(raw, name, begin, key_group, source.header))
             for state_id, pairs in sections:
                 info = states[state_id]
                 target = source.state_ids[state_id]
+                if target == REPLACED:
+                    continue
                 if target < 0:  # a dropped state
                     removed[info.name] = removed.get(info.name, 0) + len(pairs)
                     continue
@@ -569,12 +664,20 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
                 entries += kept
                 if info.is_timer:
                     timers += kept
+    for state_id, staged in plan.staged:
+        for key_group, body, count in staged.sections():
+            framer = framers.get(key_group)
+            if framer is None:
+                framer = framers[key_group] = KeyGroupFramer(key_group, max_parallelism)
+            framer.add_section(state_id, body)
+            entries += count
     header_bytes = write_keyed_header(header)
     old_subtasks = {s.index: s for s in op.subtasks}
     written_groups = len(framers)
     handles = writer.write_keyed_files(header_bytes, framers, max_parallelism, plan.parallelism)
     written = sum(keyed.stream.size for keyed in handles)
-    subtasks = [copies.subtask(index, (keyed,), old_subtasks.get(index))
+    subtasks = [copies.subtask(index, (keyed,), old_subtasks.get(index),
+                               plan.dropped_operator_states)
                 for index, keyed in enumerate(handles)]
     assert not framers, "every key group lies in one subtask's range"
     new = dataclasses.replace(op, parallelism=plan.parallelism, max_parallelism=max_parallelism,
@@ -585,6 +688,18 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
                                  written_groups, written, tuple(sorted(removed.items())),
                                  tuple(i for i, k in enumerate(plan.erase)
                                        if k in rekey.found), op.operator_id)
+
+
+def _regrouper(plan: _Plan, key: FlinkType) -> Regrouper | None:
+    """The column-wise mover of whole key groups, where keys are re-keyed (a new max
+    parallelism, nothing to erase) and can be decoded column-wise; else None."""
+    if plan.key_type is None or plan.erase:
+        return None
+    decoder = decoder_for(key, plan.key_type.arrow_type)
+    if decoder is None:
+        return None
+    return Regrouper(decoder, plan.key_type, plan.op.max_parallelism, plan.max_parallelism,
+                     TIMER_KEY_OFFSET)
 
 
 class _Rekeyer:

@@ -72,9 +72,9 @@ class CheckpointEdit:
         keyed = tuple(s for s in op.keyed_states if s.name != name)
         operator_states = tuple(s for s in op.operator_states if s.name != name)
         if len(keyed) + len(operator_states) == len(op.keyed_states) + len(op.operator_states):
-            names = [s.name for s in op.keyed_states] + [s.name for s in op.operator_states]
             raise StateNotFoundError(
-                f"operator {uid!r} has no state {name!r}; available: {names or 'none'}")
+                f"operator {uid!r} has no state {name!r}; available:"
+                f" {op.state_names() or 'none'}")
         self._operators[uid] = dataclasses.replace(
             op, keyed_states=keyed, operator_states=operator_states,
             key_type=op.key_type if keyed else None)

@@ -405,6 +405,10 @@ class OperatorMeta:
     def operator_state(self, name: str) -> OperatorStateMeta:
         return _pick(self.operator_states, name, f"operator state of operator {self.uid!r}")
 
+    def state_names(self) -> list[str]:
+        """Every state's name: keyed states, then operator states."""
+        return [s.name for s in self.keyed_states] + [s.name for s in self.operator_states]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "uid": self.uid,

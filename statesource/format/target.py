@@ -44,6 +44,8 @@ from statesource.format.storage import (
     resolve,
 )
 from statesource.keygroups import KeyGroupRange
+from statesource.model import StateDeclaration
+from statesource.types import DataType
 
 KeyGroupBatches = Iterator[tuple[int, Sequence[pa.RecordBatch], int]]
 """``(key group, batches, entries)`` in ascending key-group order, as
@@ -72,8 +74,11 @@ class SnapshotTarget(Protocol):
     def edit(self) -> CheckpointEdit:
         """The new snapshot's content so far: the base's operators, then staged changes."""
 
-    def sink(self, operator: str, state: str) -> KeyedStateSink:
-        """Where the tasks of a write of keyed state ``state`` of ``operator`` put its files."""
+    def sink(self, operator: str, state: StateDeclaration, key_type: DataType,
+             max_parallelism: int) -> KeyedStateSink:
+        """Where the tasks of a write of keyed state ``state`` of ``operator`` (keyed by
+        ``key_type``, under ``max_parallelism``) put its files; refused when this target
+        cannot hold such a state."""
 
     def publish(self) -> CheckpointInfo:
         """Make the staged snapshot visible, atomically; raise with nothing visible."""
@@ -146,8 +151,9 @@ class CheckpointTarget:
     def edit(self) -> CheckpointEdit:
         return self._edit
 
-    def sink(self, operator: str, state: str) -> CheckpointStateSink:
-        return CheckpointStateSink(self.root, self.checkpoint_id, operator, state)
+    def sink(self, operator: str, state: StateDeclaration, key_type: DataType,
+             max_parallelism: int) -> CheckpointStateSink:
+        return CheckpointStateSink(self.root, self.checkpoint_id, operator, state.name)
 
     def publish(self) -> CheckpointInfo:
         return commit_checkpoint(self.root, self._edit.build(self.checkpoint_id,

@@ -43,6 +43,14 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, **optio
     return rescale(spark, path, max_parallelism, **options)
 
 
+def erase_keys(df: Any, snapshot: str, operator: str, **options: Any) -> Any:
+    """A new Flink savepoint without the keys of ``df``'s ``key`` column
+    (:func:`statesource.spark.write.erase.erase_keys`)."""
+    from statesource.spark.write.erase import erase_keys as erase
+
+    return erase(df, snapshot, operator, **options)
+
+
 def register(spark: Any) -> None:
     """Register ``flinkstate`` and ``flinkstate-metadata`` with ``spark``.
 

@@ -141,10 +141,10 @@ def _boolean(options: dict[str, str], key: str, default: bool | None) -> bool | 
 
 
 _WRITE_KNOWN = {name.lower(): name for name in (
-    "path", "operator", "state", "baseCheckpointId", "checkpointId", "kind", "keyType",
+    "path", "output", "operator", "state", "baseCheckpointId", "checkpointId", "kind", "keyType",
     "namespaceType", "maxParallelism", "parallelism", "valueSchemas", "orderColumn")}
 """Write options, by their lower-cased form (Spark lower-cases option names)."""
-CHECKPOINT_OPTIONS = ("path", "baseCheckpointId", "checkpointId")
+CHECKPOINT_OPTIONS = ("path", "output", "baseCheckpointId", "checkpointId")
 """Options of a whole write (the new checkpoint), not of one state in it."""
 
 
@@ -158,6 +158,9 @@ class WriteOptions:
 
     given: Mapping[str, str] = field(default_factory=dict)
     path: str | None = None
+    output: str | None = None
+    """A new Flink savepoint directory: the write's target when given (see
+    :func:`statesource.sources.open_target`)."""
     operator: str | None = None
     state: str | None = None
     base_checkpoint_id: int | None = None
@@ -197,6 +200,7 @@ def parse_write_options(options: Mapping[str, object]) -> WriteOptions:
     return WriteOptions(
         given=given,
         path=given.get("path") or None,
+        output=given.get("output") or None,
         operator=given.get("operator") or None,
         state=given.get("state") or None,
         base_checkpoint_id=_integer(lowered, "basecheckpointid", 0, _WRITE_KNOWN),

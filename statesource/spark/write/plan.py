@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pyarrow as pa
+from pyspark.errors import PySparkException
+from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructField, StructType
 
-from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
+from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError, TypeMismatchError
 from statesource.format.columns import COLUMN_OF_ROLE, KEY, KEY_GROUP, NAMESPACE, TTL_TIMESTAMP
 from statesource.format.target import KeyedStateSink, SnapshotTarget
 from statesource.keygroups import check_max_parallelism, check_parallelism, default_max_parallelism
@@ -81,7 +84,8 @@ def plan_state(target: SnapshotTarget, options: WriteOptions, schema: StructType
     check_parallelism(parallelism, max_parallelism)
     _check_same(options, "parallelism", options.parallelism, parallelism)
     _check_columns(schema, declaration, options.order_column)
-    return StateWrite(target.sink(uid, declaration.name), uid, declaration, keys,
+    _check_types(schema, keys, declaration)
+    return StateWrite(target.sink(uid, declaration, keys, max_parallelism), uid, declaration, keys,
                       max_parallelism, parallelism, target.timestamp_ms, options.order_column)
 
 
@@ -148,6 +152,51 @@ def _check_columns(schema: StructType, declaration: StateDeclaration,
             + (f" missing {missing}" if missing else "")
             + (f" unexpected {extra}" if extra else "")
             + f"; expected {required} (plus optional {sorted(allowed - set(required))})")
+
+
+def _check_types(schema: StructType, keys: DataType, declaration: StateDeclaration) -> None:
+    """The key and value columns' types fit the state: checked here, before any task runs
+    (the tasks check again, value by value)."""
+    declared = [(KEY, keys.arrow_type, True, f"keys of type {keys} are {keys.arrow_type}")]
+    for role in VALUE_ROLES[declaration.kind]:
+        value = declaration.schemas[role]
+        declared.append((COLUMN_OF_ROLE[role], value.arrow_type, False,
+                         f"the state stores {value.arrow_type} (Avro {value.json})"))
+    for column, arrow_type, exact, wanted in declared:
+        try:
+            given = to_arrow_type(schema[column].dataType, timezone="UTC")
+        except (TypeError, ValueError, AssertionError, PySparkException):
+            continue  # a type Arrow has no form for: the tasks refuse it
+        if not same_shape(given, arrow_type, exact=exact):
+            raise TypeMismatchError(f"column {column} has type {given}; {wanted}")
+
+
+def same_shape(given: pa.DataType, declared: pa.DataType, *, exact: bool) -> bool:
+    """Whether a cast from ``given`` keeps meaning: same structure and field names, leaves of
+    one family (ints to ints, floats to floats, ...; exact: the same leaf types).
+
+    Arrow would also cast strings to numbers or numbers to strings; a write must
+    not reinterpret a column that way.
+    """
+    if pa.types.is_struct(declared):
+        return (pa.types.is_struct(given) and [f.name for f in given] == [f.name for f in declared]
+                and all(same_shape(g.type, d.type, exact=exact)
+                        for g, d in zip(given, declared)))
+    if pa.types.is_map(declared):
+        return (pa.types.is_map(given)
+                and same_shape(given.key_type, declared.key_type, exact=exact)
+                and same_shape(given.item_type, declared.item_type, exact=exact))
+    if pa.types.is_list(declared):
+        return (pa.types.is_list(given) or pa.types.is_large_list(given)) and same_shape(
+            given.value_type, declared.value_type, exact=exact)
+    if exact or given == declared:
+        return given == declared
+    families = (pa.types.is_integer, pa.types.is_floating, pa.types.is_timestamp,
+                pa.types.is_decimal, pa.types.is_date, pa.types.is_time,
+                lambda t: pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t)
+                or pa.types.is_large_binary(t),
+                lambda t: pa.types.is_string(t) or pa.types.is_large_string(t))
+    return any(family(given) and family(declared) for family in families)
 
 
 def _field(schema: StructType, name: str) -> StructField:

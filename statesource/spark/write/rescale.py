@@ -17,10 +17,14 @@ import dataclasses
 from typing import Any
 
 from statesource.checks import check_int
+from statesource.errors import InvalidArgumentError
+from statesource.flink.rescale import RescaledSavepoint
+from statesource.flink.rescale import rescale_max_parallelism as rescale_savepoint
 from statesource.format.columns import KEY_GROUP
 from statesource.format.commit import CheckpointInfo
 from statesource.format.metadata import OperatorMeta
-from statesource.format.storage import Location, confined
+from statesource.format.source import FLINK
+from statesource.format.storage import Location, confined, resolve
 from statesource.format.target import CheckpointStateSink
 from statesource.keygroups import check_max_parallelism
 from statesource.model import Progress
@@ -31,6 +35,7 @@ from statesource.rescale import (
     rescale_operator_states,
 )
 from statesource.skew import Distribution, describe_per_subtask
+from statesource.sources import kind_of
 from statesource.spark.schema import OPERATOR_INDEX
 from statesource.spark.write.plan import StateWrite
 from statesource.spark.write.rewrite import state_meta
@@ -55,14 +60,28 @@ def plan_max_parallelism(path: str, max_parallelism: int, *, parallelism: int | 
 def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
                             parallelism: int | None = None, operator: str | None = None,
                             checkpoint_id: int | None = None,
-                            new_checkpoint_id: int | None = None,
-                            progress: Progress | None = None) -> CheckpointInfo:
+                            new_checkpoint_id: int | None = None, output: str | None = None,
+                            progress: Progress | None = None
+                            ) -> CheckpointInfo | RescaledSavepoint:
     """Write a new checkpoint holding the state at ``path`` under ``max_parallelism`` key groups.
 
     ``parallelism`` (default: each operator's own) must not exceed the new max
     parallelism. ``operator`` picks one operator (default: all); the others are
     carried over unchanged. Everything is checked before the first job runs.
+
+    A Flink savepoint or checkpoint at ``path`` becomes the new savepoint directory
+    ``output`` (:func:`statesource.flink.rescale.rescale_max_parallelism`: keys decoded,
+    values moved as bytes, in this process, which outruns a Spark job on such data).
     """
+    flink = kind_of(resolve(path), checkpoint_id) == FLINK
+    if flink or output is not None:
+        if not flink or output is None or operator is not None or new_checkpoint_id:
+            raise InvalidArgumentError(
+                f"a new max parallelism of a Flink snapshot is a new savepoint directory:"
+                f" give output (and no operator or new_checkpoint_id); {path} is"
+                f" {'a Flink snapshot' if flink else 'statesource checkpoints'}")
+        return rescale_savepoint(path, output, max_parallelism, parallelism=parallelism,
+                                 checkpoint_id=checkpoint_id, progress=progress)
     target = plan_max_parallelism(path, max_parallelism, parallelism=parallelism,
                                   operator=operator, checkpoint_id=checkpoint_id,
                                   new_checkpoint_id=new_checkpoint_id)

@@ -27,8 +27,9 @@ from statesource.errors import InvalidArgumentError
 from statesource.format.commit import CheckpointInfo
 from statesource.format.edit import CheckpointEdit
 from statesource.format.metadata import DataFile, KeyedStateMeta
-from statesource.format.target import CheckpointTarget, SnapshotTarget
+from statesource.format.target import SnapshotTarget
 from statesource.model import StateDeclaration
+from statesource.sources import open_target as target_of
 from statesource.spark.options import CHECKPOINT_OPTIONS, WriteOptions, parse_write_options
 from statesource.spark.write.plan import StateWrite, plan_state
 from statesource.spark.write.shuffle import write_state_files
@@ -60,8 +61,15 @@ def state_meta(write: StateWrite, files: list[DataFile]) -> KeyedStateMeta:
 
 
 def open_target(options: WriteOptions) -> SnapshotTarget:
-    """Where a write's new snapshot goes, from its ``path`` and checkpoint-id options."""
-    return CheckpointTarget.open(options.path, options.base_checkpoint_id, options.checkpoint_id)
+    """Where a write's new snapshot goes, from its ``path``, ``output`` and checkpoint-id
+    options."""
+    if not options.path and not options.output:
+        raise InvalidArgumentError(
+            "write option path is required: the directory of checkpoints (or, with output,"
+            " the Flink snapshot the new savepoint derives from)")
+    return target_of(options.path, options.output,
+                     base_checkpoint_id=options.base_checkpoint_id,
+                     checkpoint_id=options.checkpoint_id)
 
 
 def _messages_files(messages: list[WriterCommitMessage | None]) -> list[DataFile]:
@@ -186,28 +194,35 @@ class Rewrite:
             self.discard()
 
 
-def rewrite(spark: Any, path: str, *, base_checkpoint_id: int | None = None,
-            checkpoint_id: int | None = None) -> Rewrite:
+def rewrite(spark: Any, path: str | None, *, output: str | None = None,
+            base_checkpoint_id: int | None = None, checkpoint_id: int | None = None) -> Rewrite:
     """Stage changes to the newest checkpoint under ``path`` (or ``base_checkpoint_id``)
-    for one new checkpoint (default id: newest + 1). See :class:`Rewrite`."""
-    return Rewrite(CheckpointTarget.open(path, base_checkpoint_id, checkpoint_id), spark)
+    for one new checkpoint (default id: newest + 1); or, given ``output``, to the Flink
+    snapshot at ``path`` (None: none, a bootstrap) for the new savepoint directory
+    ``output``. See :class:`Rewrite`."""
+    return Rewrite(open_target(WriteOptions(path=path, output=output,
+                                            base_checkpoint_id=base_checkpoint_id,
+                                            checkpoint_id=checkpoint_id)), spark)
 
 
-def write_state(df: Any, path: str, operator: str, state: str, *,
-                base_checkpoint_id: int | None = None, checkpoint_id: int | None = None,
-                **options: str) -> CheckpointInfo:
+def write_state(df: Any, path: str | None, operator: str, state: str, *,
+                output: str | None = None, base_checkpoint_id: int | None = None,
+                checkpoint_id: int | None = None, **options: str) -> CheckpointInfo:
     """Write ``df`` as keyed state ``state`` of ``operator`` into a new checkpoint under ``path``.
 
     The documented path for any DataFrame: it computes Flink key groups,
     shuffles the rows so that each Spark task holds whole Flink subtasks, and
     commits one checkpoint in which everything else of the base is carried
-    over. ``options`` as for ``df.write.format("flinkstate")``.
+    over. Given ``output``, ``path`` is a Flink snapshot (or None) and the result the
+    new savepoint directory ``output``. ``options`` as for ``df.write.format("flinkstate")``.
     """
     parsed = parse_write_options(options)
+    if "output" in parsed.given:
+        raise InvalidArgumentError("give output as a keyword of write_state, not an option")
     base_checkpoint_id = _id_option(parsed, "baseCheckpointId", parsed.base_checkpoint_id,
                                     base_checkpoint_id)
     checkpoint_id = _id_option(parsed, "checkpointId", parsed.checkpoint_id, checkpoint_id)
-    with rewrite(df.sparkSession, path, base_checkpoint_id=base_checkpoint_id,
+    with rewrite(df.sparkSession, path, output=output, base_checkpoint_id=base_checkpoint_id,
                  checkpoint_id=checkpoint_id) as staged:
         staged.replace_with(df, operator, state, parsed.without_checkpoint_ids())
     assert staged.info is not None

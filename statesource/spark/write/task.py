@@ -35,7 +35,7 @@ from statesource.keygroups import KeyGroupRange, key_groups, operator_indexes
 from statesource.model import VALUE_ROLES, StateKind
 from statesource.schema import ValueSchema
 from statesource.spark.schema import OPERATOR_INDEX
-from statesource.spark.write.plan import StateWrite
+from statesource.spark.write.plan import StateWrite, same_shape
 from statesource.types import VOID, DataType
 
 _NEEDS_PYTHON_CHECK = ("tuple", "row", "char")
@@ -102,7 +102,7 @@ def key_column(key_type: DataType, given: pa.ChunkedArray) -> pa.ChunkedArray:
     if given.null_count:
         row = pc.index(pc.is_null(given), True).as_py()
         raise InvalidArgumentError(f"column key is null at row {row}: keys cannot be null")
-    if not _same_shape(given.type, key_type.arrow_type, exact=True):
+    if not same_shape(given.type, key_type.arrow_type, exact=True):
         raise TypeMismatchError(
             f"column key has type {given.type}; keys of type {key_type} are"
             f" {key_type.arrow_type}")
@@ -138,7 +138,7 @@ def _namespace_column(namespace_type: DataType, table: pa.Table) -> pa.Array | p
                 "column namespace has values, but the state has no namespaces (void)")
         return pa.nulls(table.num_rows)
     given = table.column(NAMESPACE)
-    if not _same_shape(given.type, namespace_type.arrow_type, exact=True):
+    if not same_shape(given.type, namespace_type.arrow_type, exact=True):
         raise TypeMismatchError(
             f"column namespace has type {given.type}; namespaces of type {namespace_type} are"
             f" {namespace_type.arrow_type}")
@@ -156,7 +156,7 @@ def _namespace_column(namespace_type: DataType, table: pa.Table) -> pa.Array | p
 def _value_column(column: str, schema: ValueSchema, given: pa.ChunkedArray,
                   keys: pa.ChunkedArray) -> pa.ChunkedArray:
     """``given`` as the declared Arrow type; a value that does not fit is named with its key."""
-    if not _same_shape(given.type, schema.arrow_type, exact=False):
+    if not same_shape(given.type, schema.arrow_type, exact=False):
         raise TypeMismatchError(
             f"column {column} has type {given.type}; the state stores {schema.arrow_type}"
             f" (Avro {schema.json})")
@@ -183,34 +183,6 @@ def _value_column(column: str, schema: ValueSchema, given: pa.ChunkedArray,
         raise TypeMismatchError(
             f"column {column} of Spark type {given.type} cannot be stored as"
             f" {schema.arrow_type} (Avro {schema.json})") from None
-
-
-def _same_shape(given: pa.DataType, declared: pa.DataType, *, exact: bool) -> bool:
-    """Whether a cast from ``given`` keeps meaning: same structure and field names, leaves of
-    one family (ints to ints, floats to floats, ...; exact: the same leaf types).
-
-    Arrow would also cast strings to numbers or numbers to strings; a write must
-    not reinterpret a column that way.
-    """
-    if pa.types.is_struct(declared):
-        return (pa.types.is_struct(given) and [f.name for f in given] == [f.name for f in declared]
-                and all(_same_shape(g.type, d.type, exact=exact)
-                        for g, d in zip(given, declared)))
-    if pa.types.is_map(declared):
-        return (pa.types.is_map(given)
-                and _same_shape(given.key_type, declared.key_type, exact=exact)
-                and _same_shape(given.item_type, declared.item_type, exact=exact))
-    if pa.types.is_list(declared):
-        return (pa.types.is_list(given) or pa.types.is_large_list(given)) and _same_shape(
-            given.value_type, declared.value_type, exact=exact)
-    if exact or given == declared:
-        return given == declared
-    families = (pa.types.is_integer, pa.types.is_floating, pa.types.is_timestamp,
-                pa.types.is_decimal, pa.types.is_date, pa.types.is_time,
-                lambda t: pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t)
-                or pa.types.is_large_binary(t),
-                lambda t: pa.types.is_string(t) or pa.types.is_large_string(t))
-    return any(family(given) and family(declared) for family in families)
 
 
 def _ttl_column(table: pa.Table, timestamp_ms: int) -> pa.ChunkedArray:

@@ -1,0 +1,244 @@
+"""The column-wise decoder of canonical key groups against the per-value decoder: the same
+tables (every column, every row, in order) or the same error, for every state of every
+snapshot there is.
+
+The truth is the per-value decoder (:mod:`statesource.flink.keyed`), checked against
+Flink's own expected state by the other tests of tests/flink; here a reader with the
+column decoders switched off reads the same snapshot.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flink_snapshots import SAVEPOINTS
+from statesource.checkpointing import CheckpointWriter
+from statesource.errors import IncompatibleCheckpointError, StateSourceError
+from statesource.flink.export import export_flink
+from statesource.flink.framing import canonical_sections
+from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.regroup import Regrouper
+from statesource.flink.rescale import rescale_max_parallelism
+from statesource.flink.snapshot import FlinkSnapshot
+from statesource.keygroups import assign_to_key_group, key_group_range_for_operator
+from statesource.state.clock import ManualClock
+from statesource.state.descriptors import (
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+)
+from statesource.state.keyed_backend import KeyedStateBackend
+from statesource.types import STRING
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
+
+
+def _snapshot_dirs() -> list[Path]:
+    found = {p.parent for root in (SAVEPOINTS, FIXTURES) for p in root.rglob("_metadata")}
+    return sorted(found)
+
+
+class _PerValue(FlinkCheckpoint):
+    """The reader with no column decoders: every key group decoded value by value."""
+
+    def _columns(self, op, info):  # type: ignore[no-untyped-def]
+        return None
+
+
+def _read(checkpoint: FlinkCheckpoint, operator: str, state: str
+          ) -> list[pa.Table] | tuple[type, str]:
+    try:
+        return list(checkpoint.read_keyed_state(state, operator=operator))
+    except StateSourceError as error:
+        return (type(error), str(error))
+
+
+def _same(fast: list[pa.Table] | tuple, slow: list[pa.Table] | tuple, where: str) -> None:
+    if isinstance(slow, tuple) or isinstance(fast, tuple):
+        assert fast == slow, where
+        return
+    assert len(fast) == len(slow), where
+    for a, b in zip(fast, slow):
+        assert a.schema == b.schema, where
+        assert a.equals(b), (where, a.slice(0, 3).to_pylist(), b.slice(0, 3).to_pylist())
+
+
+def _compare_all(path: Path) -> int:
+    """Compare every keyed and timer state of the snapshot; how many read column-wise."""
+    fast, slow = FlinkCheckpoint.open(str(path)), _PerValue.open(str(path))
+    columnar = 0
+    for op in fast.snapshot.operators:
+        header = fast.snapshot.header(op)
+        for info in header.states if header else ():
+            where = f"{path} {op.label} {info.name}"
+            _same(_read(fast, op.operator_id, info.name), _read(slow, op.operator_id, info.name),
+                  where)
+            if any(h.savepoint for h in fast.snapshot.keyed_handles(op)) and \
+                    fast._columns(op, info) is not None:
+                columnar += 1
+    return columnar
+
+
+@pytest.mark.parametrize("path", _snapshot_dirs(), ids=lambda p: str(p).split("flink")[-1])
+def test_every_state_of_every_snapshot_reads_the_same(path):
+    _compare_all(path)
+
+
+def test_the_common_serializers_are_read_column_wise():
+    """Not vacuous: the fixtures' canonical savepoints have states of Long, String, Double,
+    Tuple2 and POJO values, TTL, lists, maps, TimeWindow namespaces and timers."""
+    names = {}
+    for variant in ("mp256", "mp128-snappy", "types", "encoding"):
+        checkpoint = FlinkCheckpoint.open(str(FIXTURES / variant / "canonical"))
+        for op in checkpoint.snapshot.operators:
+            header = checkpoint.snapshot.header(op)
+            for info in header.states if header else ():
+                if checkpoint._columns(op, info) is not None:
+                    names.setdefault(variant, set()).add(info.name)
+    assert all(names.get(v) for v in ("mp256", "mp128-snappy", "types", "encoding")), names
+    assert sum(len(n) for n in names.values()) >= 15, names
+
+
+# -- hostile bytes: whatever is broken, both decoders answer the same -----------------------
+
+@pytest.fixture(scope="module")
+def small_savepoint(tmp_path_factory) -> Path:
+    return _export(tmp_path_factory.mktemp("columnar"), {
+        f"k{i}": (i, [i, -i], {"a": str(i), "b": None}) for i in range(40)})
+
+
+def _data_start(savepoint: Path) -> int:
+    snapshot = FlinkCheckpoint.open(str(savepoint)).snapshot
+    header = snapshot.header(snapshot.operator("op"))
+    assert header is not None
+    return header.data_start
+
+
+def _corrupted(source: Path, target: Path, at: float, data: bytes) -> Path:
+    shutil.copytree(source, target)
+    files = sorted(p for p in target.iterdir() if p.name != "_metadata")
+    victim = files[int(at * len(files)) % len(files)]
+    raw = bytearray(victim.read_bytes())
+    start = _data_start(source)  # past the header, which both decoders share
+    offset = start + int(at * 997) % (len(raw) - start)
+    raw[offset:offset + len(data)] = data
+    victim.write_bytes(bytes(raw[:victim.stat().st_size]))
+    return target
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(at=st.floats(0, 1, exclude_max=True), data=st.binary(min_size=1, max_size=6))
+def test_corrupt_key_groups_fail_or_read_the_same(small_savepoint, tmp_path_factory, at, data):
+    broken = _corrupted(small_savepoint, tmp_path_factory.mktemp("broken") / "sp", at, data)
+    _compare_all(broken)
+
+
+# -- generated states --------------------------------------------------------------------------
+
+def _export(root: Path, entries: dict[str, tuple]) -> Path:
+    """A canonical savepoint (via export_flink) of String keys with a value, a list and a
+    map state, from ``key -> (value, list, map)``."""
+    clock = ManualClock(1_700_000_000_000)
+    states = [ValueStateDescriptor("value", "long"), ListStateDescriptor("list", "long"),
+              MapStateDescriptor("map", "string", ["null", "string"]),
+              ValueStateDescriptor("text", "string")]
+    backends = []
+    for index in range(2):
+        owned = key_group_range_for_operator(128, 2, index)
+        backend = KeyedStateBackend("string", 128, owned, clock=clock)
+        handles = [backend.get_state(d) for d in states]
+        for key, (value, items, mapping) in entries.items():
+            if assign_to_key_group(key, STRING, 128) not in owned:
+                continue
+            backend.set_current_key(key)
+            handles[0].update(value)
+            if items:
+                handles[1].add_all(items)
+            for user_key, user_value in mapping.items():
+                handles[2].put(user_key, user_value)
+            handles[3].update(key[::-1])
+        backends.append(backend)
+    with CheckpointWriter(str(root / "checkpoints")) as writer:
+        writer.write(1, {"op": backends})
+    export_flink(root / "checkpoints", root / "savepoint")
+    return root / "savepoint"
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=st.dictionaries(
+    _TEXT, st.tuples(st.integers(-2**63, 2**63 - 1),
+                     st.lists(st.integers(-2**63, 2**63 - 1), max_size=4),
+                     st.dictionaries(_TEXT, st.none() | _TEXT, max_size=3)),
+    min_size=1, max_size=30))
+def test_generated_states_read_the_same(tmp_path_factory, entries):
+    savepoint = _export(tmp_path_factory.mktemp("generated"), entries)
+    assert _compare_all(savepoint) == 4
+    rows = sum(t.num_rows for t in FlinkCheckpoint.open(str(savepoint)).read_keyed_state(
+        "value", operator="op"))
+    assert rows == len(entries)
+
+
+# -- the rescale moves whole key groups column-wise: the savepoint the per-pair path writes ---
+
+def _files(savepoint: Path) -> list[bytes]:
+    """The keyed-state files of every operator, in the order _metadata names them."""
+    snapshot = FlinkSnapshot.open(str(savepoint))
+    return [snapshot.read_bytes(h.stream, 0, h.stream.size)
+            for op in snapshot.operators for h in snapshot.keyed_handles(op)]
+
+
+@pytest.mark.parametrize("source, new", [
+    (FIXTURES / "mp256" / "canonical", 1024), (FIXTURES / "mp256" / "canonical", 128),
+    (FIXTURES / "mp128-snappy" / "canonical", 256), (FIXTURES / "types" / "canonical", 4096),
+    (FIXTURES / "encoding" / "canonical", 200)], ids=lambda v: str(v).split("flink/")[-1])
+def test_the_rescale_writes_what_the_per_pair_path_writes(tmp_path, monkeypatch, source, new):
+    moved = []
+    original = Regrouper.regroup
+
+    def counted(self, *args):  # type: ignore[no-untyped-def]
+        found = original(self, *args)
+        moved.append(found is not None)
+        return found
+
+    monkeypatch.setattr(Regrouper, "regroup", counted)
+    fast = rescale_max_parallelism(source, tmp_path / "fast", new)
+    monkeypatch.setattr(Regrouper, "regroup", lambda self, *args: None)
+    slow = rescale_max_parallelism(source, tmp_path / "slow", new)
+    assert any(moved)
+    assert fast.operators == slow.operators
+    assert _files(tmp_path / "fast") == _files(tmp_path / "slow")
+
+
+def test_a_key_in_the_wrong_key_group_is_named_by_the_per_pair_path(tmp_path, small_savepoint):
+    """A key whose hash is not its key group's (its last character changed; the framing stays
+    sound): the column-wise mover declines it and the rescale names the key, as before."""
+    snapshot = FlinkSnapshot.open(str(small_savepoint))
+    op = snapshot.operator("op")
+    piece = snapshot.key_group_bytes(op)[0]
+    broken = tmp_path / "changed"
+    shutil.copytree(small_savepoint, broken)
+    target = broken / Path(snapshot.file_location(piece.handle.stream).path).name
+    raw = bytearray(target.read_bytes())
+    sections = canonical_sections(bytes(raw[piece.begin:piece.end]), piece.key_group, 1,
+                                  len(snapshot.header(op).states))
+    assert sections is not None
+    # The first pair's composite key: prefix, the String key, VoidNamespace's one byte.
+    at = piece.begin + int(sections[0].key_end[0]) - 2
+    key = bytes(raw[piece.begin + int(sections[0].key_start[0]) + 2:at + 1]).decode()
+    letter = next(c for c in "abcdefghij"
+                  if assign_to_key_group(key[:-1] + c, STRING, 128) != piece.key_group)
+    raw[at] = ord(letter)
+    target.write_bytes(bytes(raw))
+    with pytest.raises(IncompatibleCheckpointError, match="is stored in key group"):
+        rescale_max_parallelism(broken, tmp_path / "out", 256)

@@ -1,0 +1,191 @@
+"""Rewrites of a Flink savepoint from Spark, and bootstraps: restored by a real Flink 2.3.
+
+``write_state``, ``rewrite`` and ``df.write.format("flinkstate")`` with an ``output`` write
+a new canonical savepoint through the Flink savepoint target (``statesource.flink.target``);
+``erase_keys`` takes its keys from a DataFrame. Each test restores what was written with
+``tests/flink_restore.py`` and compares every key of every state with the fixture's
+``expected.json`` changed as the test changed it. Flink refusing a savepoint raises
+``FlinkRestoreError``: a failing test, never a skip.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from pyspark.sql import functions as F
+
+from flink_fixture_checks import FIXTURES, check_fixture, fixture_spec, fixture_truth
+from flink_restore import FIXTURE_JOB, restore, rows_of, values
+from statesource.errors import (
+    CheckpointExistsError,
+    IncompatibleCheckpointError,
+    InvalidArgumentError,
+    TypeMismatchError,
+)
+from statesource.flink.reader import FlinkCheckpoint
+from statesource.model import StateDeclaration, StateKind, TtlConfig
+from statesource.schema import ValueSchema
+from statesource.spark import erase_keys, rewrite, write_state
+from statesource.types import VOID
+
+MP256 = FIXTURES / "mp256" / "canonical"
+SNAPPY = FIXTURES / "mp128-snappy" / "canonical"
+
+
+def _read(spark, path, operator, state):
+    return (spark.read.format("flinkstate").option("operator", operator)
+            .option("state", state).load(str(path)))
+
+
+def _without(spec: dict, operator: str, state: str) -> dict:
+    for op in spec["operators"]:
+        if op["uid"] == operator:
+            op["keyed_states"] = [s for s in op["keyed_states"] if s["name"] != state]
+    return spec
+
+
+def test_a_rewritten_value_state_restores_and_nothing_else_changes(spark, tmp_path):
+    truth = fixture_truth("mp256")
+    total = _read(spark, MP256, "stateful", "total")
+    output = tmp_path / "doubled"
+    info = write_state(total.select("key", (F.col("value") * 2).alias("value")), str(MP256),
+                       "stateful", "total", output=str(output))
+    assert info.path == str(output)
+    assert info.checkpoint_id == FlinkCheckpoint.open(str(MP256)).checkpoint_id
+    assert [p.name for p in tmp_path.iterdir()] == ["doubled"]  # the work directory is gone
+    for want in truth["stateful"].values():
+        want["total"] *= 2
+    rows = restore(output, fixture_spec(256), java_sources=[FIXTURE_JOB])
+    check_fixture(rows, truth, parallelism=2)
+
+
+def test_one_rewrite_replaces_drops_adds_and_bootstraps_an_operator(spark, tmp_path):
+    """In one savepoint: a map state rewritten (one user gone, the others' counts up), a
+    state dropped, a new state in the operator, and a new keyed operator with its uid."""
+    truth = fixture_truth("mp256")
+    keys = sorted(int(k) for k in truth["stateful"])
+    per_user = _read(spark, MP256, "stateful", "per_user")
+    bonus = spark.createDataFrame([(k, k * 10) for k in keys], "key long, value long")
+    names = spark.createDataFrame(
+        [(f"user-{i}", f"name-{i}-{j}") for i in range(40) for j in range(i % 3 + 1)],
+        "key string, list_element string")
+    output = tmp_path / "edited"
+    with rewrite(spark, str(MP256), output=str(output)) as staged:
+        staged.replace(per_user.where(F.col("user_key") != "u0")
+                       .withColumn("user_value", F.col("user_value") + 1),
+                       "stateful", "per_user")
+        staged.drop("stateful", "last")
+        staged.replace(bonus, "stateful", "bonus", kind="value")
+        staged.replace(names, "bootstrapped", "names", kind="list", parallelism=3,
+                       maxParallelism=256)
+    for want in truth["stateful"].values():
+        want["per_user"] = {u: n + 1 for u, n in want["per_user"].items() if u != "u0"}
+    spec = _without(fixture_spec(256), "stateful", "last")
+    spec["operators"][0]["keyed_states"].append({"name": "bonus", "kind": "value",
+                                                 "value": "Long"})
+    spec["operators"].append({"uid": "bootstrapped", "key": "String", "parallelism": 3,
+                              "keyed_states": [{"name": "names", "kind": "list",
+                                                "element": "String"}]})
+    rows = restore(output, spec, java_sources=[FIXTURE_JOB])
+    check_fixture(rows, truth, parallelism=2, dropped={"last"}, added={"bonus"})
+    assert values(rows, "stateful", "bonus") == {k: k * 10 for k in keys}
+    assert values(rows, "bootstrapped", "names") == {
+        f"user-{i}": [f"name-{i}-{j}" for j in range(i % 3 + 1)] for i in range(40)}
+
+
+def test_a_savepoint_bootstrapped_from_nothing_restores(spark, tmp_path):
+    """No base: a new keyed operator with map, window-namespaced and TTL states."""
+    output = tmp_path / "fresh"
+    prices = spark.createDataFrame(
+        [(f"k{i}", f"item{j}", i + j / 4) for i in range(50) for j in range(i % 4)],
+        "key string, user_key string, user_value double")
+    window = spark.createDataFrame(
+        [(f"k{i}", (1000 * i, 1000 * i + 500), i) for i in range(20)],
+        "key string, namespace struct<start: long, end: long>, value long")
+    counts = (spark.createDataFrame([(f"k{i}", i * 3, 1_700_000_000_000 + i) for i in range(30)],
+                                    "key string, value long, ms long")
+              .select("key", "value", F.timestamp_millis("ms").alias("ttl_timestamp")))
+    ttl = StateDeclaration("counts", StateKind.VALUE, VOID, {"value": ValueSchema.parse("long")},
+                           TtlConfig(ttl=timedelta(hours=1)))
+    with rewrite(spark, None, output=str(output), checkpoint_id=7) as staged:
+        staged.replace(prices, "fresh", "prices", kind="map", parallelism=2,
+                       maxParallelism=128)
+        staged.replace(window, "fresh", "windowed", kind="value", namespaceType="timewindow")
+        staged.replace(counts, "fresh", "counts", declaration=ttl)
+    rows = restore(output, {"max_parallelism": 128, "parallelism": 2, "operators": [
+        {"uid": "fresh", "key": "String", "keyed_states": [
+            {"name": "prices", "kind": "map", "user_key": "String", "user_value": "Double"},
+            {"name": "windowed", "kind": "value", "value": "Long", "namespace": "window"},
+            {"name": "counts", "kind": "value", "value": "Long", "ttl": True}]}]})
+    (snapshot,) = [row for row in rows if row["kind"] == "snapshot"]
+    assert snapshot["checkpointId"] == 7
+    assert values(rows, "fresh", "prices") == {
+        f"k{i}": [[f"item{j}", i + j / 4] for j in range(i % 4)] for i in range(50)
+        if i % 4}
+    assert values(rows, "fresh", "windowed") == {
+        (f"k{i}", (("end", 1000 * i + 500), ("start", 1000 * i))): i for i in range(20)}
+    assert values(rows, "fresh", "counts") == {f"k{i}": i * 3 for i in range(30)}
+    assert {row["key"]: row["ttlTimestamp"] for row in rows_of(rows, "fresh", "counts")} == {
+        f"k{i}": 1_700_000_000_000 + i for i in range(30)}
+
+
+def test_keys_erased_by_a_dataframe(spark, tmp_path):
+    truth = fixture_truth("mp256")
+    erased = sorted(int(k) for k in truth["stateful"])[2:5]
+    keys = spark.createDataFrame([(k,) for k in [*erased, erased[0], 10**12]], "key long")
+    output = tmp_path / "erased"
+    done = erase_keys(keys, str(MP256), "stateful", output=str(output))
+    assert done.missing == (10**12,)
+    rows = restore(output, fixture_spec(256), java_sources=[FIXTURE_JOB])
+    check_fixture(rows, truth, parallelism=2, erased=erased)
+
+
+def test_df_write_with_an_output_writes_a_savepoint(spark, tmp_path):
+    """``df.write.format("flinkstate")`` with ``output``: the commit, on Spark's side, publishes
+    the savepoint; here from a Snappy-compressed base, rewritten uncompressed."""
+    base = FlinkCheckpoint.open(str(SNAPPY))
+    output = tmp_path / "written"
+    rows = _read(spark, SNAPPY, "stateful", "max_id").coalesce(1)
+    (rows.select("key", (F.col("value") + 1).alias("value")).write.format("flinkstate")
+     .mode("append").option("path", str(SNAPPY)).option("output", str(output))
+     .option("operator", "stateful").option("state", "max_id").save())
+    written = FlinkCheckpoint.open(str(output))
+    assert written.checkpoint_id == base.checkpoint_id
+    before = {r.key: r.value for r in rows.collect()}
+    after = {r.key: r.value for r in _read(spark, output, "stateful", "max_id").collect()}
+    assert after == {k: v + 1 for k, v in before.items()}
+    for state in ("total", "events", "per_user"):
+        assert (sorted(_read(spark, output, "stateful", state).collect())
+                == sorted(_read(spark, SNAPPY, "stateful", state).collect())), state
+
+
+@pytest.mark.parametrize("case, error, words", [
+    ("in-place", InvalidArgumentError, ["Flink snapshot", "output"]),
+    ("operator-state", IncompatibleCheckpointError, ["'seen'", "operator state"]),
+    ("timer-state", IncompatibleCheckpointError, ["timer state"]),
+    ("wrong-value-type", TypeMismatchError, ["column value has type string", "double"]),
+    ("wrong-key-type", TypeMismatchError, ["column key has type string", "long"]),
+    ("output-exists", CheckpointExistsError, ["already exists"]),
+])
+def test_refusals_write_nothing(spark, tmp_path, case, error, words):
+    output = tmp_path / "out"
+    rows = spark.createDataFrame([(1, 2.5)], "key long, value double")
+    options = {"output": str(output)}
+    state = "total"
+    if case == "in-place":
+        options = {}
+    elif case == "operator-state":
+        state = "seen"
+    elif case == "timer-state":
+        state, options = "_timer_state/event_user-timers", {**options, "kind": "value"}
+    elif case == "wrong-value-type":
+        rows = spark.createDataFrame([(1, "x")], "key long, value string")
+    elif case == "wrong-key-type":
+        rows = spark.createDataFrame([("a", 2.5)], "key string, value double")
+    elif case == "output-exists":
+        output.mkdir()
+    with pytest.raises(error) as raised:
+        write_state(rows, str(MP256), "stateful", state, **options)
+    assert all(word in str(raised.value) for word in words), str(raised.value)
+    assert [p.name for p in tmp_path.iterdir()] == (["out"] if case == "output-exists" else [])
