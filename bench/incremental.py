@@ -1,23 +1,26 @@
 """Incremental checkpoints and the change feed, against their full counterparts.
 
 Run: python bench/incremental.py [--checkpoint-entries 5000000] [--feed-entries 10000000]
-(0 skips that part)
+[--chain-entries 5000000] (0 skips that part)
 
-Two ratios, each against a baseline measured in the same run on the same state:
+Three ratios, each against a baseline measured in the same run on the same state:
 
 1. an incremental checkpoint after 1% of the entries changed, against a full
    checkpoint of the same state (snapshot, write and commit, synchronously);
 2. the change feed between two checkpoints whose keys differ in 1%, against a
-   full scan of one of them (every key group read, checked and decoded to Arrow).
+   full scan of one of them (every key group read, checked and decoded to Arrow);
+3. reading a checkpoint at the end of a chain of 10 incremental ones (each
+   after 1% changed, spread), against reading a full checkpoint of the same state.
 
 Every figure is the best of ``--repeats`` runs (checkpoints: each after the
 same update, as a checkpoint is written once).
 
-Incremental checkpoints and the feed work per key group, so what matters is
-how many key groups the changed 1% touches. Each ratio is measured twice:
-with the changed entries *clustered* in as few key groups as hold them (keys
-that share key groups, as with a hot tenant or region), and *spread* uniformly
-over all keys, which with 128 key groups touches every one of them.
+Incremental checkpoints write the changed entries as delta runs (format
+version 4), so they should cost what changed whichever key groups it touches.
+The first two ratios are measured twice: with the changed entries *clustered*
+in as few key groups as hold them (keys that share key groups, as with a hot
+tenant or region), and *spread* uniformly over all keys, which with 128 key
+groups touches every one of them (the real case: key groups are a hash).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from statesource.types import LONG  # noqa: E402
 
 MAX_PARALLELISM = 128
 CHANGED = 0.01
+CHAIN = 10
 
 
 class Job:
@@ -136,10 +140,33 @@ def bench_feed(entries: int, directory: str, repeats: int) -> None:
                   f" full scan {scan:.3f} s = {feed_time / scan:.3f}x the scan")
 
 
+def bench_chain(entries: int, directory: str, repeats: int) -> None:
+    print(f"reading the end of a chain of {CHAIN} incremental checkpoints of {entries:,}"
+          f" entries, each after {CHANGED:.0%} changed (spread)")
+    job = Job(entries)
+    rng = np.random.default_rng(3)
+    root = f"{directory}/chain"
+    with CheckpointWriter(root, incremental=True) as writer:
+        writer.write(1, {"op": [job.backend]}, incremental=False)
+        for checkpoint_id in range(2, CHAIN + 2):
+            job.update(job.changed_keys(False, rng), checkpoint_id)
+            writer.write(checkpoint_id, {"op": [job.backend]})
+        writer.write(CHAIN + 2, {"op": [job.backend]}, incremental=False)
+    chained = Checkpoint.open(root, checkpoint_id=CHAIN + 1)
+    full = Checkpoint.open(root, checkpoint_id=CHAIN + 2)
+    runs = max(len(r) for r in chained.operator().keyed_state("counts").runs_of().values())
+    assert scan_rows(chained) == scan_rows(full) == entries
+    chained_time = best_of(repeats, functools.partial(scan_rows, chained))
+    full_time = best_of(repeats, functools.partial(scan_rows, full))
+    print(f"  up to {runs} delta runs per key group: read {chained_time:.3f} s, full checkpoint"
+          f" read {full_time:.3f} s = {chained_time / full_time:.3f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint-entries", type=int, default=5_000_000)
     parser.add_argument("--feed-entries", type=int, default=10_000_000)
+    parser.add_argument("--chain-entries", type=int, default=5_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     directory = tempfile.mkdtemp(prefix="statesource-incremental-")
@@ -148,6 +175,8 @@ def main() -> None:
             bench_checkpoints(args.checkpoint_entries, directory, args.repeats)
         if args.feed_entries:
             bench_feed(args.feed_entries, directory, args.repeats)
+        if args.chain_entries:
+            bench_chain(args.chain_entries, directory, args.repeats)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

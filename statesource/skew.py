@@ -22,7 +22,11 @@ _SHOWN_SUBTASKS = 8
 
 @dataclass(frozen=True)
 class Distribution:
-    """Amounts per key group (index = key group) of one operator's keyed state."""
+    """Amounts per key group (index = key group) of one operator's keyed state.
+
+    Delta runs (format version 4) count as stored: their rows, bytes and entries are
+    added to the base's, an upper bound of what merging them leaves.
+    """
 
     rows: list[int]
     bytes: list[int]
@@ -35,7 +39,8 @@ class Distribution:
         size = [0] * op.max_parallelism
         entries = [0] * op.max_parallelism
         for state in op.keyed_states:
-            for _, location in state.key_group_locations():
+            runs = [location for delta in state.delta_files for location in delta.file.locations]
+            for location in [*(loc for _, loc in state.key_group_locations()), *runs]:
                 rows[location.key_group] += location.rows
                 size[location.key_group] += location.length
                 entries[location.key_group] += location.entries

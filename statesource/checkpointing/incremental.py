@@ -1,13 +1,20 @@
-"""Incremental checkpoints: rewrite the key groups that changed, reference the rest.
+"""Incremental checkpoints: write what changed, entry by entry, and reference the rest.
 
 A backend snapshot says, per state, which key groups changed since the
 backend's *base*: the last checkpoint its writer confirmed committed (a
-:class:`BaseCheckpoint` token, handed to the backend after each commit). An
-incremental checkpoint writes one new file per state and subtask holding only
-those key groups, and records, for every unchanged key group, the file and
-byte range the base recorded for it. A key group that became empty is simply
-in neither. The files then cover overlapping key-group ranges while each key
-group's rows lie in exactly one of them (format version 3, docs/FORMAT.md).
+:class:`BaseCheckpoint` token, handed to the backend after each commit), and
+for most of them which entries changed. An incremental checkpoint writes, per
+state and subtask, a *delta file* with one run per such key group holding only
+its changed entries (format version 4, :mod:`statesource.format.deltas`), and
+records, for every other key group, the base range and runs the base recorded.
+
+A key group is instead rewritten whole, into a new base file (as format
+version 3 does), when its entries are not known (it changed mostly, or was
+restored), or when its chain of runs would pass a bound (*compaction*, as
+RocksDB compacts and Flink's changelog backend materializes): more than
+``max_delta_runs`` runs, or runs holding more than half as many rows as its
+base. So reading any key group touches at most ``1 + max_delta_runs`` byte
+ranges. A key group that became empty is simply in no file.
 
 Full-snapshot TTL cleanup keeps its meaning exactly: a checkpoint holds no
 row that expired by its own timestamp. The rows of an unchanged key group
@@ -23,7 +30,7 @@ is written in full: the result is always what a full checkpoint would hold.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -31,14 +38,29 @@ import pyarrow.compute as pc
 
 from statesource.errors import StateSourceError
 from statesource.format.columns import TTL_TIMESTAMP
-from statesource.format.metadata import CheckpointMeta, DataFile, KeyedStateMeta
+from statesource.format.deltas import oldest_upsert_access
+from statesource.format.metadata import (
+    CheckpointMeta,
+    DataFile,
+    DeltaFile,
+    DeltaRun,
+    KeyedStateMeta,
+    KeyGroupLocation,
+)
 from statesource.format.reader import read_metadata
 from statesource.format.storage import Location, checkpoint_dir_name
 from statesource.model import StateDeclaration
 from statesource.state.keyed_backend import KeyedBackendSnapshot
-from statesource.state.statetable import StateTableSnapshot
+from statesource.state.statetable import ChangedEntry, StateTableSnapshot
 
 EncodedKeyGroups = Iterable[tuple[int, Sequence[pa.RecordBatch], int]]
+MAX_DELTA_RUNS = 12
+"""Delta runs a key group may have before the next change rewrites it whole (the default)."""
+DELTA_ROWS_RATIO = 0.5
+"""A key group is rewritten whole once its runs would hold more rows than this share of its
+base's."""
+_NO_EXPIRY = 1 << 62
+"""The oldest access recorded for a run that upserts nothing: nothing in it can expire."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +77,18 @@ class StatePlan:
     """What to write for one state of one subtask.
 
     ``rewrite`` lists the key groups to write anew (None: all of them, a full
-    write); ``carried`` are the base's files, each with only the locations of
-    key groups carried over unchanged.
+    write); ``deltas`` the key groups to write a run of, with their changed
+    entries; ``carried`` and ``carried_deltas`` are the base's files and delta
+    files, each with only the locations of key groups carried over (unchanged,
+    or getting a new run). ``base_timestamp_ms`` is the base checkpoint's time,
+    when prior states are filtered by full-snapshot TTL cleanup.
     """
 
     rewrite: frozenset[int] | None
     carried: tuple[DataFile, ...] = ()
+    deltas: Mapping[int, tuple[ChangedEntry, ...]] = field(default_factory=dict)
+    carried_deltas: tuple[DeltaFile, ...] = ()
+    base_timestamp_ms: int | None = None
 
 
 FULL = StatePlan(None)
@@ -77,6 +105,7 @@ class BaseIndex:
     """
 
     root: Location
+    max_delta_runs: int = MAX_DELTA_RUNS
     _newest: CheckpointMeta | None = None
     _oldest_access: dict[tuple[str, int], int] = field(default_factory=dict)
 
@@ -90,29 +119,65 @@ class BaseIndex:
 
     def plan(self, backend: KeyedBackendSnapshot, uid: str, state: StateTableSnapshot
              ) -> StatePlan:
-        """Which key groups of ``state`` to rewrite and which base files to reference."""
-        base = self._base_state(backend, uid, state.descriptor.declaration)
-        if base is None:
+        """Which key groups of ``state`` to rewrite, to write a run of, and to reference."""
+        found = self._base_state(backend, uid, state.descriptor.declaration)
+        if found is None:
             return FULL
+        base, base_timestamp = found
         cutoff = _expiry_cutoff(state.descriptor.declaration, backend.timestamp_ms)
-        rewrite = set(state.changed_key_groups())
-        carried: dict[str, tuple[DataFile, list]] = {}
-        for key_group, (data_file, location) in base.location_of().items():
+        locations, runs = base.location_of(), base.runs_of()
+        entries_now = {key_group: len(snapshot) for key_group, snapshot in state}
+        rewrite: set[int] = set()
+        deltas: dict[int, tuple[ChangedEntry, ...]] = {}
+        for key_group in state.changed_key_groups():
+            tracked = state.changed_entries.get(key_group)
+            located = locations.get(key_group)
+            if tracked is None or self._compacts(len(tracked), runs.get(key_group, []),
+                                                 0 if located is None else located[1].rows,
+                                                 entries_now[key_group]):
+                rewrite.add(key_group)
+            else:
+                deltas[key_group] = tracked
+        carried: dict[str, tuple[DataFile, list[KeyGroupLocation]]] = {}
+        carried_runs: dict[str, tuple[DeltaFile, list[KeyGroupLocation]]] = {}
+        for key_group in sorted(locations.keys() | runs.keys()):
             if key_group not in backend.key_group_range or key_group in rewrite:
                 continue
-            if cutoff is not None and self._oldest_access.get(
-                    (data_file.path, key_group), cutoff) <= cutoff:
+            chain = runs.get(key_group, [])
+            paths = [delta.path for delta, _ in chain]
+            if key_group in locations:
+                paths.append(locations[key_group][0].path)
+            if cutoff is not None and any(self._oldest_access.get((path, key_group), cutoff)
+                                          <= cutoff for path in paths):
                 rewrite.add(key_group)  # a row expired since it was written, or unknown
+                deltas.pop(key_group, None)
                 continue
-            carried.setdefault(data_file.path, (data_file, []))[1].append(location)
-        return StatePlan(frozenset(rewrite), tuple(
-            DataFile(data_file.path, data_file.key_group_range, data_file.size_bytes,
-                     tuple(locations))
-            for data_file, locations in carried.values()))
+            if key_group in locations:
+                data_file, location = locations[key_group]
+                carried.setdefault(data_file.path, (data_file, []))[1].append(location)
+            for delta, location in chain:
+                carried_runs.setdefault(delta.path, (delta, []))[1].append(location)
+        return StatePlan(
+            frozenset(rewrite),
+            tuple(_with_locations(data_file, locs) for data_file, locs in carried.values()),
+            deltas,
+            tuple(DeltaFile(delta.sequence, _with_locations(delta.file, locs))
+                  for delta, locs in carried_runs.values()),
+            base_timestamp)
+
+    def _compacts(self, changed: int, chain: list[DeltaRun], base_rows: int,
+                  entries_now: int) -> bool:
+        """Whether a key group with ``changed`` known changed entries is rewritten whole:
+        when it changed mostly, or a new run would pass the chain's bounds."""
+        if 2 * changed > entries_now or len(chain) + 1 > self.max_delta_runs:
+            return True
+        chain_rows = sum(location.rows for _, location in chain)
+        return chain_rows + 2 * changed > DELTA_ROWS_RATIO * base_rows
 
     def _base_state(self, backend: KeyedBackendSnapshot, uid: str,
-                    declaration: StateDeclaration) -> KeyedStateMeta | None:
-        """The state as the backend's base recorded it; None when it cannot be built on.
+                    declaration: StateDeclaration) -> tuple[KeyedStateMeta, int] | None:
+        """The state as the backend's base recorded it, and the base's time; None when it
+        cannot be built on.
 
         A state the base operator lacks was registered after the base: it had
         no rows then, so an empty base is exact.
@@ -132,8 +197,10 @@ class BaseIndex:
             return None
         for state in op.keyed_states:
             if state.name == declaration.name:
-                return state if state.declaration.same_types(declaration) else None
-        return KeyedStateMeta.of(declaration, ())
+                if not state.declaration.same_types(declaration):
+                    return None
+                return state, metadata.timestamp_ms
+        return KeyedStateMeta.of(declaration, ()), metadata.timestamp_ms
 
     def _metadata(self, checkpoint_id: int) -> CheckpointMeta | None:
         if self._newest is not None and self._newest.checkpoint_id == checkpoint_id:
@@ -142,6 +209,11 @@ class BaseIndex:
             return read_metadata(self.root.child(checkpoint_dir_name(checkpoint_id)))
         except StateSourceError:  # retired or unreadable: write in full instead
             return None
+
+
+def _with_locations(data_file: DataFile, locations: Sequence[KeyGroupLocation]) -> DataFile:
+    return DataFile(data_file.path, data_file.key_group_range, data_file.size_bytes,
+                    tuple(sorted(locations, key=lambda loc: loc.key_group)))
 
 
 def merge_references(files: Iterable[DataFile]) -> tuple[DataFile, ...]:
@@ -154,10 +226,18 @@ def merge_references(files: Iterable[DataFile]) -> tuple[DataFile, ...]:
     for data_file in files:
         known = merged.get(data_file.path)
         if known is not None:
-            data_file = DataFile(known.path, known.key_group_range, known.size_bytes, tuple(
-                sorted((*known.locations, *data_file.locations), key=lambda loc: loc.key_group)))
+            data_file = _with_locations(known, (*known.locations, *data_file.locations))
         merged[data_file.path] = data_file
     return tuple(merged.values())
+
+
+def merge_delta_references(deltas: Iterable[DeltaFile]) -> tuple[DeltaFile, ...]:
+    """:func:`merge_references` for delta files, in ascending sequence (format version 4)."""
+    listed = list(deltas)
+    sequences = {delta.path: delta.sequence for delta in listed}
+    merged = merge_references(delta.file for delta in listed)
+    return tuple(sorted((DeltaFile(sequences[f.path], f) for f in merged),
+                        key=lambda delta: delta.sequence))
 
 
 def _expiry_cutoff(declaration: StateDeclaration, timestamp_ms: int) -> int | None:
@@ -169,11 +249,17 @@ def _expiry_cutoff(declaration: StateDeclaration, timestamp_ms: int) -> int | No
 
 
 def observe_oldest_access(encoded: EncodedKeyGroups, path: str,
-                          oldest_access: dict[tuple[str, int], int]) -> Iterator[
+                          oldest_access: dict[tuple[str, int], int], *,
+                          delta: bool = False) -> Iterator[
                               tuple[int, Sequence[pa.RecordBatch], int]]:
-    """Pass ``encoded`` through, noting each key group's oldest TTL timestamp."""
+    """Pass ``encoded`` through, noting each key group's oldest TTL timestamp (of a delta
+    run: among its upserts, the rows that are state)."""
     for key_group, batches, entries in encoded:
-        oldest = min(pc.min(batch.column(TTL_TIMESTAMP).cast(pa.int64())).as_py()
-                     for batch in batches)
-        oldest_access[(path, key_group)] = oldest
+        if delta:
+            oldest = oldest_upsert_access(batches)
+            oldest_access[(path, key_group)] = _NO_EXPIRY if oldest is None else oldest
+        else:
+            oldest_access[(path, key_group)] = min(
+                pc.min(batch.column(TTL_TIMESTAMP).cast(pa.int64())).as_py()
+                for batch in batches)
         yield key_group, batches, entries

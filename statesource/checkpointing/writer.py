@@ -27,21 +27,25 @@ import pyarrow.fs as pafs
 
 from statesource.checkpointing.incremental import (
     FULL,
+    MAX_DELTA_RUNS,
     BaseCheckpoint,
     BaseIndex,
     EncodedKeyGroups,
     StatePlan,
+    merge_delta_references,
     merge_references,
     observe_oldest_access,
 )
-from statesource.checks import check_checkpoint_id
+from statesource.checks import check_checkpoint_id, check_int
 from statesource.errors import CheckpointExistsError, InvalidArgumentError
 from statesource.format.columns import RowEncoder
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
 from statesource.format.datafile import write_keyed_file, write_operator_state
+from statesource.format.deltas import DeltaEncoder
 from statesource.format.metadata import (
     CheckpointMeta,
     DataFile,
+    DeltaFile,
     KeyedStateMeta,
     OperatorMeta,
     OperatorStateMeta,
@@ -108,15 +112,17 @@ class CheckpointWriter:
     """Writes checkpoints under one root directory, one at a time, in the background.
 
     With ``incremental`` (here as the default, or per checkpoint) a checkpoint
-    rewrites only the key groups changed since the previous committed one of
-    the same backends, and references the others.
+    writes only the entries changed since the previous committed one of the
+    same backends, and references everything else. ``max_delta_runs`` bounds a
+    key group's chain of delta runs: the change that would pass it rewrites
+    the key group whole (:mod:`statesource.checkpointing.incremental`).
     """
 
     def __init__(self, root: str, filesystem: pafs.FileSystem | None = None, *,
-                 incremental: bool = False) -> None:
+                 incremental: bool = False, max_delta_runs: int = MAX_DELTA_RUNS) -> None:
         self.root = resolve(root, filesystem)
         self.incremental = incremental
-        self._bases = BaseIndex(self.root)
+        self._bases = BaseIndex(self.root, check_int(max_delta_runs, "max_delta_runs", 0))
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="statesource-checkpoint"
         )
@@ -288,11 +294,12 @@ def _write_operator(root: Location, checkpoint_id: int, snapshot: _OperatorSnaps
                     f"operator {snapshot.uid!r}: subtasks declare state {name!r} differently:"
                     f" {declaration.describe()} and {state.descriptor.describe()}"
                 )
-        files = merge_references(
-            data_file for backend, state in holders
-            for data_file in _write_keyed_state(root, checkpoint_id, snapshot.uid, backend, state,
-                                                output))
-        keyed_states.append(KeyedStateMeta.of(declaration.declaration, files))
+        written = [_write_keyed_state(root, checkpoint_id, snapshot.uid, backend, state, output)
+                   for backend, state in holders]
+        files = merge_references(f for subtask_files, _ in written for f in subtask_files)
+        deltas = merge_delta_references(d for _, subtask_deltas in written
+                                        for d in subtask_deltas)
+        keyed_states.append(KeyedStateMeta.of(declaration.declaration, files, deltas))
     operator_states = _write_operator_states(root, checkpoint_id, snapshot, output.written)
     key_type = snapshot.keyed[0].key_type if snapshot.keyed else None
     return OperatorMeta(snapshot.uid, snapshot.parallelism, snapshot.max_parallelism, key_type,
@@ -301,25 +308,41 @@ def _write_operator(root: Location, checkpoint_id: int, snapshot: _OperatorSnaps
 
 def _write_keyed_state(root: Location, checkpoint_id: int, uid: str,
                        backend: KeyedBackendSnapshot, state: StateTableSnapshot,
-                       output: _Output) -> tuple[DataFile, ...]:
-    """One subtask's files of one state: a new one, plus those an incremental one carries."""
+                       output: _Output) -> tuple[tuple[DataFile, ...], tuple[DeltaFile, ...]]:
+    """One subtask's files and delta files of one state: those it writes (a base file of
+    the key groups rewritten whole, a delta file of the runs), and those it carries."""
     plan: StatePlan = FULL if output.bases is None else output.bases.plan(backend, uid, state)
-    if plan.rewrite is not None and not plan.rewrite:
-        return plan.carried
     declaration = state.descriptor.declaration
-    encoder = RowEncoder(backend.key_type, declaration, expire_at_ms=backend.timestamp_ms)
     key_range = backend.key_group_range
-    target, relative = new_data_file(
-        root, checkpoint_id, f"{uid}.{declaration.name}.kg{key_range.start}-{key_range.end}")
-    output.written.append(target)
-    rewrite = plan.rewrite
-    columns = ((key_group, *map_snapshot.columns()) for key_group, map_snapshot in state
-               if rewrite is None or key_group in rewrite)
-    encoded: EncodedKeyGroups = encoder.encode(columns)
-    if declaration.ttl is not None and declaration.ttl.cleanup_full_snapshot:
-        encoded = observe_oldest_access(encoded, relative, output.oldest_access)
-    return (write_keyed_file(target, relative, encoder.schema, key_range, encoded),
-            *plan.carried)
+    cleanup = declaration.ttl is not None and declaration.ttl.cleanup_full_snapshot
+    files = plan.carried
+    if plan.rewrite is None or plan.rewrite:
+        encoder = RowEncoder(backend.key_type, declaration, expire_at_ms=backend.timestamp_ms)
+        target, relative = new_data_file(
+            root, checkpoint_id, f"{uid}.{declaration.name}.kg{key_range.start}-{key_range.end}")
+        output.written.append(target)
+        rewrite = plan.rewrite
+        columns = ((key_group, *map_snapshot.columns()) for key_group, map_snapshot in state
+                   if rewrite is None or key_group in rewrite)
+        encoded: EncodedKeyGroups = encoder.encode(columns)
+        if cleanup:
+            encoded = observe_oldest_access(encoded, relative, output.oldest_access)
+        files = (write_keyed_file(target, relative, encoder.schema, key_range, encoded), *files)
+    deltas = plan.carried_deltas
+    delta_encoder = DeltaEncoder(backend.key_type, declaration, backend.timestamp_ms,
+                                 plan.base_timestamp_ms)
+    runs = list(delta_encoder.encode(sorted(plan.deltas.items())))
+    if runs:
+        target, relative = new_data_file(
+            root, checkpoint_id,
+            f"{uid}.{declaration.name}.delta.kg{key_range.start}-{key_range.end}")
+        output.written.append(target)
+        delta_runs: EncodedKeyGroups = runs
+        if cleanup:
+            delta_runs = observe_oldest_access(runs, relative, output.oldest_access, delta=True)
+        deltas = (*deltas, DeltaFile(checkpoint_id, write_keyed_file(
+            target, relative, delta_encoder.schema, key_range, delta_runs)))
+    return files, deltas
 
 
 def _write_operator_states(root: Location, checkpoint_id: int, snapshot: _OperatorSnapshot,

@@ -8,9 +8,13 @@ putting one map entry is one insert or update. With TTL the old and new last
 access come too, so a refreshed timestamp alone is an update.
 
 Checkpoints of one root share data files (incremental checkpoints reference
-unchanged key groups), so a key group whose rows are the same byte range of
-the same file in both checkpoints did not change, and it is skipped without
-reading it. Only the other key groups are read, from both sides, and diffed.
+unchanged key groups), so a key group whose rows are the same byte ranges of
+the same files in both checkpoints did not change, and it is skipped without
+reading it. Where the end checkpoint's key group is the start's plus delta runs
+(format version 4), the changes are read from those runs alone: their upserts
+and tombstones say what the entries became, their prior rows what they were
+(:meth:`~statesource.format.deltas.SortedRuns.changes`). Only where neither holds (a
+compaction or a full checkpoint intervened) are both sides read whole and diffed.
 
 The diff itself knows nothing of where rows come from: :class:`KeyGroupChangeFeed`
 diffs the key-group tables that a :class:`KeyGroupSides` delivers. Statesource
@@ -20,6 +24,7 @@ the ``flink`` bridge delivers them decoded from Flink snapshots.
 
 from __future__ import annotations
 
+import heapq
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,6 +44,7 @@ from statesource.format.columns import (
     data_schema,
     decode_entries,
 )
+from statesource.format.deltas import SortedRuns
 from statesource.format.metadata import KeyedStateMeta, OperatorMeta
 from statesource.format.reader import Checkpoint
 from statesource.model import VALUE_ROLES, StateDeclaration, StateKind
@@ -217,24 +223,54 @@ class _CheckpointSides:
                  start_state: KeyedStateMeta | None, end_state: KeyedStateMeta) -> None:
         self.start, self.end, self.operator = start, end, operator
         self.start_state, self.end_state = start_state, end_state
+        self._before, self._after = _chains(start_state), _chains(end_state)
+        self._end_runs = end_state.runs_of()
 
     def changed_key_groups(self) -> list[int]:
-        """Key groups whose rows are not the same byte range of the same file in both."""
-        before = _ranges(self.start_state)
-        after = _ranges(self.end_state)
+        """Key groups whose rows are not the same byte ranges of the same files in both."""
+        before, after = self._before, self._after
         return sorted(kg for kg in before.keys() | after.keys() if before.get(kg) != after.get(kg))
 
     def pairs(self, key_groups: list[int]) -> Iterator[KeyGroupPair]:
-        return _merge_sides(key_groups, self._tables(self.start, self.start_state, key_groups),
-                           self._tables(self.end, self.end_state, key_groups))
+        from_runs = [kg for kg in key_groups if self._new_runs(kg) is not None]
+        served = set(from_runs)
+        whole = [kg for kg in key_groups if kg not in served]
+        return _merge_pairs(
+            _merge_sides(whole, self._tables(self.start, self.start_state, whole),
+                         self._tables(self.end, self.end_state, whole)),
+            self._run_pairs(from_runs))
+
+    def _new_runs(self, key_group: int) -> int | None:
+        """How many runs the end checkpoint's key group has beyond the start's, when it is
+        the start's plus runs (None: it is not)."""
+        before = self._before.get(key_group, (None, ()))
+        after = self._after.get(key_group)
+        if after is None or before[0] != after[0] or after[1][:len(before[1])] != before[1]:
+            return None
+        return len(after[1]) - len(before[1])
+
+    def _run_pairs(self, key_groups: list[int]) -> Iterator[KeyGroupPair]:
+        """Before and after of the entries the new runs change, reading only those runs."""
+        runs = {kg: self._end_runs[kg][-count:] for kg in key_groups
+                if (count := self._new_runs(kg))}
+        changes = SortedRuns(self.end.read_runs(self.end_state.name, operator=self.operator,
+                                                runs=runs), priors=True).changes()
+        for key_group in key_groups:
+            before, after = changes.get(key_group, (None, None))
+            yield key_group, before, after
 
     def _tables(self, checkpoint: Checkpoint, state: KeyedStateMeta | None,
                 key_groups: list[int]) -> Iterator[tuple[int, pa.Table]]:
-        if state is None:
+        if state is None or not key_groups:
             return
         for table in checkpoint.read_keyed_state(state.name, operator=self.operator,
                                                  key_groups=key_groups):
             yield table.column(KEY_GROUP)[0].as_py(), table
+
+
+def _merge_pairs(*streams: Iterator[KeyGroupPair]) -> Iterator[KeyGroupPair]:
+    """Pairs of several streams, each ascending by key group, in one ascending stream."""
+    return heapq.merge(*streams, key=lambda pair: pair[0])
 
 
 def _merge_sides(key_groups: list[int], before: Iterator[tuple[int, pa.Table]],
@@ -294,11 +330,20 @@ def _same_state(start: Checkpoint, end_op: OperatorMeta, end_state: KeyedStateMe
     return state
 
 
-def _ranges(state: KeyedStateMeta | None) -> dict[int, tuple[str, int, int, int]]:
+Piece = tuple[str, int, int, int]
+"""A byte range as the change feed compares them: path, offset, length, CRC-32."""
+
+
+def _chains(state: KeyedStateMeta | None) -> dict[int, tuple[Piece | None, tuple[Piece, ...]]]:
+    """Each stored key group's base range (None: none) and delta runs, oldest first."""
     if state is None:
         return {}
-    return {loc.key_group: (f.path, loc.offset, loc.length, loc.crc32)
-            for f, loc in state.key_group_locations()}
+    bases = {loc.key_group: (f.path, loc.offset, loc.length, loc.crc32)
+             for f, loc in state.key_group_locations()}
+    runs = state.runs_of()
+    return {kg: (bases.get(kg), tuple((d.path, loc.offset, loc.length, loc.crc32)
+                                      for d, loc in runs.get(kg, ())))
+            for kg in bases.keys() | runs.keys()}
 
 
 def _identity_of(*types: DataType) -> Any:

@@ -129,6 +129,15 @@ class RowEncoder:
                 chunk, chunk_rows = [], 0
         yield from self._encode_chunk(chunk)
 
+    @property
+    def filters(self) -> bool:
+        """Whether full-snapshot cleanup may drop stored states (else :meth:`live` keeps all)."""
+        return self._expire is not None
+
+    def live(self, stored: Any) -> Any:
+        """``stored`` as a checkpoint holds it: None when full-snapshot cleanup drops it all."""
+        return stored if self._expire is None else self._expire(stored)
+
     def rows_of(self, key_group: int, keys: list, namespaces: list, states: list) -> Rows:
         """The rows of one key group's entries (the snapshot's own lists where possible)."""
         if self._expire is not None:
@@ -165,13 +174,13 @@ class RowEncoder:
     def _encode_chunk(self, chunk: list[Rows]) -> Iterator[tuple[int, list[pa.RecordBatch], int]]:
         if not chunk:
             return
-        table = self._to_table(chunk)
+        table = self.table(chunk)
         start = 0
         for rows in chunk:
             yield rows.key_group, split_batches(table, start, len(rows)), rows.entries
             start += len(rows)
 
-    def _to_table(self, chunk: list[Rows]) -> pa.Table:
+    def table(self, chunk: list[Rows]) -> pa.Table:
         """The chunk's rows as a table of :func:`data_schema`; type errors name the state."""
 
         def joined(pick: Callable[[Rows], list]) -> list:

@@ -1,4 +1,4 @@
-"""The checkpoint metadata model and its JSON form (format versions 1, 2 and 3).
+"""The checkpoint metadata model and its JSON form (format versions 1 to 4).
 
 The metadata is the only file a reader must trust: it names every data file,
 the key-group range each covers, and where each key group's bytes lie with
@@ -16,6 +16,11 @@ as an incremental checkpoint's new file and the older files it references do;
 what stays strict is that each key group's rows lie in at most one of them. A
 writer records the lowest version that expresses its checkpoint, so that
 readers of version 2 keep reading every checkpoint that is not incremental.
+
+Version 4 adds per-entry deltas: a state may list *delta files*, each holding
+runs of changed entries (upserts, tombstones, and the entries' prior rows) per
+key group, which readers apply in ``sequence`` order over the key group's base
+rows (:mod:`statesource.format.deltas`).
 """
 
 from __future__ import annotations
@@ -57,11 +62,13 @@ from statesource.model import (
 from statesource.schema import ValueSchema
 from statesource.types import DataType, key_type, parse_type
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """The newest version this implementation writes (only when a checkpoint needs it)."""
-SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
+SUPPORTED_FORMAT_VERSIONS = (1, 2, 3, 4)
 OVERLAPPING_FILES_VERSION = 3
 """The first version whose states' data files may cover overlapping key-group ranges."""
+DELTA_FILES_VERSION = 4
+"""The first version whose states may list delta files (per-entry changes)."""
 MAX_METADATA_BYTES = 256 << 20
 """Metadata larger than this is refused before it is read (docs/FORMAT.md, section 3)."""
 MAX_TIMESTAMP_MS = 253402300799999
@@ -112,8 +119,39 @@ def _schemas_from_json(data: object) -> dict[str, ValueSchema]:
 
 
 @dataclass(frozen=True)
+class DeltaFile:
+    """A file of delta runs (format version 4): per key group, one run of changed entries.
+
+    ``sequence`` orders the runs of a key group: they apply in ascending
+    sequence over its base rows (writers use the id of the checkpoint that
+    wrote the file).
+    """
+
+    sequence: int
+    file: DataFile
+
+    @property
+    def path(self) -> str:
+        return self.file.path
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sequence": self.sequence, **self.file.to_json()}
+
+    @classmethod
+    def from_json(cls, data: object, paths: PathReader) -> DeltaFile:
+        sequence = json_int(json_field(data, "sequence"))
+        if sequence < 0:
+            raise ValueError(f"delta file sequence {sequence} is negative")
+        return cls(sequence, DataFile.from_json(data, paths))
+
+
+DeltaRun = tuple[DeltaFile, KeyGroupLocation]
+"""One key group's run in a delta file."""
+
+
+@dataclass(frozen=True)
 class KeyedStateMeta:
-    """One keyed state of an operator: its declaration and its data files."""
+    """One keyed state of an operator: its declaration, its data files and delta files."""
 
     name: str
     kind: StateKind
@@ -121,25 +159,47 @@ class KeyedStateMeta:
     schemas: Mapping[str, ValueSchema]
     ttl: TtlConfig | None
     files: tuple[DataFile, ...]
+    delta_files: tuple[DeltaFile, ...] = ()
+    """In ascending ``sequence`` (format version 4)."""
 
     @classmethod
-    def of(cls, declaration: StateDeclaration, files: tuple[DataFile, ...]) -> KeyedStateMeta:
+    def of(cls, declaration: StateDeclaration, files: tuple[DataFile, ...],
+           delta_files: tuple[DeltaFile, ...] = ()) -> KeyedStateMeta:
         return cls(declaration.name, declaration.kind, declaration.namespace_type,
-                   declaration.schemas, declaration.ttl, files)
+                   declaration.schemas, declaration.ttl, files, delta_files)
 
     @property
-    def entries(self) -> int:
-        """State entries: (key, namespace) pairs holding a value."""
+    def entries(self) -> int | None:
+        """State entries: (key, namespace) pairs holding a value (None: known only by
+        merging delta runs)."""
+        if self.delta_files:
+            return None
         return sum(loc.entries for f in self.files for loc in f.locations)
 
     @property
-    def rows(self) -> int:
-        """Data rows: one per value, list element or map entry."""
+    def rows(self) -> int | None:
+        """Data rows: one per value, list element or map entry (None: known only by
+        merging delta runs)."""
+        if self.delta_files:
+            return None
         return sum(loc.rows for f in self.files for loc in f.locations)
 
     @property
     def size_bytes(self) -> int:
-        return sum(f.size_bytes for f in self.files)
+        return sum(f.size_bytes for f in self.files) + sum(
+            d.file.size_bytes for d in self.delta_files)
+
+    def runs_of(self) -> dict[int, list[DeltaRun]]:
+        """Each key group's delta runs, oldest first (empty for a state without deltas)."""
+        runs: dict[int, list[DeltaRun]] = {}
+        for delta in self.delta_files:
+            for location in delta.file.locations:
+                runs.setdefault(location.key_group, []).append((delta, location))
+        return runs
+
+    def stored_key_groups(self) -> set[int]:
+        """Key groups with a base range or a delta run (those that may hold rows)."""
+        return {loc.key_group for _, loc in self.key_group_locations()} | set(self.runs_of())
 
     @property
     def declaration(self) -> StateDeclaration:
@@ -152,7 +212,7 @@ class KeyedStateMeta:
                 yield data_file, location
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document = {
             "name": self.name,
             "kind": self.kind.value,
             "namespaceType": self.namespace_type.name,
@@ -160,6 +220,9 @@ class KeyedStateMeta:
             "ttl": None if self.ttl is None else _ttl_to_json(self.ttl),
             "files": [f.to_json() for f in self.files],
         }
+        if self.delta_files:
+            document["deltaFiles"] = [d.to_json() for d in self.delta_files]
+        return document
 
     @property
     def files_overlap(self) -> bool:
@@ -198,10 +261,33 @@ class KeyedStateMeta:
                     f"state {self.name!r}: key group {location.key_group} has rows in both"
                     f" {other} and {data_file.path}"
                 )
+        self._check_delta_files(set(paths))
+
+    def _check_delta_files(self, base_paths: set[str]) -> None:
+        """Delta files ascend by sequence, and a key group's runs have distinct sequences."""
+        previous = -1
+        last_sequence: dict[int, int] = {}
+        for delta in self.delta_files:
+            if delta.sequence < previous:
+                raise ValueError(f"state {self.name!r}: delta file {delta.path} (sequence"
+                                 f" {delta.sequence}) comes after sequence {previous}")
+            if delta.path in base_paths:
+                raise ValueError(f"state {self.name!r} lists data file {delta.path} more"
+                                 " than once")
+            base_paths.add(delta.path)
+            previous = delta.sequence
+            for location in delta.file.locations:
+                if last_sequence.get(location.key_group) == delta.sequence:
+                    raise ValueError(
+                        f"state {self.name!r}: key group {location.key_group} has two delta"
+                        f" runs of sequence {delta.sequence}")
+                last_sequence[location.key_group] = delta.sequence
 
     @classmethod
     def from_json(cls, data: object, paths: PathReader,
                   version: int = FORMAT_VERSION) -> KeyedStateMeta:
+        deltas = json_object(data).get("deltaFiles", []) \
+            if version >= DELTA_FILES_VERSION else []
         meta = cls(
             name=json_name(json_field(data, "name")),
             kind=StateKind(json_field(data, "kind")),
@@ -210,6 +296,7 @@ class KeyedStateMeta:
             ttl=_unless_null(json_field(data, "ttl"), _ttl_from_json),
             files=tuple(DataFile.from_json(f, paths)
                         for f in json_list(json_field(data, "files"))),
+            delta_files=tuple(DeltaFile.from_json(d, paths) for d in json_list(deltas)),
         )
         meta.declaration  # noqa: B018 - checks the roles against the kind
         meta.check_files(version)
@@ -349,7 +436,7 @@ class OperatorMeta:
         if meta.keyed_states and meta.key_type is None:
             raise ValueError(f"operator {meta.uid!r} has keyed states but no key type")
         for state in meta.keyed_states:
-            for data_file in state.files:
+            for data_file in (*state.files, *(d.file for d in state.delta_files)):
                 if data_file.key_group_range.end >= meta.max_parallelism:
                     raise ValueError(
                         f"data file {data_file.path} covers {data_file.key_group_range}, beyond"
@@ -388,7 +475,8 @@ class CheckpointMeta:
         owners: dict[str, tuple[str, str]] = {}
         for op in self.operators:
             recorded = [(f.path, f.size_bytes, state.name)
-                        for state in op.keyed_states for f in state.files]
+                        for state in op.keyed_states
+                        for f in (*state.files, *(d.file for d in state.delta_files))]
             recorded += [(s.path, s.size_bytes, s.name) for s in op.operator_states]
             for path, size, state in recorded:
                 if owners.setdefault(path, (op.uid, state)) != (op.uid, state):
@@ -403,12 +491,14 @@ class CheckpointMeta:
     @property
     def lowest_version(self) -> int:
         """The lowest format version that can record this checkpoint (what writers write)."""
-        overlapping = any(state.files_overlap for op in self.operators
-                          for state in op.keyed_states)
+        states = [state for op in self.operators for state in op.keyed_states]
+        if any(state.delta_files for state in states):
+            return DELTA_FILES_VERSION
+        overlapping = any(state.files_overlap for state in states)
         return OVERLAPPING_FILES_VERSION if overlapping else 2
 
     def to_json_bytes(self) -> bytes:
-        """The metadata in the lowest format version that records it (2 or 3)."""
+        """The metadata in the lowest format version that records it (2, 3 or 4)."""
         for op in self.operators:
             for state in op.keyed_states:
                 state.check_files(FORMAT_VERSION)

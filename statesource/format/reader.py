@@ -18,10 +18,14 @@ import pyarrow.fs as pafs
 
 from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from statesource.format.columns import KEY_GROUP, data_schema
+from statesource.format.deltas import SortedRuns, delta_schema
 from statesource.format.ipc import ReadListener, read_ranges
 from statesource.format.metadata import (
     MAX_METADATA_BYTES,
     CheckpointMeta,
+    DeltaFile,
+    DeltaRun,
+    KeyedStateMeta,
     KeyGroupLocation,
     OperatorMeta,
 )
@@ -46,6 +50,22 @@ from statesource.format.storage import (
 )
 from statesource.keygroups import KeyGroupRange
 from statesource.redistribution import OldOperatorState
+
+_CHUNK_BASE_ROWS = 1 << 20
+"""Key groups with delta runs are merged together until their bases hold this many rows."""
+
+
+def _chunks(key_groups: list[int], base_rows: dict[int, int]) -> Iterator[list[int]]:
+    chunk: list[int] = []
+    rows = 0
+    for key_group in key_groups:
+        chunk.append(key_group)
+        rows += base_rows.get(key_group, 0)
+        if rows >= _CHUNK_BASE_ROWS:
+            yield chunk
+            chunk, rows = [], 0
+    if chunk:
+        yield chunk
 
 
 def read_metadata(directory: Location, file_name: str = METADATA_FILE) -> CheckpointMeta:
@@ -146,12 +166,48 @@ class Checkpoint:
         ``key_groups`` is a range or any collection of key groups; only their
         byte ranges are read, adjacent ones with one request. The key groups of
         an incremental checkpoint lie in several files whose ranges interleave;
-        consecutive key groups of one file are still read together.
+        consecutive key groups of one file are still read together. A key group
+        with delta runs (format version 4) is its base range merged with its
+        runs, newest first (:class:`~statesource.format.deltas.SortedRuns`); key groups
+        are merged a chunk at a time (up to ``_CHUNK_BASE_ROWS`` base rows).
         """
         op = self.operator(operator)
         meta = op.keyed_state(state)
         schema = data_schema(op.keyed_key_type, meta.declaration)
         wanted = self._checked_range(op, key_groups)
+        bases = self._base_tables(meta, schema, wanted, verify, listener)
+        if not meta.delta_files:
+            for _, table in bases:
+                yield table
+            return
+        runs = meta.runs_of()
+        base_rows = {loc.key_group: loc.rows for _, loc in meta.key_group_locations()}
+        stored = sorted(kg for kg in meta.stored_key_groups() if kg in wanted)
+        head = next(bases, None)
+        for chunk in _chunks(stored, base_rows):
+            run_tables = self._run_tables(runs, chunk, delta_schema(schema), verify, listener)
+            chunk_bases = {}
+            while head is not None and head[0] <= chunk[-1]:
+                chunk_bases[head[0]] = head[1]
+                head = next(bases, None)
+            merged = SortedRuns(run_tables).merged(chunk_bases)
+            for key_group in chunk:
+                if key_group in merged:
+                    yield merged[key_group]
+
+    def read_runs(self, state: str, *, operator: str | None = None,
+                  runs: dict[int, list[DeltaRun]], verify: bool = True
+                  ) -> dict[int, list[pa.Table]]:
+        """The given delta runs of keyed state ``state`` (per key group, oldest first), as
+        tables of its delta schema (:mod:`statesource.format.deltas`)."""
+        op = self.operator(operator)
+        schema = delta_schema(data_schema(op.keyed_key_type, op.keyed_state(state).declaration))
+        return self._run_tables(runs, sorted(runs), schema, verify, None)
+
+    def _base_tables(self, meta: KeyedStateMeta, schema: pa.Schema,
+                     wanted: KeyGroupRange | Collection[int], verify: bool,
+                     listener: ReadListener | None) -> Iterator[tuple[int, pa.Table]]:
+        """``(key group, rows)`` of each wanted key group's base range, ascending."""
         pieces = sorted(((loc, data_file) for data_file, loc in meta.key_group_locations()
                          if loc.key_group in wanted), key=lambda piece: piece[0].key_group)
         for _, run in groupby(pieces, key=lambda piece: piece[1].path):
@@ -164,12 +220,35 @@ class Checkpoint:
                                                      data_file.size_bytes, verify, listener)):
                 table = pa.Table.from_batches(batches, schema=schema)
                 _check_key_group(file, location, table)
-                yield table
+                yield location.key_group, table
+
+    def _run_tables(self, runs: dict[int, list[DeltaRun]], key_groups: list[int],
+                    schema: pa.Schema, verify: bool, listener: ReadListener | None
+                    ) -> dict[int, list[pa.Table]]:
+        """Each of ``key_groups``' delta runs, oldest first; one request per delta file for
+        adjacent runs. (:class:`SortedRuns` checks their key groups, all at once.)"""
+        by_file: dict[str, tuple[DeltaFile, list[KeyGroupLocation]]] = {}
+        for key_group in key_groups:
+            for delta, location in runs.get(key_group, ()):
+                by_file.setdefault(delta.path, (delta, []))[1].append(location)
+        tables: dict[int, dict[int, pa.Table]] = {}
+        for delta, locations in by_file.values():
+            file = self.data_file(delta.path)
+            for location, batches in zip(locations,
+                                         read_ranges(file, schema, locations,
+                                                     delta.file.size_bytes, verify, listener)):
+                tables.setdefault(location.key_group, {})[delta.sequence] = \
+                    pa.Table.from_batches(batches, schema=schema)
+        return {kg: [by_sequence[s] for s in sorted(by_sequence)]
+                for kg, by_sequence in tables.items()}
 
     def key_group_weights(self, operator: str, state: str) -> dict[int, int]:
-        """Rows per non-empty key group."""
+        """Rows per non-empty key group (with delta runs: base and run rows, an upper bound)."""
         meta = self.operator(operator).keyed_state(state)
-        return {loc.key_group: loc.rows for _, loc in meta.key_group_locations()}
+        weights = {loc.key_group: loc.rows for _, loc in meta.key_group_locations()}
+        for key_group, runs in meta.runs_of().items():
+            weights[key_group] = weights.get(key_group, 0) + sum(loc.rows for _, loc in runs)
+        return weights
 
     def timer_states(self, operator: str | None = None) -> list[TimerState]:
         """None: statesource checkpoints keep no timers."""
@@ -185,7 +264,8 @@ class Checkpoint:
             tuple((self.data_file(f.path), f.size_bytes) for f in meta.files),
             tuple(sorted(((index_of[data_file.path], loc)
                           for data_file, loc in meta.key_group_locations()),
-                         key=lambda piece: piece[1].key_group)))
+                         key=lambda piece: piece[1].key_group)),
+            tuple(sorted(meta.runs_of())))
 
     def _checked_range(self, op: OperatorMeta, key_groups: KeyGroupRange | Collection[int] | None
                        ) -> KeyGroupRange | Collection[int]:

@@ -92,12 +92,15 @@ class ArrowLayout:
 
     ``files`` are confined to the snapshot's root, with their recorded sizes;
     ``key_groups`` lists ``(index into files, location)`` in ascending key-group
-    order (an incremental checkpoint's files interleave).
+    order (an incremental checkpoint's files interleave). ``delta_key_groups``
+    are the key groups that also have delta runs (format version 4): their rows
+    are the base range merged with the runs, which the byte ranges alone do not give.
     """
 
     schema: pa.Schema
     files: tuple[tuple[Location, int], ...]
     key_groups: tuple[tuple[int, KeyGroupLocation], ...]
+    delta_key_groups: tuple[int, ...] = ()
 
 
 @runtime_checkable

@@ -11,10 +11,11 @@ Reads and writes go through the copy-on-write map, whose ``get`` and
 ``transform`` hand out a private copy of any object still shared with a
 running snapshot: mutating what they return in place is therefore safe.
 
-Every write also flags the key group as changed in the table's change flags
-(:mod:`statesource.state.changes`), one byte store, so that an incremental
-checkpoint knows which key groups to rewrite. Anything that may change a
-stored object goes through :meth:`KeyedState._locate_for_write`.
+Every write first notes the entry as changed in the table's changes
+(:mod:`statesource.state.changes`), with its state before the first change since
+the last snapshot, so that an incremental checkpoint knows which entries (or, past
+a bound, which whole key groups) to write. Anything that may change a stored
+object goes through :meth:`KeyedState._locate_for_write` or ``_mark_changed``.
 
 TTL: whether a stored object (or which parts of it) expired is decided only by
 the expirer of :mod:`statesource.model`, which the checkpoint writer uses too.
@@ -42,7 +43,7 @@ class KeyedState:
     def __init__(self, context: KeyContext, table: StateTable, clock: Clock) -> None:
         self._context = context
         self._maps = table.maps
-        self._changed = table.changes.live
+        self._note_change = table.changes.note
         self.descriptor = table.descriptor
         self._namespace_type = self.descriptor.namespace_type
         self._namespaced = self._namespace_type is not VOID
@@ -87,8 +88,11 @@ class KeyedState:
         return located
 
     def _mark_changed(self) -> None:
-        """The current key group differs from the last checkpoint (incremental checkpoints)."""
-        self._changed[self._context.key_group_index] = 1  # type: ignore[index]
+        """The current entry is about to change (incremental checkpoints track it)."""
+        index = self._context.key_group_index
+        assert index is not None
+        self._note_change(index, self._context.key,
+                          self._namespace if self._namespaced else None, self._maps[index])
 
     def _check_namespace(self, namespace: Any) -> Any:
         """The namespace in its Java-equality form, as keys are (``statesource.keyequality``)."""
@@ -426,7 +430,7 @@ class _IncrementalCleanup:
 
     def __init__(self, table: StateTable, expire: Expirer, size: int, clock: Clock) -> None:
         self._maps = table.maps
-        self._changed = table.changes.live
+        self._note_change = table.changes.note
         self._expire = expire
         self._size = size
         self._clock = clock
@@ -447,7 +451,8 @@ class _IncrementalCleanup:
                 budget -= 1
                 kept = self._expire(entry.state, now)
                 if kept is not entry.state:
-                    self._changed[self._map_index] = 1
+                    self._note_change(self._map_index, entry.key, entry.namespace,
+                                      self._maps[self._map_index])
                 if kept is None:
                     self._visitor.remove(entry)
                 elif kept is not entry.state:

@@ -10,13 +10,17 @@ incremental checkpoint rewrites only those.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from statesource.keygroups import KeyGroupRange
 from statesource.state.changes import KeyGroupChanges
 from statesource.state.descriptors import StateDescriptor
 from statesource.state.statemap import CopyOnWriteStateMap, StateMapSnapshot
+
+ChangedEntry = tuple[Any, Any, Any, Any]
+"""(key, namespace, stored state now or None, stored state at the base or None)."""
 
 
 class StateTable:
@@ -29,7 +33,7 @@ class StateTable:
         self.maps: list[CopyOnWriteStateMap] = [
             CopyOnWriteStateMap(copier=copier) for _ in key_group_range
         ]
-        self.changes = KeyGroupChanges(len(key_group_range))
+        self.changes = KeyGroupChanges(len(key_group_range), copier)
 
     def map_for(self, key_group: int) -> CopyOnWriteStateMap:
         return self.maps[key_group - self.key_group_range.start]
@@ -40,14 +44,20 @@ class StateTable:
     def snapshot(self, sequence: int) -> StateTableSnapshot:
         """Snapshot every key group's map now (the synchronous part of a checkpoint).
 
-        ``sequence`` numbers the backend's snapshot; the change flags it
-        captures are kept under that number until a checkpoint completes.
+        ``sequence`` numbers the backend's snapshot; the changes it captures
+        are kept under that number until a checkpoint completes. The changed
+        entries' states are looked up now: the map snapshots keep those very
+        objects unchanged until released (copy-on-write).
         """
-        return StateTableSnapshot(
-            self.descriptor,
-            tuple(zip(self.key_group_range, (m.snapshot() for m in self.maps))),
-            self.changes.capture(sequence),
-        )
+        snapshots = tuple(zip(self.key_group_range, (m.snapshot() for m in self.maps)))
+        flags, entries = self.changes.capture(sequence)
+        start = self.key_group_range.start
+        changed_entries = {
+            start + index: tuple(
+                (key, namespace, now, prior) for ((key, namespace), prior), now
+                in zip(tracked.items(), self.maps[index].peek_many(tracked)))
+            for index, tracked in entries.items()}
+        return StateTableSnapshot(self.descriptor, snapshots, flags, changed_entries)
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,10 @@ class StateTableSnapshot:
     key_group_snapshots: tuple[tuple[int, StateMapSnapshot], ...]
     changed: bytes
     """Per key group of the range, 1 if it changed since the backend's base checkpoint."""
+    changed_entries: Mapping[int, tuple[ChangedEntry, ...]] = field(default_factory=dict)
+    """Per changed key group whose entries are known: each changed entry as (key,
+    namespace, state now, state at the base), None for a state that does not exist.
+    A changed key group not listed changed whole."""
 
     def __iter__(self) -> Iterator[tuple[int, StateMapSnapshot]]:
         return iter(self.key_group_snapshots)

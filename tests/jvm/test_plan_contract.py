@@ -65,15 +65,16 @@ def read_in_java() -> Answers:
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> str:
-    """An incremental checkpoint keyed by string (two overlapping data files) beside an
-    operator keyed by double, under a non-ASCII path."""
+    """An incremental checkpoint keyed by string (two overlapping data files: no delta
+    runs, which the JVM reader declines) beside an operator keyed by double, under a
+    non-ASCII path."""
     root = tmp_path_factory.mktemp("état-plan")
     by_string = KeyedStateBackend("string", 32)
     counts = by_string.get_state(ValueStateDescriptor("counts", "long"))
     items = by_string.get_state(ListStateDescriptor("items", "string"))
     by_double = KeyedStateBackend("double", 128)
     levels = by_double.get_state(ValueStateDescriptor("levels", "string"))
-    with CheckpointWriter(str(root), incremental=True) as writer:
+    with CheckpointWriter(str(root), incremental=True, max_delta_runs=0) as writer:
         for checkpoint_id, keys in ((1, range(300)), (2, range(0, 300, 41))):
             for i in keys:
                 by_string.set_current_key(f"k{i}\u00e9")
@@ -135,6 +136,23 @@ def test_the_plans_exercise_what_they_claim(root):
     assert all("état" in f["path"] for f in strings["files"])
     assert (strings["exactKeys"], strings["filterPushdown"]) == (True, True)
     assert (doubles["exactKeys"], doubles["filterPushdown"]) == (False, False)
+
+
+def test_a_state_with_delta_runs_is_left_to_the_python_source(tmp_path):
+    backend = KeyedStateBackend("long", 16)
+    counts = backend.get_state(ValueStateDescriptor("counts", "long"))
+    with CheckpointWriter(str(tmp_path), incremental=True) as writer:
+        for checkpoint_id, keys in ((1, range(1000)), (2, range(0, 1000, 97))):
+            for key in keys:
+                backend.set_current_key(key)
+                counts.update(key * checkpoint_id)
+            writer.write(checkpoint_id, {"op": [backend]})
+    plan = json.loads(wire_plan(path=str(tmp_path), operator="op", state="counts"))
+    assert plan["servable"] is False
+    assert "have delta runs" in plan["reason"] and "Python source" in plan["reason"]
+    full = json.loads(wire_plan(path=str(tmp_path), operator="op", state="counts",
+                                checkpointId="1"))
+    assert full["servable"] is True
 
 
 def test_an_unservable_plan_round_trips_its_reason(read_in_java, root):

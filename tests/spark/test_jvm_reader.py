@@ -244,11 +244,12 @@ def shim_memory(spark) -> int:
 
 def test_incremental_checkpoints_read_alike(jvm, tmp_path):
     """Format v3: a state's files cover overlapping key-group ranges; every key group is still
-    read from the one file that holds it."""
+    read from the one file that holds it. (No delta runs: every change rewrites its key group
+    whole, ``max_delta_runs=0``; the JVM reader declines runs.)"""
     backend = KeyedStateBackend("string", 32)
     counts = backend.get_state(ValueStateDescriptor("counts", "long"))
     truth = {}
-    with CheckpointWriter(str(tmp_path), incremental=True) as writer:
+    with CheckpointWriter(str(tmp_path), incremental=True, max_delta_runs=0) as writer:
         for checkpoint_id, keys in ((1, range(200)), (2, range(0, 200, 37)), (3, range(190, 260))):
             for i in keys:
                 backend.set_current_key(f"k{i}")

@@ -728,3 +728,17 @@ def test_release_on_another_thread():
     thread.start()
     thread.join()
     assert m.snapshot_versions == frozenset() and m.highest_required_snapshot_version == 0
+
+
+def test_peek_many_finds_what_peek_finds_also_mid_rehash():
+    state_map = CopyOnWriteStateMap(capacity=4)
+    seen_rehash = False
+    for i in range(3000):
+        state_map.put(i, i % 3, f"v{i}")
+        if i % 7 == 0:
+            state_map.remove(i // 2, (i // 2) % 3)
+        if i % 50 == 0:
+            seen_rehash |= state_map._new_table is not None
+            wanted = [(k, k % 3) for k in range(0, i + 5, 3)] + [(k, 9) for k in range(5)]
+            assert state_map.peek_many(wanted) == [state_map.peek(k, n) for k, n in wanted]
+    assert seen_rehash

@@ -115,6 +115,9 @@ def jvm_plan(target: ReadTarget,
     layout = source.arrow_layout(target.operator, target.state)
     if layout is None:
         return _unservable(f"a {source.kind} is decoded by the Python source")
+    if layout.delta_key_groups:
+        return _unservable(f"{len(layout.delta_key_groups)} key groups have delta runs (format"
+                           " version 4), which the Python source merges")
     unreadable = [f"{f.name} ({f.type})" for f in layout.schema
                   if not _jvm_readable(f.type, True)]
     if unreadable:

@@ -1,0 +1,320 @@
+"""Delta runs (format version 4): the entries of a key group that changed, and merging them.
+
+An incremental checkpoint of a key group where few entries changed writes one
+*run* holding just those entries, instead of rewriting the key group. A run's
+rows are a data file's rows plus a ``delta_kind`` column:
+
+- ``upsert`` rows are an entry's whole new content (its value, list elements or
+  map entries), replacing whatever older runs or the base held for it;
+- one ``tombstone`` row says the entry no longer exists (its value columns null);
+- ``prior`` rows are the entry as the checkpoint the run was written on top of
+  held it. Readers of the state skip them; the change feed takes an entry's old
+  value from them instead of looking it up in the base, which is what makes a
+  feed cost what changed.
+
+Entries are matched as Java's ``equals`` matches keys and namespaces
+(:func:`~statesource.format.entries.java_equality_columns`), so a merge can
+neither split nor join an entry that the state map would not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statesource.errors import CorruptCheckpointError
+from statesource.format.columns import (
+    KEY,
+    KEY_GROUP,
+    NAMESPACE,
+    TTL_TIMESTAMP,
+    RowEncoder,
+    Rows,
+)
+from statesource.format.entries import java_equality_columns, row_changes
+from statesource.format.ipc import split_batches
+from statesource.model import StateDeclaration
+from statesource.types import DataType
+
+DELTA_KIND = "delta_kind"
+UPSERT, TOMBSTONE, PRIOR = 0, 1, 2
+"""Values of :data:`DELTA_KIND`."""
+
+ChangedEntry = tuple[Any, Any, Any, Any]
+"""(key, namespace, stored state now or None, stored state at the base or None)."""
+
+
+def delta_schema(data_schema: pa.Schema) -> pa.Schema:
+    """The schema of a state's delta files: its data files' schema and ``delta_kind``."""
+    return data_schema.append(pa.field(DELTA_KIND, pa.int8()))
+
+
+class DeltaEncoder:
+    """Turns one key group's changed entries into a run of ``delta_kind``-tagged rows.
+
+    Current states are filtered by full-snapshot TTL cleanup at the new
+    checkpoint's time, prior ones at the base's, so that each side is exactly
+    what the checkpoint at that time holds.
+    """
+
+    def __init__(self, key_type: DataType, declaration: StateDeclaration, now_ms: int,
+                 base_ms: int | None) -> None:
+        self.key_type = key_type
+        self.declaration = declaration
+        self._current = RowEncoder(key_type, declaration, expire_at_ms=now_ms)
+        self._prior = RowEncoder(key_type, declaration, expire_at_ms=base_ms)
+        self.schema = delta_schema(self._current.schema)
+
+    def encode(self, key_groups: Iterable[tuple[int, Sequence[ChangedEntry]]]
+               ) -> Iterator[tuple[int, list[pa.RecordBatch], int]]:
+        """``(key group, batches, entries)`` of each key group whose run has rows, in the
+        order given; ``entries`` counts the entries it upserts or removes.
+
+        All key groups are converted to Arrow together (a run is often a few rows, and
+        each conversion has a fixed cost).
+        """
+        rows: list[Rows] = []
+        tombstones: list[tuple[int, Any, Any]] = []
+        runs: list[tuple[int, int, int]] = []  # key group, upsert and prior rows, entries
+        for key_group, changed in key_groups:
+            upserts, removed, priors = self._classify(changed)
+            if not upserts and not removed:
+                continue
+            upsert_rows = self._current.rows_of(key_group, *_columns(upserts))
+            prior_rows = self._prior.rows_of(key_group, *_columns(priors))
+            rows += [upsert_rows, prior_rows]
+            tombstones += [(key_group, key, namespace) for key, namespace in removed]
+            runs.append((key_group, len(upsert_rows) + len(prior_rows),
+                         len(upserts) + len(removed)))
+        if not runs:
+            return
+        table = self._current.table(rows)
+        kinds = np.repeat(np.tile(np.array([UPSERT, PRIOR], np.int8), len(runs)),
+                          [len(r) for r in rows])
+        table = table.append_column(DELTA_KIND, pa.array(kinds))
+        removed_by_group = _by_key_group(self._tombstones(tombstones))
+        start = 0
+        for key_group, count, entries in runs:
+            batches = split_batches(table, start, count) if count else []
+            gone = removed_by_group.get(key_group)
+            if gone is not None:
+                batches += split_batches(gone, 0, gone.num_rows)
+            start += count
+            yield key_group, batches, entries
+
+    def _classify(self, changed: Sequence[ChangedEntry]) -> tuple[list, list, list]:
+        """Upserts (key, namespace, state now), removals (key, namespace) and priors
+        (key, namespace, state at the base), each state as its checkpoint holds it."""
+        if self._current.filters or self._prior.filters:
+            current_live, prior_live = self._current.live, self._prior.live
+            changed = [(key, namespace, None if now is None else current_live(now),
+                        None if before is None else prior_live(before))
+                       for key, namespace, now, before in changed]
+        upserts, removed, priors = [], [], []
+        for key, namespace, now, before in changed:
+            if before is not None:
+                priors.append((key, namespace, before))
+            if now is not None:
+                upserts.append((key, namespace, now))
+            elif before is not None:
+                removed.append((key, namespace))
+        return upserts, removed, priors
+
+    def _tombstones(self, entries: list[tuple[int, Any, Any]]) -> pa.Table:
+        """One tombstone row per removed (key group, key, namespace), value columns null."""
+        count = len(entries)
+        columns: list[pa.Array] = [
+            pa.array([kg for kg, _, _ in entries], pa.int32()),
+            self.key_type.to_arrow([key for _, key, _ in entries]),
+            self.declaration.namespace_type.to_arrow([ns for _, _, ns in entries])]
+        columns += [pa.nulls(count, field.type) for field in self.schema
+                    if field.name not in (KEY_GROUP, KEY, NAMESPACE, DELTA_KIND)]
+        columns.append(pa.array(np.full(count, TOMBSTONE, np.int8)))
+        return pa.Table.from_arrays(columns, schema=self.schema)
+
+
+def _columns(entries: list[tuple[Any, Any, Any]]) -> tuple[list, list, list]:
+    keys, namespaces, states = ([list(c) for c in zip(*entries)] if entries
+                                else ([], [], []))
+    return keys, namespaces, states
+
+
+class SortedRuns:
+    """The delta runs of several key groups, sorted once so that every entry's rows are
+    adjacent: ascending by key group, entry, then run (oldest first), rows of one run in
+    their written order (the sort is stable).
+
+    Everything is computed for all the key groups together, since per key group the
+    fixed cost of each Arrow call would dominate runs of a few rows.
+    """
+
+    def __init__(self, runs: Mapping[int, Sequence[pa.Table]], *, priors: bool = False
+                 ) -> None:
+        """``runs``: each key group's runs, oldest first. ``priors`` keeps the prior rows,
+        which only :meth:`changes` needs (a read leaves them out before sorting)."""
+        self.priors = priors
+        tables = [run for key_group in sorted(runs) for run in runs[key_group]]
+        self.empty = not tables
+        if self.empty:
+            return
+        sequence = np.repeat(
+            np.concatenate([np.arange(len(runs[kg])) for kg in sorted(runs)]),
+            [run.num_rows for run in tables])
+        combined = pa.concat_tables(tables)
+        expected = np.repeat([kg for kg in sorted(runs) for _ in runs[kg]],
+                             [run.num_rows for run in tables])
+        if not np.array_equal(combined.column(KEY_GROUP).to_numpy(), expected):
+            raise CorruptCheckpointError(
+                f"a delta run of key groups {sorted(runs)} holds rows of another key group")
+        if not priors:
+            state_rows = combined.column(DELTA_KIND).to_numpy() != PRIOR
+            combined, sequence = combined.filter(pa.array(state_rows)), sequence[state_rows]
+        leaves = _leaves(combined)
+        order = _sort_order(combined.column(KEY_GROUP), leaves, sequence)
+        self.table = combined.take(order)
+        self.sequence = sequence[order]
+        self.kinds = self.table.column(DELTA_KIND).to_numpy()
+        self.leaves = [leaf.take(pa.array(order)) for leaf in leaves]
+        changes = row_changes([self.table.column(KEY_GROUP), *self.leaves])
+        self.starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
+        ends = np.concatenate([self.starts[1:], [self.table.num_rows]])
+        marks = np.zeros(self.table.num_rows, dtype=np.int64)
+        marks[self.starts] = 1
+        self.group = np.cumsum(marks) - 1
+        self.first_sequence = self.sequence[self.starts][self.group]
+        self.last_sequence = self.sequence[ends - 1][self.group]
+
+    def merged(self, bases: Mapping[int, pa.Table]) -> dict[int, pa.Table]:
+        """Each key group's rows: its base (in the data schema) with its runs applied; key
+        groups left without rows are left out. The newest run holding an entry decides
+        it: its upserts are the entry's rows, its tombstone hides it."""
+        key_groups = sorted(bases)
+        if self.empty:
+            return {kg: bases[kg] for kg in key_groups if bases[kg].num_rows}
+        newest = self._rows((self.sequence == self.last_sequence) & (self.kinds == UPSERT))
+        base_rows = self._unhidden(bases, key_groups)
+        merged = {}
+        for key_group in sorted(set(key_groups) | set(newest)):
+            pieces = [t for t in (base_rows.get(key_group), newest.get(key_group))
+                      if t is not None and t.num_rows]
+            if pieces:
+                merged[key_group] = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+        return merged
+
+    def changes(self) -> dict[int, tuple[pa.Table | None, pa.Table | None]]:
+        """Per key group, the entries the runs change: their rows before the first run
+        (the prior rows of the first run holding each; none: it did not exist) and after
+        the last (the newest run's upserts; none: removed)."""
+        if not self.priors:
+            raise ValueError("SortedRuns(priors=False) cannot tell changes")
+        if self.empty:
+            return {}
+        before = self._rows((self.sequence == self.first_sequence) & (self.kinds == PRIOR))
+        after = self._rows((self.sequence == self.last_sequence) & (self.kinds == UPSERT))
+        key_groups = np.unique(self.table.column(KEY_GROUP).to_numpy()).tolist()
+        return {kg: (before.get(kg), after.get(kg)) for kg in key_groups}
+
+    def _rows(self, mask: np.ndarray) -> dict[int, pa.Table]:
+        """The rows ``mask`` picks, per key group, without the ``delta_kind`` column."""
+        picked = self.table.filter(pa.array(mask)).drop_columns([DELTA_KIND])
+        return _by_key_group(picked)
+
+    def _unhidden(self, bases: Mapping[int, pa.Table], key_groups: list[int]
+                  ) -> dict[int, pa.Table]:
+        """The base rows of entries no run holds, per key group."""
+        tables = [bases[kg] for kg in key_groups if bases[kg].num_rows]
+        if not tables:
+            return {}
+        combined = pa.concat_tables(tables)
+        leaves = _leaves(combined)
+        first = leaves[0].combine_chunks() if isinstance(leaves[0], pa.ChunkedArray) \
+            else leaves[0]
+        held = _member(first, self.leaves[0])
+        if len(leaves) > 1 and held.any():
+            identities = set(zip(*(leaf.take(pa.array(self.starts)).to_pylist()
+                                   for leaf in self.leaves)))
+            rows = np.flatnonzero(held)
+            exact = zip(*(leaf.take(pa.array(rows)).to_pylist() for leaf in leaves))
+            held[rows] = np.fromiter((identity in identities for identity in exact),
+                                     dtype=bool, count=len(rows))
+        if held.any():
+            combined = combined.filter(pa.array(~held))
+        return _by_key_group(combined)
+
+
+def _sort_order(key_groups: pa.ChunkedArray, leaves: list[pa.Array],
+                sequence: np.ndarray) -> np.ndarray:
+    """The stable order by key group, entry (its leaves) and run: numpy's ``lexsort`` where
+    every leaf is a null-free integer or boolean column, else Arrow's sort."""
+    if all((pa.types.is_integer(leaf.type) or pa.types.is_boolean(leaf.type))
+           and not leaf.null_count for leaf in leaves):
+        columns = [sequence, *(leaf.to_numpy(zero_copy_only=False) for leaf in reversed(leaves)),
+                   key_groups.to_numpy()]
+        return np.lexsort(columns)
+    return pc.sort_indices(pa.table(
+        {"kg": key_groups, **{f"leaf{i}": leaf for i, leaf in enumerate(leaves)},
+         "sequence": pa.array(sequence)}),
+        sort_keys=[("kg", "ascending"),
+                   *((f"leaf{i}", "ascending") for i in range(len(leaves))),
+                   ("sequence", "ascending")]).to_numpy()
+
+
+def _member(values: pa.Array, of: pa.Array) -> np.ndarray:
+    """Per element of ``values``, whether ``of`` holds it (nulls equal).
+
+    Integers spanning a range of at most ``max(8 * len(values), 2**24)`` are looked
+    up in a table of one byte per value of that range (numpy's ``isin(kind="table")``),
+    several times faster than a hash lookup; anything else is hashed.
+    """
+    if pa.types.is_integer(values.type) and not values.null_count and not of.null_count \
+            and len(of):
+        numbers, wanted = values.to_numpy(), of.to_numpy()
+        low = min(int(numbers.min()), int(wanted.min()))
+        high = max(int(numbers.max()), int(wanted.max()))
+        if high - low <= max(8 * len(numbers), 1 << 24):
+            return np.isin(numbers, wanted, kind="table")
+    return pc.is_in(values, value_set=pc.unique(of),
+                    skip_nulls=False).to_numpy(zero_copy_only=False)
+
+
+def _by_key_group(table: pa.Table) -> dict[int, pa.Table]:
+    """``table``'s rows (ascending by key group) as one zero-copy slice per key group."""
+    groups = table.column(KEY_GROUP).to_numpy()
+    if not len(groups):
+        return {}
+    bounds = np.concatenate([[0], np.flatnonzero(groups[1:] != groups[:-1]) + 1, [len(groups)]])
+    return {int(groups[start]): table.slice(start, end - start)
+            for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist())}
+
+
+def merge_runs(base: pa.Table | None, runs: Sequence[pa.Table]) -> pa.Table | None:
+    """One key group's rows: ``base`` (in the data schema) with ``runs`` (oldest first)
+    applied (see :meth:`SortedRuns.merged`)."""
+    tables = [t for t in (base, *runs) if t is not None and t.num_rows]
+    if not tables:
+        return None
+    key_group = tables[0].column(KEY_GROUP)[0].as_py()
+    merged = SortedRuns({key_group: runs} if runs else {}).merged(
+        {key_group: base if base is not None else tables[0].schema.empty_table()})
+    return merged.get(key_group)
+
+
+def _leaves(table: pa.Table) -> list[pa.Array]:
+    return [*java_equality_columns(KEY, table.column(KEY)).values(),
+            *java_equality_columns(NAMESPACE, table.column(NAMESPACE)).values()]
+
+
+def oldest_upsert_access(batches: Sequence[pa.RecordBatch]) -> int | None:
+    """The oldest TTL timestamp among a run's upsert rows (None: it upserts nothing)."""
+    oldest: int | None = None
+    for batch in batches:
+        upserts = batch.filter(pc.equal(batch.column(DELTA_KIND), UPSERT))
+        if upserts.num_rows:
+            value = pc.min(upserts.column(TTL_TIMESTAMP).cast(pa.int64())).as_py()
+            oldest = value if oldest is None else min(oldest, value)
+    return oldest
+
