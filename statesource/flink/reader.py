@@ -40,7 +40,7 @@ from statesource.format.source import (
     StateSummary,
     TimerState,
 )
-from statesource.format.storage import Location
+from statesource.format.storage import Location, PathOrLocation
 from statesource.keygroups import KeyGroupRange
 
 
@@ -54,7 +54,7 @@ class FlinkCheckpoint:
         self.snapshot = snapshot
 
     @classmethod
-    def open(cls, path: str, *, checkpoint_id: int | None = None,
+    def open(cls, path: PathOrLocation, *, checkpoint_id: int | None = None,
              filesystem: pafs.FileSystem | None = None) -> FlinkCheckpoint:
         return cls(FlinkSnapshot.open(path, checkpoint_id=checkpoint_id, filesystem=filesystem))
 

@@ -44,7 +44,8 @@ class CheckpointInfo:
 
     @property
     def path(self) -> str:
-        return self.location.path
+        """The checkpoint's full URI (scheme and endpoint query kept; a plain local path)."""
+        return self.location.uri
 
 
 def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInfo:

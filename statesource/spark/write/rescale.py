@@ -78,7 +78,7 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
             report(f"  [{number}/{len(op.keyed_states)}] re-keying state {state.name}"
                    f" ({state.rows:,} rows)")
             rows = (spark.read.format("flinkstate")
-                    .options(operator=op.uid, state=state.name).load(source.location.path)
+                    .options(operator=op.uid, state=state.name).load(source.location.uri)
                     .drop(KEY_GROUP, OPERATOR_INDEX))  # the old layout's: recomputed for M
             sink = CheckpointStateSink(source.root, target.new_checkpoint_id, op.uid, state.name)
             write = StateWrite(sink, op.uid, state.declaration, op.keyed_key_type,

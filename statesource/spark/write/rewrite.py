@@ -29,6 +29,7 @@ from statesource.format.edit import CheckpointEdit
 from statesource.format.metadata import DataFile, KeyedStateMeta
 from statesource.format.target import CheckpointTarget, SnapshotTarget
 from statesource.model import StateDeclaration
+from statesource.spark.executor import restated
 from statesource.spark.options import CHECKPOINT_OPTIONS, WriteOptions, parse_write_options
 from statesource.spark.write.plan import StateWrite, plan_state
 from statesource.spark.write.shuffle import write_state_files
@@ -83,7 +84,8 @@ class FlinkStateWriter(DataSourceArrowWriter):
         return cls(target, plan_state(target, parsed, schema))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StateFiles:
-        return StateFiles(write_partition(self.write_plan, iterator))
+        with restated(None):
+            return StateFiles(write_partition(self.write_plan, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = Rewrite(self.target)
