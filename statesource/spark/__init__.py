@@ -43,6 +43,17 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, **optio
     return rescale(spark, path, max_parallelism, **options)
 
 
+def rescale_parallelism(spark: Any, path: str, parallelism: int, **options: Any) -> Any:
+    """:func:`statesource.rescale_parallelism` run on ``spark``'s driver (or Connect server),
+    for a caller that cannot see the storage; ``options`` as there, without ``progress``."""
+    import functools
+
+    from statesource.rescale import rescale_parallelism as rescale
+    from statesource.spark.driver import commit_on_driver
+
+    return commit_on_driver(spark, functools.partial(rescale, path, parallelism, **options))
+
+
 def register(spark: Any) -> None:
     """Register ``flinkstate`` and ``flinkstate-metadata`` with ``spark``.
 

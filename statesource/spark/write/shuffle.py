@@ -18,6 +18,7 @@ from statesource.format.columns import KEY
 from statesource.format.metadata import DataFile
 from statesource.keygroups import key_groups, operator_indexes
 from statesource.model import StateKind
+from statesource.spark.compat import is_connect
 from statesource.spark.executor import guarded
 from statesource.spark.jvm.session import (
     KEY_GROUP_FUNCTION,
@@ -84,7 +85,7 @@ def jvm_subtask_column(df: Any, key: str, key_type: DataType, max_parallelism: i
     expected = spark_output([pa.field(key, key_type.arrow_type)]).spark[key].dataType
     spark = df.sparkSession
     if (df.schema[key].dataType.simpleString() != expected.simpleString()
-            or not shim_loaded(spark)):
+            or is_connect(spark) or not shim_loaded(spark)):
         return None
     from pyspark.sql import functions as F
 
