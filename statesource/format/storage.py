@@ -112,19 +112,21 @@ def resolve(path: PathOrLocation, filesystem: pafs.FileSystem | None = None) -> 
     if not isinstance(path, str) or not path:
         raise InvalidArgumentError(
             f"a checkpoint path must be a non-empty string or os.PathLike, got {path!r}")
-    if filesystem is not None:
-        return Location(filesystem, path)
     if not _URI.match(path):
+        if filesystem is not None:
+            return Location(filesystem, path)
         return Location(pafs.LocalFileSystem(), os.path.abspath(path))
     uri = _S3_ALIASES.sub("s3://", path, count=1) if _S3_ALIASES.match(path) else path
     try:
-        filesystem, resolved = pafs.FileSystem.from_uri(uri)
+        parsed, resolved = pafs.FileSystem.from_uri(uri)
     except (ValueError, TypeError, OSError) as error:
+        if filesystem is not None:  # a path the given file system understands as it is
+            return Location(filesystem, path)
         raise InvalidArgumentError(
             f"cannot use URI {_USER_INFO.sub('***@', path, count=1)!r}: {error} (a file URI is"
             " file:///absolute/path; write a local path holding ':' as ./name:...)") from None
     origin, query = _origin_and_query(uri, resolved)
-    return Location(filesystem, resolved, origin, query)
+    return Location(filesystem or parsed, resolved, origin, query)
 
 
 def _origin_and_query(uri: str, resolved: str) -> tuple[str, str]:

@@ -31,6 +31,7 @@ import os
 import pickle
 import tempfile
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -49,6 +50,7 @@ from statesource.errors import InvalidArgumentError
 NAME = "statesource-driver"
 _CALL = "call"
 _RESULT_DIR = "statesource-driver-results"
+_registered: weakref.WeakSet[Any] = weakref.WeakSet()
 T = TypeVar("T")
 
 
@@ -59,7 +61,7 @@ def call_on_driver(spark: Any, function: Callable[..., T], *arguments: Any) -> T
 
 
 def _call(spark: Any, function: Callable[..., Any], arguments: tuple[Any, ...]) -> Any:
-    spark.dataSource.register(DriverCallSource)
+    _register(spark)
     rows = spark.read.format(NAME).option(_CALL, _encode((function, arguments))).load().collect()
     return _outcome(rows[0][0])
 
@@ -67,12 +69,19 @@ def _call(spark: Any, function: Callable[..., Any], arguments: tuple[Any, ...]) 
 def commit_on_driver(spark: Any, function: Callable[..., T], *arguments: Any) -> T:
     """``function(*arguments)`` run once on ``spark``'s driver as the commit of a write;
     its result, or its exception raised here."""
-    spark.dataSource.register(DriverCallSource)
+    _register(spark)
     token = uuid.uuid4().hex
     (spark.createDataFrame([(token,)], "token string").write.format(NAME)
      .option(_CALL, _encode((function, arguments))).option("token", token)
      .mode("append").save())
     return cast(T, _call(spark, take_result, (token,)))
+
+
+def _register(spark: Any) -> None:
+    """The source on ``spark``, registered once per session (again, Spark warns)."""
+    if spark not in _registered:
+        spark.dataSource.register(DriverCallSource)
+        _registered.add(spark)
 
 
 def take_result(token: str) -> bytes:

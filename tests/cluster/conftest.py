@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from processes import Processes, S3Server, SparkCluster, start_s3, start_spark
+from processes import Processes, S3Server, SparkCluster, start_connect, start_s3, start_spark
 
 
 @pytest.fixture(scope="session")
@@ -24,5 +24,11 @@ def s3(cluster_processes: Processes) -> S3Server:
 
 
 @pytest.fixture(scope="session")
-def cluster(cluster_processes: Processes, s3: S3Server) -> SparkCluster:
-    return start_spark(cluster_processes, s3)
+def cluster(cluster_processes: Processes) -> SparkCluster:
+    return start_spark(cluster_processes)
+
+
+@pytest.fixture(scope="session")
+def connect_url(cluster_processes: Processes, cluster: SparkCluster, s3: S3Server) -> str:
+    """Started after the spark-submit test's application has ended (both use every core)."""
+    return start_connect(cluster_processes, cluster, s3)

@@ -41,7 +41,8 @@ def python_env(**extra: str) -> dict[str, str]:
     path = [str(ROOT), str(ROOT / "statesource" / "spark" / "autoload")]
     env.update(PYTHONPATH=os.pathsep.join(path + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(SPARK_HOME), **extra)
+               SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(SPARK_HOME),
+               AWS_EC2_METADATA_DISABLED="true", **extra)  # no instance role to look for
     return env
 
 
@@ -167,16 +168,15 @@ def start_s3(processes: Processes) -> S3Server:
 @dataclass(frozen=True)
 class SparkCluster:
     master_url: str
-    connect_url: str
 
 
 def spark_class(*arguments: str) -> list[str]:
     return [str(SPARK_HOME / "bin" / "spark-class"), *arguments]
 
 
-def start_spark(processes: Processes, s3: S3Server, workers: int = 2) -> SparkCluster:
-    """A standalone master, ``workers`` one-core workers (executors without credentials:
-    applications pass them as ``spark.executorEnv.*``), and a Connect server on them."""
+def start_spark(processes: Processes, workers: int = 2) -> SparkCluster:
+    """A standalone master and ``workers`` one-core workers (their executors get no
+    credentials: applications pass them as ``spark.executorEnv.*``)."""
     deadline = time.monotonic() + START_SECONDS
     port = free_port()
     master = processes.start("master", spark_class(
@@ -192,11 +192,18 @@ def start_spark(processes: Processes, s3: S3Server, workers: int = 2) -> SparkCl
             "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(work),
             master_url), python_env(SPARK_DAEMON_MEMORY="256m"))
         wait_for(worker, "Successfully registered with master", deadline)
+    return SparkCluster(master_url)
+
+
+def start_connect(processes: Processes, cluster: SparkCluster, s3: S3Server) -> str:
+    """A Spark Connect server on ``cluster`` (an application holding every core while it
+    runs), with credentials for its driver and executors; its ``sc://`` URL."""
+    deadline = time.monotonic() + START_SECONDS
     connect_port = free_port()
     connect = processes.start("connect", [
         str(SPARK_HOME / "bin" / "spark-submit"),
         "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-        "--master", master_url, "--name", "statesource-connect",
+        "--master", cluster.master_url, "--name", "statesource-connect",
         "--conf", f"spark.connect.grpc.binding.port={connect_port}",
         "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
         "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
@@ -205,7 +212,7 @@ def start_spark(processes: Processes, s3: S3Server, workers: int = 2) -> SparkCl
         *executor_credentials(s3), "spark-internal"],
         python_env(**s3.credentials_env()))
     wait_for_port(connect, connect_port, deadline)
-    return SparkCluster(master_url, f"sc://127.0.0.1:{connect_port}")
+    return f"sc://127.0.0.1:{connect_port}"
 
 
 def executor_credentials(s3: S3Server) -> list[str]:

@@ -32,6 +32,7 @@ from statesource.state.descriptors import (  # noqa: E402
 
 KEYS = [f"user-{i}" for i in range(60)]
 FLINK_OPERATOR = "stateful"
+OPERATOR = "orders-by-customer"
 VOLATILE = ("timestamp", "path", "time")
 """Metadata-view columns that differ between runs by nature (where, and when)."""
 
@@ -49,7 +50,7 @@ def produce(root: str) -> None:
             orders.add(i * 100 + n)
         tags.put(f"t{i % 3}", i)
     with CheckpointWriter(root) as writer:
-        writer.write(1, {"orders-by-customer": [backend]})
+        writer.write(1, {OPERATOR: [backend]})
 
 
 def rows(df: Any) -> list[str]:
@@ -83,13 +84,15 @@ def run_surface(spark: Any, root: str, savepoint: str, imported: str,
     )
 
     def read(state: str, path: str = root, **options: str) -> Any:
+        if path == root:
+            options.setdefault("operator", OPERATOR)
         return spark.read.format("flinkstate").options(state=state, **options).load(path)
 
     out: dict[str, Any] = {}
     for state in ("totals", "orders", "tags"):
         out[f"read {state}"] = rows(read(state))
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW totals USING flinkstate"
-              f" OPTIONS (path '{root}', state 'totals')")
+              f" OPTIONS (path '{root}', operator '{OPERATOR}', state 'totals')")
     out["sql"] = rows(spark.sql("SELECT operator_index, count(*) AS n, sum(value) AS total"
                                 " FROM totals GROUP BY operator_index"))
     metadata = spark.read.format("flinkstate-metadata").load(root)
@@ -98,18 +101,18 @@ def run_surface(spark: Any, root: str, savepoint: str, imported: str,
     out["pushdown"] = rows(read("totals").filter(F.col("key") == "user-7"))
 
     fixed = read("totals").withColumn("value", F.col("value") + 1)
-    out["write_state"] = write_state(fixed, root, "orders-by-customer", "totals").checkpoint_id
+    out["write_state"] = write_state(fixed, root, OPERATOR, "totals").checkpoint_id
     out["after write_state"] = rows(read("totals").select("key", "value"))
 
     with rewrite(spark, root) as staged:
         staged.replace(read("orders").filter(F.col("key") != "user-3"),
-                       "orders-by-customer", "orders")
-        staged.drop("orders-by-customer", "tags")
+                       OPERATOR, "orders")
+        staged.drop(OPERATOR, "tags")
     assert staged.info is not None
     out["rewrite"] = staged.info.checkpoint_id
     out["after rewrite"] = rows(read("orders").select("key", "list_element"))
     out["rewrite states"] = sorted(s.name for s in staged.info.metadata.operator(
-        "orders-by-customer").keyed_states)
+        OPERATOR).keyed_states)
 
     extra = spark.createDataFrame([("a", 1), ("b", 2)], "key string, value bigint")
     (extra.coalesce(1).write.format("flinkstate")
@@ -117,12 +120,12 @@ def run_surface(spark: Any, root: str, savepoint: str, imported: str,
      .mode("append").save(root))
     out["df.write"] = rows(read("counts", operator="extra").select("key", "value"))
 
-    rescaled = rescale_max_parallelism(spark, root, 256, operator="orders-by-customer")
+    rescaled = rescale_max_parallelism(spark, root, 256, operator=OPERATOR)
     out["rescale_max_parallelism"] = [rescaled.checkpoint_id, is_checkpoint_uri(rescaled.path,
                                                                                 root)]
     out["after rescale_max_parallelism"] = rows(
         read("totals").select("key", "value", "key_group"))
-    spread = rescale_parallelism(spark, root, 3, operator="orders-by-customer")
+    spread = rescale_parallelism(spark, root, 3, operator=OPERATOR)
     out["rescale_parallelism"] = spread.checkpoint_id
     out["after rescale_parallelism"] = rows(
         read("totals").select("key", "value", "operator_index"))
@@ -159,9 +162,12 @@ def main(arguments: list[str]) -> None:
     builder = SparkSession.builder.appName("no-credentials")
     for key, value in conf.items():
         builder = builder.config(key, value)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):  # this JVM still has the
+        builder = builder.config(f"spark.executorEnv.{name}", "")  # submitted ones, not these
     bare = builder.getOrCreate()
     try:
-        bare.read.format("flinkstate").option("state", "totals").load(root).collect()
+        bare.read.format("flinkstate").options(operator=OPERATOR, state="totals").load(
+            root).collect()
         out["without executor credentials"] = "read succeeded"
     except Exception as error:  # noqa: BLE001 - its message is the result
         out["without executor credentials"] = str(error)

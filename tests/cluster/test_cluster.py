@@ -27,6 +27,10 @@ from processes import (
     python_env,
 )
 from statesource.format.storage import resolve
+from statesource.keygroups import assign_to_key_group
+from statesource.spark.functions import register_functions
+from statesource.spark.jvm.session import LOADED_CONF
+from statesource.types import key_type
 from surface import produce, run_surface, run_tool
 
 SAVEPOINTS = Path(__file__).resolve().parents[3] / "shared" / "flink-savepoints" / "java"
@@ -105,15 +109,23 @@ def _spark_submit(cluster: SparkCluster, s3: S3Server, arguments: list[str], wor
 
 
 def test_connect_client_without_storage_access_matches_local_mode(
-        cluster: SparkCluster, s3: S3Server, local_results: dict, tmp_path: Path) -> None:
+        connect_url: str, s3: S3Server, local_results: dict, tmp_path: Path) -> None:
     from pyspark.sql import SparkSession
 
-    assert not any(name.startswith("AWS_") for name in os.environ)  # the client has none
+    credentials = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                   "AWS_PROFILE")
+    assert not any(name in os.environ for name in credentials)  # the client has none
     root = produce_on_s3(s3, "connect/root", tmp_path)
     savepoint = upload(s3, savepoint_dir(), "connect/savepoint")
-    client = SparkSession.builder.remote(cluster.connect_url).create()
+    client = SparkSession.builder.remote(connect_url).create()
     try:
         out = run_surface(client, root, savepoint, s3.uri("connect/imported"), s3_tool(s3))
+        # The shim cannot be loaded from a client: refused before anything reaches the server,
+        # and the key-group functions are the Python ones.
+        assert register_functions(client) == "python"
+        assert client.conf.get(LOADED_CONF, None) is None
+        computed = client.sql("SELECT flink_key_group('user-7', 128)").first()[0]
     finally:
         client.stop()
     assert out == local_results
+    assert computed == assign_to_key_group("user-7", key_type("string"), 128)

@@ -58,3 +58,10 @@ def test_a_location_handed_on_keeps_its_uri_and_file_system() -> None:
     location = pickle.loads(pickle.dumps(resolve(S3)))
     assert resolve(location) is location
     assert location.uri == S3
+
+
+def test_a_uri_with_its_file_system_given_is_a_path_on_that_file_system() -> None:
+    given = pafs.S3FileSystem(region="us-east-1", access_key="k", secret_key="s")
+    location = resolve(S3, given)
+    assert location.filesystem is given
+    assert (location.path, location.uri) == ("bucket/some/root", S3)

@@ -148,7 +148,8 @@ class Rewrite:
 
     def stage(self, write: StateWrite, files: list[DataFile]) -> None:
         """Add files the tasks of one write produced as the state's new content; files
-        staged earlier for the same state are superseded and removed."""
+        staged earlier for the same state are superseded (removed on the driver when the
+        rewrite is published or discarded)."""
         superseded = self._staged.pop((write.operator, write.declaration.name), [])
         self._supersede(superseded)
         self._written += files
