@@ -52,3 +52,8 @@ class CheckpointExistsError(InvalidArgumentError, FileExistsError):
 
 class JvmShimUnavailableError(StateSourceError):
     """The Java shim cannot be built or loaded here (no javac, no pyspark jars, a failed build)."""
+
+
+class StorageAccessError(StateSourceError, OSError):
+    """A process (typically a Spark executor) cannot reach, authenticate to, or see the storage
+    a checkpoint lives on."""

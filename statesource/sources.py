@@ -21,7 +21,7 @@ from statesource.flink.target import FlinkSavepointTarget
 from statesource.format.changefeed import ChangeFeed, KeyGroupChangeFeed
 from statesource.format.reader import Checkpoint
 from statesource.format.source import FLINK, STATESOURCE, SourceRef, StateSource
-from statesource.format.storage import Location, resolve
+from statesource.format.storage import Location, PathOrLocation, resolve
 from statesource.format.target import CheckpointTarget, SnapshotTarget
 
 _OPENERS: dict[str, Callable[..., StateSource]] = {
@@ -40,7 +40,7 @@ def kind_of(location: Location, checkpoint_id: int | None = None) -> str:
     return FLINK if find_flink_snapshot(location, checkpoint_id) is not None else STATESOURCE
 
 
-def open_source(path: str, checkpoint_id: int | None = None,
+def open_source(path: PathOrLocation, checkpoint_id: int | None = None,
                 filesystem: pafs.FileSystem | None = None) -> StateSource:
     """The snapshot at ``path``: a Flink savepoint or checkpoint, or a statesource checkpoint
     (``path`` may also be a directory of checkpoints; ``checkpoint_id`` picks one)."""
@@ -50,8 +50,7 @@ def open_source(path: str, checkpoint_id: int | None = None,
 
 def reopen(ref: SourceRef) -> StateSource:
     """The snapshot ``ref`` names, opened as the kind it was found to be."""
-    return _OPENERS[ref.kind](ref.location.path, checkpoint_id=ref.checkpoint_id,
-                              filesystem=ref.location.filesystem)
+    return _OPENERS[ref.kind](ref.location, checkpoint_id=ref.checkpoint_id)
 
 
 def open_target(path: str | None, output: str | None = None, *,
@@ -79,8 +78,9 @@ def open_target(path: str | None, output: str | None = None, *,
     return FlinkSavepointTarget.open(path, output, base_checkpoint_id, checkpoint_id)
 
 
-def open_change_feed(path: str, start_id: int, end_id: int | None, *, operator: str | None,
-                     state: str | None, filesystem: pafs.FileSystem | None = None,
+def open_change_feed(path: PathOrLocation, start_id: int, end_id: int | None, *,
+                     operator: str | None, state: str | None,
+                     filesystem: pafs.FileSystem | None = None,
                      kind: str | None = None) -> KeyGroupChangeFeed:
     """The change feed of one keyed state between two checkpoints of the root at ``path``:
     retained Flink ``chk-<id>`` checkpoints or statesource ones (``kind``, when known)."""

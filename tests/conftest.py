@@ -10,6 +10,9 @@ Markers are applied here, not by hand (all are registered in pyproject.toml):
   (tests/golden_vectors.py reads them for tests/keygroups/ and tests/spark/test_functions.py)
   or the savepoints in flink-savepoints (tests/flink/, and tests/spark/test_flink_snapshots.py),
   or uses a fixture named ``shared_*`` that does.
+- ``cluster``: the test runs on real servers it starts (tests/cluster/): a Spark standalone
+  master and two workers, a Spark Connect server and moto's S3 server, all on 127.0.0.1
+  (also marked ``spark``; ``-m "not cluster"`` leaves them out).
 - ``realflink``: the test restores snapshots in a real Apache Flink (tests/flink_restore.py:
   a JVM per restore; tests/flink/test_real_flink_restore.py,
   tests/flink/test_flink_savepoint_rescale.py).
@@ -102,8 +105,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         path = Path(str(item.path)).resolve()
         relative = path.relative_to(TESTS).parts if path.is_relative_to(TESTS) else ()
-        if "spark" in getattr(item, "fixturenames", ()) or relative[:1] == ("spark",):
+        if "spark" in getattr(item, "fixturenames", ()) or relative[:1] in (("spark",),
+                                                                              ("cluster",)):
             item.add_marker(pytest.mark.spark)
+        if relative[:1] == ("cluster",):
+            item.add_marker(pytest.mark.cluster)
         fixtures = getattr(item, "fixturenames", ())
         if (relative and relative[-1] in GOLDEN_FILES) or any(
                 name.startswith("shared_") for name in fixtures):

@@ -125,7 +125,7 @@ def checkpoint_report(checkpoint: Checkpoint, proposed: int | None, verify: bool
     files = checkpoint.check_files()
     ranges = checkpoint.verify() if verify else None
     taken = datetime.fromtimestamp(meta.timestamp_ms / 1000, timezone.utc)
-    title = (f"checkpoint {meta.checkpoint_id} at {checkpoint.location.path}"
+    title = (f"checkpoint {meta.checkpoint_id} at {checkpoint.location}"
              f" (format v{meta.format_version}, taken {taken:%Y-%m-%d %H:%M:%S} UTC)")
     if ranges is None:
         checked = (f"{files} data files present with their recorded sizes; their contents were"
@@ -158,7 +158,7 @@ def flink_report(checkpoint: FlinkCheckpoint, proposed: int | None, verify: bool
     if counted.unchecked:
         checked.append("not decoded, so neither counted nor checked: "
                        + "; ".join(counted.unchecked))
-    return Report(f"Flink snapshot {checkpoint.checkpoint_id} at {checkpoint.location.path}",
+    return Report(f"Flink snapshot {checkpoint.checkpoint_id} at {checkpoint.location}",
                   counted.operators, tuple(checked))
 
 

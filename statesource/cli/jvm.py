@@ -6,6 +6,7 @@ import argparse
 import time
 
 from statesource.jvm import build, shim_status, target
+from statesource.jvm.status import FALLBACKS
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -39,11 +40,13 @@ def run_status(args: argparse.Namespace) -> int:
     print(f"javac: {status.javac or 'not found'}")
     for problem in status.problems:
         print(f"problem: {problem}")
-    if status.built:
-        print("JVM shim: available")
-        return 0
-    if status.buildable:
-        print("JVM shim: available (built at first use, or now with `statesource jvm build`)")
+    if status.built or status.buildable:
+        when = "" if status.built else " (built at first use, or now with `statesource jvm build`)"
+        print(f"JVM shim: available{when}")
+        print("the JVM reader serves statesource checkpoints on local (or mounted) files;"
+              " these reads fall back to the Python reader, each saying why in a log line:")
+        for case in FALLBACKS:
+            print(f"  - {case}")
         return 0
     print("JVM shim: unavailable; statesource uses its Python implementation instead")
     return 1

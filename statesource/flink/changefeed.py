@@ -41,6 +41,7 @@ from statesource.format.changefeed import KeyGroupChangeFeed, check_forward
 from statesource.format.changefeed_arrow import KeyGroupPair
 from statesource.format.storage import (
     Location,
+    PathOrLocation,
     checkpoint_dirs,
     checkpoint_id_of,
     is_within,
@@ -65,7 +66,7 @@ class FlinkChangeFeed(KeyGroupChangeFeed):
                          start_id=start.checkpoint_id, end_id=end.checkpoint_id)
 
     @classmethod
-    def open(cls, path: str, start_id: int, end_id: int | None = None, *,
+    def open(cls, path: PathOrLocation, start_id: int, end_id: int | None = None, *,
              operator: str | None = None, state: str | None = None,
              filesystem: pafs.FileSystem | None = None) -> FlinkChangeFeed:
         """The feed between retained checkpoints ``start_id`` and ``end_id`` (default: the
@@ -94,7 +95,7 @@ def flink_checkpoint_root(location: Location) -> Location:
     return location
 
 
-def open_flink_snapshot(path: str, filesystem: pafs.FileSystem | None = None
+def open_flink_snapshot(path: PathOrLocation, filesystem: pafs.FileSystem | None = None
                         ) -> FlinkSnapshot:
     """One Flink snapshot directory (holding ``_metadata``) for a diff; a ``chk-<id>``
     directory must hold checkpoint ``<id>`` (its ``_metadata`` is refused otherwise)."""
@@ -103,8 +104,7 @@ def open_flink_snapshot(path: str, filesystem: pafs.FileSystem | None = None
         raise CheckpointNotFoundError(
             f"{location} is not a Flink snapshot: no {FLINK_METADATA} in it (give a chk-<id>"
             " or savepoint directory)")
-    return FlinkSnapshot.open(location.path, checkpoint_id=checkpoint_id_of(location),
-                              filesystem=location.filesystem)
+    return FlinkSnapshot.open(location, checkpoint_id=checkpoint_id_of(location))
 
 
 def _open_retained(root: Location, available: dict[int, Location], checkpoint_id: int
@@ -118,8 +118,7 @@ def _open_retained(root: Location, available: dict[int, Location], checkpoint_id
     if directory.is_local and not is_within(root.path, directory.path):
         raise CorruptCheckpointError(
             f"Flink checkpoint directory {directory} leads outside {root} (a symlink)")
-    return FlinkSnapshot.open(directory.path, checkpoint_id=checkpoint_id,
-                              filesystem=directory.filesystem)
+    return FlinkSnapshot.open(directory, checkpoint_id=checkpoint_id)
 
 
 def _same_state(start: FlinkCheckpoint, end: FlinkCheckpoint, end_op: OperatorSnapshot,

@@ -44,7 +44,7 @@ from statesource.format.source import (
     StateSummary,
     TimerState,
 )
-from statesource.format.storage import Location
+from statesource.format.storage import Location, PathOrLocation
 from statesource.keygroups import KeyGroupRange
 
 BYTES_PER_ROW = 32
@@ -75,7 +75,7 @@ class FlinkCheckpoint:
         self._column_decoders: dict[tuple[str, int], StateColumns | None] = {}
 
     @classmethod
-    def open(cls, path: str, *, checkpoint_id: int | None = None,
+    def open(cls, path: PathOrLocation, *, checkpoint_id: int | None = None,
              filesystem: pafs.FileSystem | None = None) -> FlinkCheckpoint:
         return cls(FlinkSnapshot.open(path, checkpoint_id=checkpoint_id, filesystem=filesystem))
 

@@ -33,7 +33,13 @@ from statesource.flink.metadata import (
 )
 from statesource.flink.publish import is_staging_name
 from statesource.format.ipc import ReadListener
-from statesource.format.storage import Location, checkpoint_dirs, confined, resolve
+from statesource.format.storage import (
+    Location,
+    PathOrLocation,
+    checkpoint_dirs,
+    confined,
+    resolve,
+)
 
 FLINK_METADATA = "_metadata"
 _HEADER_PROBE = 1 << 16
@@ -73,7 +79,7 @@ class FlinkSnapshot:
         self._headers: dict[str, KeyedHeader] = {}
 
     @classmethod
-    def open(cls, path: str, *, checkpoint_id: int | None = None,
+    def open(cls, path: PathOrLocation, *, checkpoint_id: int | None = None,
              filesystem: pafs.FileSystem | None = None) -> FlinkSnapshot:
         requested = resolve(path, filesystem)
         location = find_flink_snapshot(requested, checkpoint_id)

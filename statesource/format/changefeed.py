@@ -47,6 +47,7 @@ from statesource.format.columns import (
 from statesource.format.deltas import SortedRuns
 from statesource.format.metadata import KeyedStateMeta, OperatorMeta
 from statesource.format.reader import Checkpoint
+from statesource.format.storage import PathOrLocation
 from statesource.model import VALUE_ROLES, StateDeclaration, StateKind
 from statesource.schema import ValueSchema
 from statesource.types import DataType
@@ -206,13 +207,12 @@ class ChangeFeed(KeyGroupChangeFeed):
                          end_id=end.checkpoint_id)
 
     @classmethod
-    def open(cls, path: str, start_id: int, end_id: int | None = None, *,
+    def open(cls, path: PathOrLocation, start_id: int, end_id: int | None = None, *,
              operator: str | None = None, state: str | None = None,
              filesystem: pafs.FileSystem | None = None) -> ChangeFeed:
         """The feed between checkpoints ``start_id`` and ``end_id`` (default: the newest)."""
         end = Checkpoint.open(path, checkpoint_id=end_id, filesystem=filesystem)
-        start = Checkpoint.open(end.root.path, checkpoint_id=start_id,
-                                filesystem=end.root.filesystem)
+        start = Checkpoint.open(end.root, checkpoint_id=start_id)
         return cls(start, end, operator=operator, state=state)
 
 

@@ -17,6 +17,7 @@ import warnings
 from dataclasses import dataclass, replace
 
 from statesource.errors import CheckpointExistsError, CorruptCheckpointError
+from statesource.format.exclusive import AlreadyExists, put_if_absent
 from statesource.format.metadata import CheckpointMeta
 from statesource.format.storage import (
     METADATA_FILE,
@@ -44,7 +45,8 @@ class CheckpointInfo:
 
     @property
     def path(self) -> str:
-        return self.location.path
+        """The checkpoint's full URI (scheme and endpoint query kept; a plain local path)."""
+        return self.location.uri
 
 
 def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInfo:
@@ -65,17 +67,25 @@ def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInf
     if target.is_local:
         _publish_local(target, payload, metadata.checkpoint_id)
     else:
-        # Object stores publish a single upload atomically but offer no
-        # conditional create through pyarrow.fs: the existence check above is
-        # the guard, and two racing writers of one id are not detected here.
-        warnings.warn(
-            f"committing checkpoint {metadata.checkpoint_id} on"
-            f" {target.filesystem.type_name!r}: pyarrow.fs offers no create-if-absent there,"
-            " so a second writer racing for the same id could replace it (docs/FORMAT.md,"
-            " section 9); give each writer its own ids", NonExclusiveCommitWarning, stacklevel=2)
-        with target.filesystem.open_output_stream(target.path) as out:
-            out.write(payload)
+        _publish_remote(target, payload, metadata.checkpoint_id)
     return CheckpointInfo(directory, replace(metadata, format_version=metadata.lowest_version))
+
+
+def _publish_remote(target: Location, payload: bytes, checkpoint_id: int) -> None:
+    """One upload, visible whole; exclusive where the store has a conditional create (S3's
+    ``If-None-Match``), else guarded only by the existence check before it."""
+    try:
+        if put_if_absent(target, payload):
+            return
+    except AlreadyExists:
+        raise _exists(checkpoint_id, target.parent) from None
+    warnings.warn(
+        f"committing checkpoint {checkpoint_id} on {target.filesystem.type_name!r}: no"
+        " create-if-absent is available there (S3 has one: pip install statesource[s3]), so a"
+        " second writer racing for the same id could replace it (docs/FORMAT.md, section 9);"
+        " give each writer its own ids", NonExclusiveCommitWarning, stacklevel=3)
+    with target.filesystem.open_output_stream(target.path) as out:
+        out.write(payload)
 
 
 def _check_referenced_files(root: Location, metadata: CheckpointMeta) -> None:

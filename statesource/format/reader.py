@@ -8,7 +8,6 @@ resolved under the checkpoint root and never outside it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Iterator
 from itertools import groupby
 
@@ -41,6 +40,7 @@ from statesource.format.source import (
 from statesource.format.storage import (
     METADATA_FILE,
     Location,
+    PathOrLocation,
     check_files,
     checkpoint_id_of,
     confined,
@@ -102,7 +102,7 @@ class Checkpoint:
         self.metadata = metadata
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, checkpoint_id: int | None = None,
+    def open(cls, path: PathOrLocation, *, checkpoint_id: int | None = None,
              filesystem: pafs.FileSystem | None = None) -> Checkpoint:
         """Open the checkpoint at ``path``, or the newest complete one under it.
 

@@ -1,7 +1,10 @@
 """Where checkpoints live: filesystem resolution, directory layout, confined paths.
 
 All I/O goes through ``pyarrow.fs``, so local paths, ``file://``, ``s3://`` and
-``hdfs://`` URIs work alike. The layout (see docs/FORMAT.md)::
+``hdfs://`` URIs work alike (``s3a://`` and ``s3n://``, what Spark users type,
+are read as ``s3://``). A :class:`Location` keeps the URI it came from, scheme
+and endpoint query included, so every path handed on (to Spark, to a user)
+reaches the same storage again. The layout (see docs/FORMAT.md)::
 
     <root>/chk-<id>/_metadata.json     written last; its presence makes the checkpoint
     <root>/chk-<id>/data/<file>.arrow  data files, uniquely named per write attempt
@@ -14,11 +17,13 @@ another checkpoint wrote. Those paths come from disk, so they are untrusted:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -38,17 +43,29 @@ DATA_DIR = "data"
 _CHECKPOINT_DIR = re.compile(r"chk-(0|[1-9][0-9]*)", re.ASCII)
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 """A scheme of two or more characters (one letter followed by ``:`` is a drive letter)."""
+_S3_ALIASES = re.compile(r"s3[an]://", re.IGNORECASE)
+"""Hadoop's names for S3 (``s3a://``, ``s3n://``): the same objects as ``s3://``."""
+_USER_INFO = re.compile(r"(?<=://)[^/@]*@")
 
 
 @dataclass(frozen=True)
 class Location:
-    """A filesystem and a path on it, the pair every pyarrow.fs call takes."""
+    """A filesystem and a path on it, the pair every pyarrow.fs call takes, and the URI
+    it came from.
+
+    pyarrow's path drops a URI's scheme and query (``s3://bucket/x?endpoint_override=...``
+    becomes ``bucket/x``), which then reads as a local path wherever it is handed on:
+    ``origin`` (what preceded the path, e.g. ``s3://``) and ``query`` keep the rest, and
+    :attr:`uri` puts them back.
+    """
 
     filesystem: pafs.FileSystem
     path: str
+    origin: str = ""
+    query: str = ""
 
     def child(self, *names: str) -> Location:
-        return Location(self.filesystem, "/".join([self.path.rstrip("/"), *names]))
+        return dataclasses.replace(self, path="/".join([self.path.rstrip("/"), *names]))
 
     @property
     def name(self) -> str:
@@ -56,7 +73,13 @@ class Location:
 
     @property
     def parent(self) -> Location:
-        return Location(self.filesystem, self.path.rstrip("/").rsplit("/", 1)[0] or "/")
+        return dataclasses.replace(self, path=self.path.rstrip("/").rsplit("/", 1)[0] or "/")
+
+    @property
+    def uri(self) -> str:
+        """The full URI (a plain path on the local file system): what reaches this
+        location again from any process, as ``resolve(location.uri)``."""
+        return self.origin + self.path + (f"?{self.query}" if self.query else "")
 
     @property
     def is_local(self) -> bool:
@@ -66,33 +89,59 @@ class Location:
         return self.filesystem.get_file_info(self.path).type != pafs.FileType.NotFound
 
     def __str__(self) -> str:
-        return self.path
+        """The URI, with any credentials in it (``s3://key:secret@bucket``) left out."""
+        return _USER_INFO.sub("***@", self.uri, count=1)
 
 
-def resolve(path: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None
-            ) -> Location:
+PathOrLocation = str | os.PathLike[str] | Location
+"""What every opener takes: a path or URI as a user gives it, or a :class:`Location`
+already resolved (a Spark task's, whose file system came pickled)."""
+
+
+def resolve(path: PathOrLocation, filesystem: pafs.FileSystem | None = None) -> Location:
     """Turn a path, ``os.PathLike`` or URI (and an optional filesystem) into a :class:`Location`.
 
     Something that looks like a URI (``scheme:...``) is only ever a URI: when
     pyarrow cannot use it the error is about the URI, instead of the text
     being taken as a local file name and reported as some mangled path.
     """
+    if isinstance(path, Location):
+        return path if filesystem is None else dataclasses.replace(path, filesystem=filesystem)
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
     if not isinstance(path, str) or not path:
         raise InvalidArgumentError(
             f"a checkpoint path must be a non-empty string or os.PathLike, got {path!r}")
-    if filesystem is not None:
-        return Location(filesystem, path)
     if not _URI.match(path):
+        if filesystem is not None:
+            return Location(filesystem, path)
         return Location(pafs.LocalFileSystem(), os.path.abspath(path))
+    uri = _S3_ALIASES.sub("s3://", path, count=1) if _S3_ALIASES.match(path) else path
     try:
-        filesystem, resolved = pafs.FileSystem.from_uri(path)
+        parsed, resolved = pafs.FileSystem.from_uri(uri)
     except (ValueError, TypeError, OSError) as error:
+        if filesystem is not None:  # a path the given file system understands as it is
+            return Location(filesystem, path)
         raise InvalidArgumentError(
-            f"cannot use URI {path!r}: {error} (a file URI is file:///absolute/path; write a"
-            " local path holding ':' as ./name:...)") from None
-    return Location(filesystem, resolved)
+            f"cannot use URI {_USER_INFO.sub('***@', path, count=1)!r}: {error} (a file URI is"
+            " file:///absolute/path; write a local path holding ':' as ./name:...)") from None
+    origin, query = _origin_and_query(uri, resolved)
+    return Location(filesystem or parsed, resolved, origin, query)
+
+
+def _origin_and_query(uri: str, resolved: str) -> tuple[str, str]:
+    """What precedes pyarrow's path in ``uri`` (``s3://``, ``hdfs://host:port``) and its query.
+
+    pyarrow's path is the URI's tail (bucket and key on object stores, the
+    path after the authority elsewhere); where it is not, the origin is
+    rebuilt from the URI's parts.
+    """
+    parts = urlsplit(uri)
+    without_query = uri.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    if resolved and without_query.endswith(resolved.rstrip("/")):
+        return without_query[:len(without_query) - len(resolved.rstrip("/"))], parts.query
+    authority = parts.netloc if resolved.startswith("/") else ""
+    return f"{parts.scheme}://{authority}", parts.query
 
 
 def checkpoint_dir_name(checkpoint_id: int) -> str:
@@ -109,7 +158,7 @@ def checkpoint_dirs(root: Location, marker: str) -> dict[int, Location]:
     selector = pafs.FileSelector(root.path, allow_not_found=True)
     found = {}
     for info in root.filesystem.get_file_info(selector):
-        directory = Location(root.filesystem, info.path)
+        directory = dataclasses.replace(root, path=info.path)
         checkpoint_id = checkpoint_id_of(directory)
         if checkpoint_id is not None and info.type == pafs.FileType.Directory \
                 and directory.child(marker).exists():

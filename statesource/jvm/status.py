@@ -10,6 +10,16 @@ from statesource.errors import JvmShimUnavailableError
 from statesource.jvm.build import ShimTarget, target
 from statesource.jvm.toolchain import find_javac
 
+FALLBACKS = (
+    "a checkpoint not on the local file system (s3://, gs://, hdfs://, ...)",
+    "a Flink savepoint or checkpoint (decoded in Python)",
+    "the change feed, operator state, timers",
+    "flattenCollections=false (nested rows)",
+    "value types the JVM's Arrow vectors do not read as they are",
+)
+"""What the JVM reader hands to the Python reader (statesource.spark.jvm.plan says which
+case a query is, in a log line); ``statesource jvm status`` lists them."""
+
 
 @dataclass(frozen=True)
 class ShimStatus:

@@ -51,6 +51,17 @@ def erase_keys(df: Any, snapshot: str, operator: str, **options: Any) -> Any:
     return erase(df, snapshot, operator, **options)
 
 
+def rescale_parallelism(spark: Any, path: str, parallelism: int, **options: Any) -> Any:
+    """:func:`statesource.rescale_parallelism` run on ``spark``'s driver (or Connect server),
+    for a caller that cannot see the storage; ``options`` as there, without ``progress``."""
+    import functools
+
+    from statesource.rescale import rescale_parallelism as rescale
+    from statesource.spark.driver import commit_on_driver
+
+    return commit_on_driver(spark, functools.partial(rescale, path, parallelism, **options))
+
+
 def register(spark: Any) -> None:
     """Register ``flinkstate`` and ``flinkstate-metadata`` with ``spark``.
 
@@ -78,10 +89,17 @@ def check_java() -> str:
     return candidate
 
 
-def session(app_name: str = "statesource", master: str = "local[*]", *,
+def session(app_name: str = "statesource", master: str | None = None, *,
             register_sources: bool = True, key_group_functions: bool = True,
             **conf: str) -> Any:
-    """A local SparkSession set up for statesource: Python workers, pushdown, sources registered.
+    """A SparkSession set up for statesource: pushdown on, sources registered.
+
+    ``master`` is any Spark master URL (``spark://host:7077``, ``yarn``,
+    ``k8s://...``); None takes the one ``spark-submit`` or the configuration
+    gives, else ``local[*]``. Only a local master gets local conveniences
+    (the UI off, 4 shuffle partitions, Python workers on this interpreter);
+    a cluster's settings stay the user's (``spark-defaults.conf``,
+    ``spark-submit --conf``, ``conf``), see docs/DEPLOY.md.
 
     ``register_sources=False`` relies on Spark's auto-registration of the
     installed ``pyspark_flinkstate`` modules instead. ``key_group_functions``
@@ -89,22 +107,18 @@ def session(app_name: str = "statesource", master: str = "local[*]", *,
     the first session builds the Java shim, a few seconds once per Spark version).
     """
     check_java()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        .config(FILTER_PUSHDOWN_CONF, "true")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
-    )
+    builder = SparkSession.builder.appName(app_name).config(FILTER_PUSHDOWN_CONF, "true")
+    if master is not None:
+        builder = builder.master(master)
+    if master is None or master.startswith("local"):
+        builder = _local_conveniences(builder, explicit=master is not None)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    if (spark.sparkContext.master or "").startswith("local"):
+        spark.sparkContext.setLogLevel("ERROR")
     if register_sources:
         register(spark)
     if key_group_functions:
@@ -112,3 +126,17 @@ def session(app_name: str = "statesource", master: str = "local[*]", *,
 
         register_functions(spark)
     return spark
+
+
+def _local_conveniences(builder: Any, *, explicit: bool) -> Any:
+    """Settings for one machine, where no user configuration is expected to give them; for an
+    unspecified master only if the configuration names no other master."""
+    from pyspark import SparkConf
+
+    if not explicit and not SparkConf().get("spark.master", "local").startswith("local"):
+        return builder
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return (builder.config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"]))

@@ -23,3 +23,8 @@ def pushdown_safe_by_default(version: str | None = None) -> bool:
         version = pyspark.__version__
     match = re.match(r"(\d+)\.(\d+)", version)
     return match is not None and (int(match.group(1)), int(match.group(2))) > LAST_AFFECTED_VERSION
+
+
+def is_connect(spark: object) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (no py4j gateway, no JVM here)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")

@@ -404,3 +404,26 @@ def test_key_lookups_slice_nested_and_timestamp_columns_alike(jvm, tmp_path):
         for where in ("key = 'k17'", "key IN ('k3', 'k150', 'k199', 'none')"):
             assert rows_of(on_jvm.where(where)) == rows_of(on_python.where(where)), (name, where)
             assert on_jvm.where(where).count() == (1 if "=" in where else 3)
+
+
+def test_every_session_of_the_application_reads_once_the_shim_is_loaded(jvm, typed_root):
+    """The jar is application-wide, so the Python source it plans through must be too: a
+    session that never registered anything (auto-registration gives it ``flinkstate-python``)
+    reads exactly what the loading session reads, through the JVM reader."""
+    other = jvm.newSession()
+    on_other = other.read.format("flinkstate").option("state", "stamp").load(typed_root)
+    assert "JVM columnar" in scan_of(on_other)
+    assert rows_of(on_other) == rows_of(
+        jvm.read.format("flinkstate-python").option("state", "stamp").load(typed_root))
+
+
+def test_a_read_that_falls_back_says_why(jvm, typed_root, caplog, monkeypatch):
+    from statesource.spark.jvm import plan as planning
+
+    monkeypatch.setattr(planning, "_logged", set())  # said once per reason and process
+    with caplog.at_level("WARNING", logger="statesource.jvm"):
+        plan = jvm_plan(open_target(parse_read_options({"path": typed_root, "state": "ttl_list",
+                                                        "flattenCollections": "false"})), {})
+    assert not plan["servable"]
+    assert any("uses the Python reader" in r.getMessage() and "flattenCollections=false"
+               in r.getMessage() for r in caplog.records)

@@ -26,6 +26,7 @@ from statesource.keygroups import (
 )
 from statesource.model import TtlConfig
 from statesource.rescale import publish
+from statesource.spark.write import rescale as spark_rescale
 from statesource.spark.write.rescale import rescale_max_parallelism
 from statesource.state import (
     ListStateDescriptor,
@@ -133,6 +134,9 @@ def test_a_failing_commit_leaves_nothing_visible_and_no_files(spark, root, monke
         raise OSError("disk full (injected)")
 
     monkeypatch.setattr(publish, "commit_checkpoint", refuse)
+    # The commit runs on the driver; here, in this process, so that the injected failure
+    # applies to it (the Spark jobs before it still write their files).
+    monkeypatch.setattr(spark_rescale, "commit_on_driver", lambda _, step, *args: step(*args))
     with pytest.raises(Exception, match="disk full"):
         rescale_max_parallelism(spark, str(root), 256)
     assert fingerprint(root) == before

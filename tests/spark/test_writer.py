@@ -243,8 +243,8 @@ def test_a_driver_killed_before_commit_leaves_no_checkpoint(spark, root):
     script = textwrap.dedent(f"""
         import os
         from statesource.spark import session, write_state
-        from statesource.format import target
-        target.commit_checkpoint = lambda *a, **k: os._exit(9)
+        from statesource.spark.write import rewrite
+        rewrite.commit_on_driver = lambda *a, **k: os._exit(9)  # the commit runs on the driver
         spark = session("killed", master="local[1]")
         df = spark.read.format("flinkstate").load({str(root)!r}, state="value")
         write_state(df, {str(root)!r}, "op", "value")

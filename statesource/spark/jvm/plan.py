@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -35,7 +36,8 @@ from pyspark.sql.types import StructField, StructType
 
 from statesource.format.source import StateSource
 from statesource.sources import reopen
-from statesource.spark.jvm.session import add_shim_jar
+from statesource.spark.compat import is_connect
+from statesource.spark.jvm.session import add_shim_jar, tell_once
 from statesource.spark.options import parse_read_options
 from statesource.spark.read import ReadTarget
 from statesource.spark.read.changefeed import ChangeFeedTarget
@@ -53,12 +55,22 @@ PLAN_VERSION = 1
 """The version of the plan's JSON; ReadPlan.VERSION in the shim reads this version only."""
 
 
+_LOG = logging.getLogger("statesource.jvm")
+_logged: set[str] = set()
+
+
 def load_shim(spark: Any) -> bool:
     """Put the JVM reader and functions on ``spark``; False (said once why) if unavailable.
 
     The Python source is registered under its second name first: the JVM
-    provider plans through it and hands it what it does not serve.
+    provider plans through it and hands it what it does not serve. A Spark
+    Connect client is refused before anything is added: the jar would have to
+    be on the server, which starts with it instead (docs/DEPLOY.md).
     """
+    if is_connect(spark):
+        tell_once("a Spark Connect client cannot load the shim into the server; start the"
+                  " Connect server with --jars <the jar of `statesource jvm status`> to have it")
+        return False
     spark.dataSource.register(FlinkStatePythonSource)
     return add_shim_jar(spark)
 
@@ -151,6 +163,10 @@ def jvm_plan(target: ReadTarget,
 
 
 def _unservable(reason: str) -> dict[str, Any]:
+    if reason not in _logged:
+        _logged.add(reason)
+        _LOG.warning("statesource: this read uses the Python reader, not the JVM reader: %s",
+                     reason)
     return {"planVersion": PLAN_VERSION, "servable": False, "reason": reason}
 
 

@@ -19,7 +19,7 @@ _LOG = logging.getLogger("statesource.jvm")
 KEY_GROUP_FUNCTION = "flink_key_group"
 OPERATOR_INDEX_FUNCTION = "flink_operator_index"
 _OPERATOR_INDEX_UDF = "org.statesource.shim.FlinkOperatorIndexUdf"
-_LOADED_CONF = "statesource.jvm.loadedJar"
+LOADED_CONF = "statesource.jvm.loadedJar"
 """Set on a session once the shim's jar is added to it, so that a second call adds nothing."""
 _told: list[str] = []  # the one reason given, once per process
 
@@ -33,23 +33,23 @@ def add_shim_jar(spark: Any) -> bool:
     try:
         jar = ensure_jar()
     except JvmShimUnavailableError as error:
-        _tell_once(str(error))
+        tell_once(str(error))
         return False
     if shim_loaded(spark):
         return True
     quoted = str(jar).replace("\\", "\\\\").replace("'", "\\'")
     try:
         spark.sql(f"ADD JAR '{quoted}'")
-        spark.conf.set(_LOADED_CONF, str(jar))
+        spark.conf.set(LOADED_CONF, str(jar))
     except Exception as error:  # noqa: BLE001 - any failure to load means the Python path
-        _tell_once(f"Spark could not load {jar}: {str(error).splitlines()[0]}")
+        tell_once(f"Spark could not load {jar}: {str(error).splitlines()[0]}")
         return False
     return True
 
 
 def shim_loaded(spark: Any) -> bool:
     """Whether the shim's jar is on this session (never builds or adds it)."""
-    return spark.conf.get(_LOADED_CONF, None) is not None
+    return spark.conf.get(LOADED_CONF, None) is not None
 
 
 def register_java_functions(spark: Any) -> None:
@@ -62,7 +62,8 @@ def register_java_functions(spark: Any) -> None:
     spark.udf.registerJavaFunction(OPERATOR_INDEX_FUNCTION, _OPERATOR_INDEX_UDF, IntegerType())
 
 
-def _tell_once(reason: str) -> None:
+def tell_once(reason: str) -> None:
+    """Log, once per process, that the shim is unavailable and why."""
     if _told:
         return
     _told.append(reason)

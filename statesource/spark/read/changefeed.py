@@ -27,6 +27,7 @@ from statesource.format.changefeed import KeyGroupChangeFeed
 from statesource.format.columns import KEY, KEY_GROUP
 from statesource.format.storage import Location, resolve
 from statesource.sources import kind_of, open_change_feed
+from statesource.spark.executor import guarded
 from statesource.spark.options import ReadOptions, parse_read_options
 from statesource.spark.read.pushdown import Pushdown, accept_filter
 from statesource.spark.schema import _spark_compatible
@@ -52,9 +53,8 @@ class ChangeFeedTarget:
     """Of the snapshots: decided once, when the feed was planned."""
 
     def open(self) -> KeyGroupChangeFeed:
-        return open_change_feed(self.location.path, self.start_id, self.end_id,
-                                operator=self.operator, state=self.state,
-                                filesystem=self.location.filesystem, kind=self.kind)
+        return open_change_feed(self.location, self.start_id, self.end_id,
+                                operator=self.operator, state=self.state, kind=self.kind)
 
 
 def change_feed_target(options: dict[str, str]) -> ChangeFeedTarget | None:
@@ -117,12 +117,15 @@ class ChangeFeedReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if partition.value is None:  # Spark's stand-in when partitions() found nothing
-            return
+            return iter(())
+        return guarded(self.target.location, self._read(partition.value))
+
+    def _read(self, key_groups: tuple[int, ...]) -> Iterator[pa.RecordBatch]:
         arrow = self.target.spark_arrow
         feed = self.target.open()
         keys = self.pushdown.keys
         wanted = None if keys is None else feed.key_type.to_arrow(keys)
-        for table in feed.read(set(partition.value)):
+        for table in feed.read(set(key_groups)):
             if wanted is not None:
                 table = table.filter(pc.is_in(table.column(KEY), value_set=wanted))
             yield from table.cast(arrow).to_batches()

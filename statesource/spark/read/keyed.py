@@ -33,6 +33,7 @@ from statesource.format.source import SourceRef, StateSource
 from statesource.keygroups import check_parallelism, operator_index_for_key_group
 from statesource.model import StateKind
 from statesource.sources import open_source, reopen
+from statesource.spark.executor import guarded
 from statesource.spark.options import ReadOptions
 from statesource.spark.read.pushdown import Pushdown, accept_filter
 from statesource.spark.read.slices import KeyGroupSlice, plan_slices
@@ -136,8 +137,11 @@ class FlinkStateReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if partition.value is None:  # Spark's stand-in when partitions() found nothing
             return iter(())
-        return read_slice(self.target, partition.value, self.pushdown.keys, self.read_listener,
-                          self._snapshot())
+        return guarded(self.target.source.location, self._read(partition.value))
+
+    def _read(self, piece: KeyGroupSlice) -> Iterator[pa.RecordBatch]:
+        yield from read_slice(self.target, piece, self.pushdown.keys, self.read_listener,
+                              self._snapshot())
 
 
 class PushdownFlinkStateReader(FlinkStateReader):

@@ -22,6 +22,7 @@ from statesource.format.source import SourceRef, StateSource
 from statesource.model import DistributionMode
 from statesource.schema import ValueSchema
 from statesource.sources import reopen
+from statesource.spark.executor import guarded
 from statesource.spark.options import ReadOptions
 from statesource.spark.schema import OPERATOR_INDEX, OutputSchema, spark_output
 
@@ -58,6 +59,9 @@ class OperatorStateReader(DataSourceReader):
         return [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        return guarded(self.target.source.location, self._read())
+
+    def _read(self) -> Iterator[pa.RecordBatch]:
         target = self.target
         shares = reopen(target.source).operator_state(target.name, operator=target.operator)
         for index, share in enumerate(shares.values):

@@ -9,11 +9,17 @@ states have no key groups: they are carried over by reference, or
 redistributed by Flink's rules when the parallelism changes too. The commit
 is the one every rescale uses (:func:`~statesource.rescale.commit_rescaled`):
 all of it, or nothing visible.
+
+The plan (opening the checkpoint, choosing the new id) and the commit
+(operator states, the metadata) run on the driver or the Spark Connect
+server (:mod:`statesource.spark.driver`); the caller only runs the Spark
+jobs, so it needs no access to the storage.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from statesource.checks import check_int
@@ -22,10 +28,10 @@ from statesource.flink.rescale import RescaledSavepoint
 from statesource.flink.rescale import rescale_max_parallelism as rescale_savepoint
 from statesource.format.columns import KEY_GROUP
 from statesource.format.commit import CheckpointInfo
-from statesource.format.metadata import OperatorMeta
+from statesource.format.metadata import DataFile, KeyedStateMeta, OperatorMeta
 from statesource.format.source import FLINK
-from statesource.format.storage import Location, confined, resolve
-from statesource.format.target import CheckpointStateSink
+from statesource.format.storage import Location, resolve
+from statesource.format.target import CheckpointStateSink, remove_files
 from statesource.keygroups import check_max_parallelism
 from statesource.model import Progress
 from statesource.rescale import (
@@ -36,6 +42,7 @@ from statesource.rescale import (
 )
 from statesource.skew import Distribution, describe_per_subtask
 from statesource.sources import kind_of
+from statesource.spark.driver import call_on_driver, commit_on_driver
 from statesource.spark.schema import OPERATOR_INDEX
 from statesource.spark.write.plan import StateWrite
 from statesource.spark.write.rewrite import state_meta
@@ -48,6 +55,10 @@ def plan_max_parallelism(path: str, max_parallelism: int, *, parallelism: int | 
     """Every check of :func:`rescale_max_parallelism`, without Spark (so a command line
     can refuse a bad request before starting a session)."""
     check_max_parallelism(max_parallelism)
+    if kind_of(resolve(path), checkpoint_id) == FLINK:
+        raise InvalidArgumentError(
+            f"{path} is a Flink snapshot, which is never written in place: give output, the"
+            " new savepoint directory to write")
     target = plan_target(path, operator=operator, checkpoint_id=checkpoint_id,
                          new_checkpoint_id=new_checkpoint_id)
     for op in target.operators:
@@ -71,52 +82,82 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
 
     A Flink savepoint or checkpoint at ``path`` becomes the new savepoint directory
     ``output`` (:func:`statesource.flink.rescale.rescale_max_parallelism`: keys decoded,
-    values moved as bytes, in this process, which outruns a Spark job on such data).
+    values moved as bytes, in one pass on the driver, which outruns a Spark job on such
+    data).
     """
-    flink = kind_of(resolve(path), checkpoint_id) == FLINK
-    if flink or output is not None:
-        if not flink or output is None or operator is not None or new_checkpoint_id:
+    if output is not None:
+        if operator is not None or new_checkpoint_id is not None:
             raise InvalidArgumentError(
-                f"a new max parallelism of a Flink snapshot is a new savepoint directory:"
-                f" give output (and no operator or new_checkpoint_id); {path} is"
-                f" {'a Flink snapshot' if flink else 'statesource checkpoints'}")
-        return rescale_savepoint(path, output, max_parallelism, parallelism=parallelism,
-                                 checkpoint_id=checkpoint_id, progress=progress)
-    target = plan_max_parallelism(path, max_parallelism, parallelism=parallelism,
-                                  operator=operator, checkpoint_id=checkpoint_id,
-                                  new_checkpoint_id=new_checkpoint_id)
+                "a new max parallelism of a Flink snapshot is a new savepoint directory of"
+                " every operator: give output, and neither operator nor new_checkpoint_id")
+        report = progress or (lambda _: None)
+        report(f"re-keying the Flink snapshot {path} into {output} on the driver")
+        done = commit_on_driver(spark, functools.partial(
+            rescale_savepoint, path, output, max_parallelism, parallelism=parallelism,
+            checkpoint_id=checkpoint_id))
+        report(f"wrote {done.output}: {done.entries:,} pairs in {done.seconds:.1f} s")
+        return done
+    target = call_on_driver(spark, functools.partial(
+        plan_max_parallelism, path, max_parallelism, parallelism=parallelism, operator=operator,
+        checkpoint_id=checkpoint_id, new_checkpoint_id=new_checkpoint_id))
     report = progress or (lambda _: None)
     source = target.source
-
-    def rescale(op: OperatorMeta, written: list[Location]) -> OperatorMeta:
-        new_parallelism = op.parallelism if parallelism is None else parallelism
-        report(f"operator {op.uid}: max parallelism {op.max_parallelism} -> {max_parallelism},"
-               f" parallelism {op.parallelism} -> {new_parallelism}")
-        keyed_states = []
-        for number, state in enumerate(op.keyed_states, 1):
-            report(f"  [{number}/{len(op.keyed_states)}] re-keying state {state.name}"
-                   f" ({state.rows:,} rows)")
-            rows = (spark.read.format("flinkstate")
-                    .options(operator=op.uid, state=state.name).load(source.location.path)
-                    .drop(KEY_GROUP, OPERATOR_INDEX))  # the old layout's: recomputed for M
-            sink = CheckpointStateSink(source.root, target.new_checkpoint_id, op.uid, state.name)
-            write = StateWrite(sink, op.uid, state.declaration, op.keyed_key_type,
-                               max_parallelism, new_parallelism, source.metadata.timestamp_ms,
-                               None)
-            files = write_state_files(rows, write)
-            written.extend(confined(source.root, f.path) for f in files)
-            keyed_states.append(state_meta(write, files))
-        operator_states = rescale_operator_states(source, op, new_parallelism,
-                                                  target.new_checkpoint_id, written)
-        rescaled = dataclasses.replace(
-            op, parallelism=new_parallelism, keyed_states=tuple(keyed_states),
-            operator_states=operator_states, max_parallelism=max_parallelism)
-        if keyed_states:
+    keyed: dict[str, tuple[KeyedStateMeta, ...]] = {}
+    written: list[DataFile] = []
+    try:
+        for op in target.operators:
+            new_parallelism = op.parallelism if parallelism is None else parallelism
+            report(f"operator {op.uid}: max parallelism {op.max_parallelism} ->"
+                   f" {max_parallelism}, parallelism {op.parallelism} -> {new_parallelism}")
+            keyed_states = []
+            for number, state in enumerate(op.keyed_states, 1):
+                report(f"  [{number}/{len(op.keyed_states)}] re-keying state {state.name}"
+                       f" ({state.rows:,} rows)")
+                rows = (spark.read.format("flinkstate")
+                        .options(operator=op.uid, state=state.name).load(source.location.uri)
+                        .drop(KEY_GROUP, OPERATOR_INDEX))  # the old layout's: recomputed for M
+                sink = CheckpointStateSink(source.root, target.new_checkpoint_id, op.uid,
+                                           state.name)
+                write = StateWrite(sink, op.uid, state.declaration, op.keyed_key_type,
+                                   max_parallelism, new_parallelism,
+                                   source.metadata.timestamp_ms, None)
+                files = write_state_files(rows, write)
+                written.extend(files)
+                keyed_states.append(state_meta(write, files))
+            keyed[op.uid] = tuple(keyed_states)
+        info = commit_on_driver(spark, commit_re_keyed, target, keyed, max_parallelism,
+                                parallelism, written)
+    except BaseException:
+        if written:  # the commit removed them if it ran; a failed job leaves them to us
+            commit_on_driver(spark, remove_files, source.root, written)
+        raise
+    for op in target.operators:
+        rescaled = info.metadata.operator(op.uid)
+        if rescaled.keyed_states:
             distribution = Distribution.of(rescaled)
-            totals = distribution.per_subtask(distribution.entries, new_parallelism)
-            report(f"  entries per subtask after: {describe_per_subtask(totals)}")
-        return rescaled
-
-    info, _ = commit_rescaled(target, rescale)
+            totals = distribution.per_subtask(distribution.entries, rescaled.parallelism)
+            report(f"operator {op.uid}: entries per subtask after:"
+                   f" {describe_per_subtask(totals)}")
     report(f"committed checkpoint {info.checkpoint_id} at {info.path}")
+    return info
+
+
+def commit_re_keyed(target: RescaleTarget, keyed: dict[str, tuple[KeyedStateMeta, ...]],
+                    max_parallelism: int, parallelism: int | None, written: list[DataFile]
+                    ) -> CheckpointInfo:
+    """On the driver: the operators' re-keyed states (``keyed``, written by the jobs),
+    their operator states redistributed, committed; on failure nothing of it stays."""
+    def rescale(op: OperatorMeta, files: list[Location]) -> OperatorMeta:
+        new_parallelism = op.parallelism if parallelism is None else parallelism
+        operator_states = rescale_operator_states(target.source, op, new_parallelism,
+                                                  target.new_checkpoint_id, files)
+        return dataclasses.replace(
+            op, parallelism=new_parallelism, keyed_states=keyed[op.uid],
+            operator_states=operator_states, max_parallelism=max_parallelism)
+
+    try:
+        info, _ = commit_rescaled(target, rescale)
+    except BaseException:
+        remove_files(target.root, written)
+        raise
     return info

@@ -7,6 +7,12 @@ state, checked not to overlap, replace that state in the base snapshot;
 everything else is carried over; one new snapshot is published atomically,
 or nothing is and the written files are removed.
 
+The target is opened and published on the driver (or the Spark Connect
+server), never in the calling process: ``df.write`` plans and commits there
+by itself, and ``write_state`` and :class:`Rewrite` go through
+:mod:`statesource.spark.driver`. The caller only stages: the edit and the
+tasks' file lists travel with the target.
+
 ``df.write`` runs on the DataFrame's own partitioning; when two tasks hold
 rows of one Flink subtask the commit fails and names :func:`write_state`,
 which shuffles the rows by Flink subtask first.
@@ -14,10 +20,10 @@ which shuffles the rows by Flink subtask first.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -30,10 +36,14 @@ from statesource.format.metadata import DataFile, KeyedStateMeta
 from statesource.format.target import SnapshotTarget
 from statesource.model import StateDeclaration
 from statesource.sources import open_target as target_of
+from statesource.spark.driver import call_on_driver, commit_on_driver
+from statesource.spark.executor import restated
 from statesource.spark.options import CHECKPOINT_OPTIONS, WriteOptions, parse_write_options
 from statesource.spark.write.plan import StateWrite, plan_state
 from statesource.spark.write.shuffle import write_state_files
 from statesource.spark.write.task import write_partition
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -91,7 +101,8 @@ class FlinkStateWriter(DataSourceArrowWriter):
         return cls(target, plan_state(target, parsed, schema))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StateFiles:
-        return StateFiles(write_partition(self.write_plan, iterator))
+        with restated(None):
+            return StateFiles(write_partition(self.write_plan, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = Rewrite(self.target)
@@ -113,8 +124,11 @@ class Rewrite:
 
     def __init__(self, target: SnapshotTarget, spark: Any = None) -> None:
         self.spark = spark
+        """The session whose driver publishes; None when this already runs there."""
         self.target = target
         self._written: list[DataFile] = []
+        self._unused: list[DataFile] = []
+        """Written, then superseded: removed by the publish (or the discard)."""
         self._staged: dict[tuple[str, str], list[DataFile]] = {}
         self.info: CheckpointInfo | None = None
 
@@ -142,10 +156,11 @@ class Rewrite:
 
     def stage(self, write: StateWrite, files: list[DataFile]) -> None:
         """Add files the tasks of one write produced as the state's new content; files
-        staged earlier for the same state are superseded and removed."""
+        staged earlier for the same state are superseded (removed on the driver when the
+        rewrite is published or discarded)."""
         superseded = self._staged.pop((write.operator, write.declaration.name), [])
-        self.target.remove(superseded)
-        self._written = [f for f in self._written if f not in superseded] + files
+        self._supersede(superseded)
+        self._written += files
         self._staged[(write.operator, write.declaration.name)] = files
         self.target.edit.put_keyed_state(write.operator, state_meta(write, files),
                                          key_type=write.key_type,
@@ -165,23 +180,28 @@ class Rewrite:
             self.target.edit.drop_state(operator, state)
         for (uid, name) in list(self._staged):
             if uid == operator and state in (None, name):
-                superseded = self._staged.pop((uid, name))
-                self.target.remove(superseded)
-                self._written = [f for f in self._written if f not in superseded]
+                self._supersede(self._staged.pop((uid, name)))
+
+    def _supersede(self, files: list[DataFile]) -> None:
+        self._written = [f for f in self._written if f not in files]
+        self._unused += files
 
     def commit(self) -> CheckpointInfo:
-        """Publish the new snapshot; on failure remove every staged file."""
-        try:
-            self.info = self.target.publish()
-        except BaseException:
-            self.discard()
-            raise
-        self._written = []
+        """Publish the new snapshot on the driver; on failure every file written for it is
+        removed there too."""
+        written, unused = self._written, self._unused
+        self._written, self._unused = [], []
+        self.info = self._on_driver(publish_staged, self.target, written, unused)
         return self.info
 
     def discard(self) -> None:
-        self.target.remove(self._written)
-        self._written = []
+        files, self._written, self._unused = self._written + self._unused, [], []
+        if files:
+            self._on_driver(remove_staged, self.target, files)
+
+    def _on_driver(self, step: Callable[..., T], *arguments: Any) -> T:
+        return step(*arguments) if self.spark is None else commit_on_driver(
+            self.spark, step, *arguments)
 
     def __enter__(self) -> Rewrite:
         return self
@@ -194,15 +214,35 @@ class Rewrite:
             self.discard()
 
 
+def publish_staged(target: SnapshotTarget, written: list[DataFile], unused: list[DataFile]
+                   ) -> CheckpointInfo:
+    """On the driver: remove superseded files, publish; on failure remove what was written."""
+    target.remove(unused)
+    try:
+        return target.publish()
+    except BaseException:
+        target.remove(written)
+        raise
+
+
+def remove_staged(target: SnapshotTarget, files: list[DataFile]) -> None:
+    """On the driver: remove the files of a discarded rewrite."""
+    target.remove(files)
+
+
 def rewrite(spark: Any, path: str | None, *, output: str | None = None,
             base_checkpoint_id: int | None = None, checkpoint_id: int | None = None) -> Rewrite:
     """Stage changes to the newest checkpoint under ``path`` (or ``base_checkpoint_id``)
     for one new checkpoint (default id: newest + 1); or, given ``output``, to the Flink
     snapshot at ``path`` (None: none, a bootstrap) for the new savepoint directory
-    ``output``. See :class:`Rewrite`."""
-    return Rewrite(open_target(WriteOptions(path=path, output=output,
-                                            base_checkpoint_id=base_checkpoint_id,
-                                            checkpoint_id=checkpoint_id)), spark)
+    ``output``. See :class:`Rewrite`.
+
+    The base is opened and the id chosen on ``spark``'s driver, which sees the
+    storage as the commit will."""
+    target = call_on_driver(spark, open_target, WriteOptions(
+        path=path, output=output, base_checkpoint_id=base_checkpoint_id,
+        checkpoint_id=checkpoint_id))
+    return Rewrite(target, spark)
 
 
 def write_state(df: Any, path: str | None, operator: str, state: str, *,

@@ -18,6 +18,8 @@ from statesource.format.columns import KEY
 from statesource.format.metadata import DataFile
 from statesource.keygroups import key_groups, operator_indexes
 from statesource.model import StateKind
+from statesource.spark.compat import is_connect
+from statesource.spark.executor import guarded
 from statesource.spark.jvm.session import (
     KEY_GROUP_FUNCTION,
     OPERATOR_INDEX_FUNCTION,
@@ -83,7 +85,7 @@ def jvm_subtask_column(df: Any, key: str, key_type: DataType, max_parallelism: i
     expected = spark_output([pa.field(key, key_type.arrow_type)]).spark[key].dataType
     spark = df.sparkSession
     if (df.schema[key].dataType.simpleString() != expected.simpleString()
-            or not shim_loaded(spark)):
+            or is_connect(spark) or not shim_loaded(spark)):
         return None
     from pyspark.sql import functions as F
 
@@ -106,8 +108,11 @@ def _subtask_column(target: StateWrite) -> Callable[[Iterator[pa.RecordBatch]],
 
 def _task(target: StateWrite) -> Callable[[Iterator[pa.RecordBatch]],
                                            Iterator[pa.RecordBatch]]:
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         files = write_partition(target, batches)
         yield pa.record_batch([pa.array([f.to_json_text() for f in files], pa.string())],
                               names=["file"])
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return guarded(None, write(batches))
     return run

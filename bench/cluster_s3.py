@@ -1,0 +1,124 @@
+"""A full read and ``rescale_max_parallelism`` on a localhost Spark cluster: S3 against local files.
+
+Run: python bench/cluster_s3.py [--entries 5000000]
+
+Same run, same cluster: a Spark standalone master with two one-core workers and an
+S3 server (moto, IAM auth on), all on 127.0.0.1, started as tests/cluster/ starts them
+and stopped at the end. The checkpoint is bench/rescale.py's (one Value state, string keys,
+long values, 4 subtasks, max parallelism 128), written once to local files and once to S3.
+Baseline: each operation on the local files. Measured: the same on S3. Printed: times,
+ratios, and where the time goes (the raw transfer of the data files, and the phases of the
+rescale: planning on the driver, the Spark job, the commit on the driver).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests" / "cluster"))
+import pyarrow.fs as pafs  # noqa: E402
+from rescale import build_checkpoint  # noqa: E402
+
+from processes import (  # noqa: E402
+    Processes,
+    executor_credentials,
+    python_env,
+    start_s3,
+    start_spark,
+)
+from statesource.format.storage import resolve  # noqa: E402
+
+
+def full_read(spark: object, path: str) -> None:
+    df = spark.read.format("flinkstate").option("state", "counts").load(path)  # type: ignore[attr-defined]
+    df.selectExpr("count(key)", "sum(value)").collect()
+
+
+def transfer(path: str) -> tuple[float, int]:
+    """Seconds to read every data file's bytes from this process, and how many bytes."""
+    root = resolve(path)
+    started = time.perf_counter()
+    total = 0
+    for info in root.filesystem.get_file_info(pafs.FileSelector(root.path, recursive=True)):
+        if info.type == pafs.FileType.File and info.path.endswith(".arrow"):
+            with root.filesystem.open_input_stream(info.path) as stream:
+                total += len(stream.read())
+    return time.perf_counter() - started, total
+
+
+def timed_rescale(spark: object, path: str) -> tuple[float, list[tuple[float, str]]]:
+    from statesource.spark import rescale_max_parallelism
+
+    marks: list[tuple[float, str]] = []
+    started = time.perf_counter()
+    rescale_max_parallelism(spark, path, 256, checkpoint_id=1,
+                            progress=lambda line: marks.append((time.perf_counter(), line)))
+    ended = time.perf_counter()
+    phases = []
+    previous = started
+    for moment, line in marks:
+        phases.append((moment - previous, line.strip()))
+        previous = moment
+    return ended - started, phases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=5_000_000)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="statesource-bench-cluster-"))
+    processes = Processes(work)
+    try:
+        s3 = start_s3(processes)
+        cluster = start_spark(processes)
+        os.environ.update(python_env(**s3.credentials_env()))  # this driver's own credentials
+        local, remote = str(work / "root"), s3.uri("bench/root")
+        started = time.perf_counter()
+        build_checkpoint(local, args.entries, 128)
+        build_checkpoint(remote, args.entries, 128)
+        print(f"built {args.entries:,} entries twice in {time.perf_counter() - started:.1f} s")
+
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.master(cluster.master_url).appName("bench-cluster-s3")
+        settings = executor_credentials(s3)[1::2] + [
+            "spark.executor.memory=1g", "spark.cores.max=2", "spark.ui.enabled=false",
+            "spark.sql.python.filterPushdown.enabled=true"]
+        for setting in settings:
+            key, value = setting.split("=", 1)
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        from statesource.spark import register
+
+        register(spark)
+        full_read(spark, local)  # warm: JVMs, Python workers
+        results = {}
+        for name, path in (("local", local), ("s3", remote)):
+            seconds, size = transfer(path)
+            results[f"transfer {name}"] = seconds
+            print(f"{name}: raw transfer of {size / 1e6:.0f} MB of data files: {seconds:.2f} s")
+            started = time.perf_counter()
+            full_read(spark, path)
+            results[f"read {name}"] = time.perf_counter() - started
+            print(f"{name}: full read: {results[f'read {name}']:.1f} s")
+            results[f"rescale {name}"], phases = timed_rescale(spark, path)
+            print(f"{name}: rescale_max_parallelism to 256: {results[f'rescale {name}']:.1f} s")
+            for seconds_before, line in phases:
+                print(f"    {seconds_before:6.1f} s until: {line}")
+        spark.stop()
+        for operation in ("transfer", "read", "rescale"):
+            ratio = results[f"{operation} s3"] / results[f"{operation} local"]
+            print(f"{operation}: S3 / local files = {ratio:.2f}x")
+    finally:
+        processes.stop_all()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""What a Spark task's storage failure means, said on the executor where it happened.
+
+The driver resolved a path and found the checkpoint; a task on another
+machine opens it again with the file system pickled into the task. Two
+failures look like something else there: a local path that only the driver
+sees reads like a typo ("does not exist"), and an S3 client without
+credentials reports an opaque ``AWS Error ... during HeadObject``, because the
+pickled file system carries the endpoint but never the credentials (each
+executor finds its own, through the AWS default chain). Both are restated
+here with the host, the location and the cure.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from statesource.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    StateSourceError,
+    StorageAccessError,
+)
+from statesource.format.storage import Location
+
+T = TypeVar("T")
+
+CREDENTIALS_HINT = (
+    "executors do not receive the driver's credentials: each finds its own through the"
+    " AWS default chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY in the executor's"
+    " environment, e.g. spark.executorEnv.AWS_ACCESS_KEY_ID and"
+    " spark.executorEnv.AWS_SECRET_ACCESS_KEY, ~/.aws on every worker, or an instance"
+    " role); the endpoint travels in the path's query (docs/DEPLOY.md)")
+
+
+def guarded(location: Location | None, rows: Iterator[T]) -> Iterator[T]:
+    """``rows`` (a task's lazily opened and read output), with storage failures restated."""
+    with restated(location):
+        yield from rows
+
+
+@contextmanager
+def restated(location: Location | None) -> Iterator[None]:
+    """Storage failures inside the block restated with the host and the cure.
+
+    ``location`` is what the task reads; a write task gives None (its sink
+    knows where it writes, and pyarrow's message names the object).
+    """
+    try:
+        yield
+    except (CheckpointNotFoundError, CorruptCheckpointError) as error:
+        if location is not None and location.is_local and not location.exists():
+            raise StorageAccessError(
+                f"executor on host {socket.gethostname()} cannot see local path {location}"
+                f" ({error}): a checkpoint read or written by a cluster must be on storage every"
+                " executor shares (a shared mount at the same path, or an object store URI)"
+            ) from None
+        raise
+    except OSError as error:
+        if isinstance(error, StateSourceError) or not _from_remote_store(location, error):
+            raise
+        raise storage_error(location, error) from None
+
+
+def _from_remote_store(location: Location | None, error: OSError) -> bool:
+    """Whether ``error`` is a remote store's: the location is remote, or (a write task's,
+    whose location is its sink's) pyarrow's S3 client says so."""
+    if location is not None:
+        return not location.is_local
+    return "AWS Error" in str(error)
+
+
+def storage_error(location: Location | None, error: OSError) -> StorageAccessError:
+    """A remote store's failure on this host, naming the host, the location and the cure."""
+    where = "the storage" if location is None else f"the storage of {location}"
+    return StorageAccessError(
+        f"executor on host {socket.gethostname()} cannot reach or authenticate to {where}:"
+        f" {error}; {CREDENTIALS_HINT}")

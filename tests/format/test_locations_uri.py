@@ -1,0 +1,67 @@
+"""Full URIs: a resolved location gives back the URI it came from, scheme and query kept."""
+
+from __future__ import annotations
+
+import pickle
+
+import pyarrow.fs as pafs
+import pytest
+
+from statesource.errors import InvalidArgumentError
+from statesource.format.storage import resolve
+
+S3 = "s3://bucket/some/root?region=us-east-1&endpoint_override=127.0.0.1:9&scheme=http"
+
+
+def test_s3_uri_keeps_scheme_and_endpoint_query() -> None:
+    location = resolve(S3)
+    assert location.path == "bucket/some/root"
+    assert location.uri == S3
+    assert location.child("chk-1", "_metadata.json").uri == (
+        "s3://bucket/some/root/chk-1/_metadata.json"
+        "?region=us-east-1&endpoint_override=127.0.0.1:9&scheme=http")
+    assert location.parent.uri == "s3://bucket/some?region=us-east-1&endpoint_override=127.0.0.1:9&scheme=http"
+    assert str(location) == S3
+
+
+@pytest.mark.parametrize("alias", ["s3a", "s3n", "S3A"])
+def test_hadoop_s3_schemes_read_as_s3(alias: str) -> None:
+    location = resolve(f"{alias}://bucket/root?region=eu-west-1")
+    assert isinstance(location.filesystem, pafs.S3FileSystem)
+    assert location.filesystem.region == "eu-west-1"
+    assert location.path == "bucket/root"
+    assert location.uri == "s3://bucket/root?region=eu-west-1"
+
+
+def test_uri_resolves_to_the_same_place_again() -> None:
+    location = resolve(S3).child("chk-3")
+    again = resolve(location.uri)
+    assert (again.path, again.uri) == (location.path, location.uri)
+    assert again.filesystem.equals(location.filesystem)
+
+
+def test_file_uri_and_local_path(tmp_path: object) -> None:
+    assert resolve(f"file://{tmp_path}").uri == f"file://{tmp_path}"
+    assert resolve(str(tmp_path)).uri == str(tmp_path)
+
+
+def test_credentials_in_a_uri_are_kept_for_use_but_never_printed() -> None:
+    location = resolve("s3://AKEY:SECRET@bucket/root?region=us-east-1")
+    assert location.uri == "s3://AKEY:SECRET@bucket/root?region=us-east-1"
+    assert "SECRET" not in str(location.child("x"))
+    with pytest.raises(InvalidArgumentError) as refused:
+        resolve("s3://AKEY:SECRET@bucket/root?nonsense=1")
+    assert "SECRET" not in str(refused.value)
+
+
+def test_a_location_handed_on_keeps_its_uri_and_file_system() -> None:
+    location = pickle.loads(pickle.dumps(resolve(S3)))
+    assert resolve(location) is location
+    assert location.uri == S3
+
+
+def test_a_uri_with_its_file_system_given_is_a_path_on_that_file_system() -> None:
+    given = pafs.S3FileSystem(region="us-east-1", access_key="k", secret_key="s")
+    location = resolve(S3, given)
+    assert location.filesystem is given
+    assert (location.path, location.uri) == ("bucket/some/root", S3)
