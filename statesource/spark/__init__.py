@@ -97,6 +97,7 @@ def session(app_name: str = "statesource", master: str = "local[*]", *,
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    _reap_jvm_with_this_process(spark)
     if register_sources:
         register(spark)
     if key_group_functions:
@@ -104,3 +105,16 @@ def session(app_name: str = "statesource", master: str = "local[*]", *,
 
         register_functions(spark)
     return spark
+
+
+_reaped: set[int] = set()
+
+
+def _reap_jvm_with_this_process(spark: Any) -> None:
+    """A JVM this process launched dies with it, killed -9 or not (statesource.spark.reaper)."""
+    process = getattr(spark.sparkContext._gateway, "proc", None)
+    if process is not None and process.pid not in _reaped:
+        from statesource.spark.reaper import watch
+
+        watch(process.pid)
+        _reaped.add(process.pid)
