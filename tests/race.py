@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from statesource.format import Checkpoint
+
 REPO = Path(__file__).resolve().parent.parent
 PYTHON_PATH = os.pathsep.join([str(REPO), str(REPO / "statesource" / "spark" / "autoload")])
 WAIT_SECONDS = 120
@@ -68,6 +70,43 @@ class Paused:
         """``kill -9`` of the child (and of any process it started in its session)."""
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.communicate(timeout=WAIT_SECONDS)
+
+
+def write_demo(root: Path) -> Path:
+    """Three checkpoints of the demo job (keyed and operator state) under ``root``."""
+    done = run(cli("demo", "--events", "3000", "--checkpoint-every", "1000",
+                   "--output", str(root), "--no-spark"))
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def files_on_disk(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def referenced(root: Path) -> set[str]:
+    """The metadata and data files of every complete checkpoint under ``root``."""
+    files = set()
+    for metadata in root.glob("chk-*/_metadata.json"):
+        checkpoint = Checkpoint.open(str(metadata.parent))
+        files |= {metadata.parent.name + "/_metadata.json",
+                  *checkpoint.metadata.referenced_files()}
+    return files
+
+
+def verify_all(root: Path) -> list[int]:
+    ids = sorted(int(m.parent.name[4:]) for m in root.glob("chk-*/_metadata.json"))
+    for checkpoint_id in ids:
+        Checkpoint.open(str(root), checkpoint_id=checkpoint_id).verify()
+    return ids
+
+
+def retain(root: Path, *args: str) -> str:
+    """Run ``statesource retain`` in its own process; it must succeed."""
+    done = run(cli("retain", str(root), *args))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
 
 
 def _pause_at(hook_dir: Path, target: str) -> None:

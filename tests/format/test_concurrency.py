@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from statesource.format import Checkpoint
-from tests.race import Paused, cli, run
+from tests.race import Paused, cli, files_on_disk, referenced, retain, run, verify_all, write_demo
 
 OPERATOR = "user-activity"
 PUBLISH = "statesource.format.commit:_publish"
@@ -23,12 +22,7 @@ BEFORE_PIN = "statesource.format.pins:pin_files"
 
 @pytest.fixture(scope="module")
 def demo_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three checkpoints of the demo job (keyed and operator state), written once."""
-    root = tmp_path_factory.mktemp("demo") / "root"
-    done = run(cli("demo", "--events", "3000", "--checkpoint-every", "1000",
-                   "--output", str(root), "--no-spark"))
-    assert done.returncode == 0, done.stderr
-    return root
+    return write_demo(tmp_path_factory.mktemp("demo") / "root")
 
 
 @pytest.fixture
@@ -44,33 +38,6 @@ def rewrite_from(root: Path, base: int, checkpoint_id: int | None = None) -> str
             f"t = CheckpointTarget.open({str(root)!r}, {base}, {checkpoint_id})\n"
             f"t.edit.drop_state({OPERATOR!r}, 'last_seen')\n"
             "print('published', t.publish().checkpoint_id)\n")
-
-
-def files_on_disk(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
-
-
-def referenced(root: Path) -> set[str]:
-    """The metadata and data files of every complete checkpoint under ``root``."""
-    files = set()
-    for metadata in root.glob("chk-*/_metadata.json"):
-        checkpoint = Checkpoint.open(str(metadata.parent))
-        files |= {metadata.parent.name + "/_metadata.json",
-                  *checkpoint.metadata.referenced_files()}
-    return files
-
-
-def verify_all(root: Path) -> list[int]:
-    ids = sorted(int(m.parent.name[4:]) for m in root.glob("chk-*/_metadata.json"))
-    for checkpoint_id in ids:
-        Checkpoint.open(str(root), checkpoint_id=checkpoint_id).verify()
-    return ids
-
-
-def retain(root: Path, *args: str) -> str:
-    done = run(cli("retain", str(root), *args))
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_retain_spares_what_a_writer_paused_at_publish_references(root, tmp_path):
