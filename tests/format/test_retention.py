@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statesource.cli import main
+from statesource.cli.retain import duration
 from statesource.errors import CorruptCheckpointError, InvalidArgumentError
 from statesource.format import Checkpoint, commit_checkpoint, retain, write_operator_state_file
 from statesource.format import retention as retention_module
@@ -320,6 +321,11 @@ def test_an_unreadable_pin_stops_retain_before_anything_is_deleted(tmp_path):
     with pytest.raises(CorruptCheckpointError, match="chk-5-bad.json"):
         retain(str(tmp_path), 1)
     assert store.files_on_disk() == before
+
+
+def test_durations_of_the_command_line():
+    assert [duration(text) for text in ("90s", "15m", "12h", "3d")] == [
+        timedelta(seconds=90), timedelta(minutes=15), timedelta(hours=12), timedelta(days=3)]
 
 
 def test_older_than_must_be_a_duration(tmp_path, capsys):

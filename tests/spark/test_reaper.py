@@ -51,6 +51,8 @@ def test_the_reaper_kills_a_process_tree_that_ignores_its_driver_dying():
         time.sleep(0.5)
         tree = [jvm, *descendants(jvm)]
         assert len(tree) >= 3  # the shell and both sleeps
+        time.sleep(2)  # longer than the grace: the reaper waits for its driver's death
+        assert all(_alive(pid) for pid in tree)
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait()
         assert wait_until_gone(tree, 20) == []
