@@ -52,9 +52,16 @@ class Pin:
         return self.location.exists()
 
     def release(self) -> None:
-        """Remove the pin; one already gone (expired and removed by ``retain``) is fine."""
+        """Remove the pin; one already gone (expired and removed by ``retain``) is fine.
+
+        An emptied local pins directory goes too, so a finished write leaves no
+        trace (a writer creating its pin there meanwhile retries, see :func:`pin_files`).
+        """
         with contextlib.suppress(FileNotFoundError):
             self.location.filesystem.delete_file(self.location.path)
+        if self.location.is_local:
+            with contextlib.suppress(OSError):
+                os.rmdir(self.location.parent.path)
 
 
 @dataclass(frozen=True)
@@ -76,23 +83,34 @@ def pin_files(root: Location, checkpoint_id: int, files: Iterable[str]) -> Pin:
                          f"{_PIN_SUFFIX}"), checkpoint_id, frozenset(files))
     payload = json.dumps({"checkpointId": checkpoint_id, "files": sorted(pin.files)}).encode()
     filesystem = root.filesystem
-    filesystem.create_dir(pin.location.parent.path, recursive=True)
     if not root.is_local:
         with filesystem.open_output_stream(pin.location.path) as out:
             out.write(payload)
         return pin
-    temporary = f"{pin.location.path}.tmp-{uuid.uuid4().hex}"
+    for attempt in range(3):  # another writer's release may remove the emptied directory
+        filesystem.create_dir(pin.location.parent.path, recursive=True)
+        try:
+            _write_local(pin.location.path, payload)
+            return pin
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _write_local(path: str, payload: bytes) -> None:
+    """Atomically: a fsynced temporary sibling renamed to ``path``, the directory synced."""
+    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
     try:
         with open(temporary, "wb") as out:
             out.write(payload)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temporary, pin.location.path)
+        os.replace(temporary, path)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
-    sync_directory(pin.location.parent.path)
-    return pin
+    sync_directory(os.path.dirname(path))
 
 
 def pin_listed(root: Location, checkpoint_id: int, files: Iterable[str]) -> Pin:

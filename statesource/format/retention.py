@@ -30,8 +30,8 @@ Besides those, ``retain`` removes what crashes leave:
   metadata: once an id is published no writer can publish it again, and
   every file of the attempt that won was written before its metadata;
 - **abandoned** files, older than ``older_than`` (default three days, as
-  Iceberg's ``remove_orphan_files``): files of ids never published whose
-  writer holds no pin, and temporary metadata files (``_metadata.json.tmp-*``)
+  Iceberg's ``remove_orphan_files``): unlisted files in ``data/`` of an id
+  no pin names as its writer's, and temporary metadata files (``_metadata.json.tmp-*``)
   of a kill between writing and renaming. No write is expected to run longer;
 - **expired pins** (older than ``older_than``) of writers that were killed;
 - empty ``data/`` and ``chk-<id>`` directories of ids that are not published
@@ -250,14 +250,14 @@ def _orphans(directory: Location, marker: str, listed: set[str]) -> list[str]:
 
 
 def _abandoned(root: Location, state: _State, listed: set[str], cutoff: float) -> list[str]:
-    """Files older than ``cutoff``: those in ``data/`` of an unpublished id no pin holds,
-    and temporary metadata files anywhere."""
+    """Files older than ``cutoff`` that no metadata or pin lists: those in ``data/`` of an
+    id no pin names as its writer's, and temporary metadata files anywhere."""
     pinned_ids = {pin.checkpoint_id for pin in state.pins}
     found = []
     for checkpoint_id, directory in _all_checkpoint_dirs(root).items():
         candidates = [(info, directory.name) for info in _files(directory)
                       if info.base_name.startswith(_TEMPORARY_METADATA)]
-        if checkpoint_id in state.unpublished and checkpoint_id not in pinned_ids:
+        if checkpoint_id not in pinned_ids:
             candidates += [(info, f"{directory.name}/{DATA_DIR}")
                            for info in _files(directory.child(DATA_DIR))]
         found += [relative for info, parent in candidates

@@ -171,7 +171,11 @@ class CheckpointTarget:
                 self.pin.release()
 
     def remove(self, files: Iterable[DataFile]) -> None:
+        """Remove written files; a target that removes files is being discarded or
+        restaged, so the base's pin goes too (the commit pins and checks afresh)."""
         remove_files(self.root, files)
+        if self.pin is not None:
+            self.pin.release()
 
 
 def remove_files(root: Location, files: Iterable[DataFile]) -> None:

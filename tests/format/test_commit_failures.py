@@ -228,3 +228,14 @@ def test_the_metadata_and_its_directory_are_synced_before_the_commit_returns(
     temporary = [path for path in synced if "_metadata.json.tmp-" in path]
     assert len(temporary) == 1 and temporary[0].startswith(directory)
     assert synced.index(directory, synced.index(temporary[0])) > synced.index(temporary[0])
+
+
+def test_a_failing_link_is_reported_as_itself_not_as_an_existing_checkpoint(
+        tmp_path, monkeypatch, backend):
+    def link(source: str, target: str) -> None:
+        raise PermissionError(13, "Permission denied", target)
+
+    monkeypatch.setattr(os, "link", link)
+    with CheckpointWriter(str(tmp_path)) as writer, pytest.raises(PermissionError):
+        writer.write(1, {"op": [backend]})
+    assert not (tmp_path / "chk-1" / "_metadata.json").exists()

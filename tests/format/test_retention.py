@@ -19,12 +19,14 @@ from hypothesis import strategies as st
 
 from statesource.cli import main
 from statesource.cli.retain import duration
-from statesource.errors import CorruptCheckpointError, InvalidArgumentError
+from statesource.errors import CheckpointRetiredError, CorruptCheckpointError, InvalidArgumentError
 from statesource.format import Checkpoint, commit_checkpoint, retain, write_operator_state_file
+from statesource.format import commit as commit_module
 from statesource.format import retention as retention_module
 from statesource.format.metadata import CheckpointMeta, OperatorMeta, OperatorStateMeta
 from statesource.format.operator_columns import operator_state_schema
 from statesource.format.pins import pin_files
+from statesource.format.reader import read_metadata
 from statesource.format.storage import new_data_file, resolve
 from statesource.model import DistributionMode
 from statesource.schema import ValueSchema
@@ -275,7 +277,7 @@ def test_directories_emptied_by_a_later_retirement_are_removed(tmp_path):
     assert (tmp_path / "chk-1" / "data").is_dir()  # file 0 stays, chk-2 lists it
     store.commit(1, [])
     retain(str(tmp_path), 1)  # retiring chk-2 deletes file 0: chk-1 holds nothing now
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["_pins", "chk-3"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chk-3"]
 
 
 def test_a_pinned_file_of_a_retired_checkpoint_stays_until_the_pin_goes(tmp_path):
@@ -307,7 +309,7 @@ def test_expired_pins_and_their_temporaries_are_removed(tmp_path):
                                       f"_pins/{Path(pin.location.path).name}"}
     assert plan.pinned_files == ()
     retain(str(tmp_path), 1, older_than=timedelta(minutes=30))
-    assert not any((tmp_path / "_pins").iterdir())
+    assert not list((tmp_path / "_pins").glob("*"))
     assert not (tmp_path / store.states[0].path).exists()
 
 
@@ -348,3 +350,53 @@ def test_abandoned_attempts_go_only_once_older_than_the_threshold(tmp_path):
     assert plan.abandoned == ("chk-1/_metadata.json.tmp-abc", "chk-7/data/old.arrow")
     assert not old.exists() and not temporary.exists() and young.exists()
     assert not (tmp_path / "chk-7").exists()
+
+
+def test_an_old_shared_file_in_a_directory_without_metadata_is_no_abandoned_file(tmp_path):
+    store = _store_at(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [0])  # chk-2 carries chk-1's file over
+    retain(str(tmp_path), 1)  # chk-1 is gone but for its file, which chk-2 lists
+    shared = tmp_path / store.states[0].path
+    os.utime(shared, (time.time() - 7200, time.time() - 7200))
+    plan = retain(str(tmp_path), 1, older_than=timedelta(hours=1))
+    assert plan.abandoned == () and shared.exists()
+    store.check_checkpoints_read([2])
+
+
+def test_a_commit_pins_what_it_carries_over_while_retain_runs_at_its_publish(tmp_path,
+                                                                              monkeypatch):
+    """The commit's own pin, for writers that took none earlier (an incremental checkpoint):
+    a retain at the very moment of publishing leaves the carried files alone."""
+    store = _store_at(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [])
+    publish = commit_module._publish
+
+    def retain_then_publish(*args, **kwargs):
+        retain(str(tmp_path), 1)
+        return publish(*args, **kwargs)
+
+    monkeypatch.setattr(commit_module, "_publish", retain_then_publish)
+    operator = OperatorMeta("op", 1, 1, None, (), (store.states[0],))  # chk-1's file
+    commit_checkpoint(store.location, CheckpointMeta(3, 0, (operator,)))
+    assert Checkpoint.open(str(tmp_path), checkpoint_id=3).read_operator_state("s0") == [[0]]
+
+
+def test_metadata_gone_without_retirement_is_corruption_not_retention(tmp_path):
+    store = _store_at(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [])
+    checkpoint = Checkpoint.open(str(tmp_path), checkpoint_id=1)
+    (tmp_path / "chk-1" / "_metadata.json").unlink()  # deleted by hand, not retired
+    with pytest.raises(CorruptCheckpointError, match="_metadata.json is missing"):
+        read_metadata(resolve(str(tmp_path / "chk-1")))
+    (tmp_path / store.states[0].path).unlink()
+    with pytest.raises(CorruptCheckpointError, match="is missing") as error:
+        checkpoint.read_operator_state("s0")
+    assert not isinstance(error.value, CheckpointRetiredError)
+    retain(str(tmp_path), 1)  # chk-2 is kept; nothing of chk-1 is listed any more
+    (tmp_path / "chk-1").mkdir(exist_ok=True)
+    (tmp_path / "chk-1" / "_retired.json").write_text("{}")
+    with pytest.raises(CheckpointRetiredError, match="checkpoint 1 was removed by retention"):
+        read_metadata(resolve(str(tmp_path / "chk-1")))
