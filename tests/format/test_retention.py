@@ -400,3 +400,15 @@ def test_metadata_gone_without_retirement_is_corruption_not_retention(tmp_path):
     (tmp_path / "chk-1" / "_retired.json").write_text("{}")
     with pytest.raises(CheckpointRetiredError, match="checkpoint 1 was removed by retention"):
         read_metadata(resolve(str(tmp_path / "chk-1")))
+
+
+def test_files_of_an_id_a_running_writer_pinned_are_not_abandoned(tmp_path):
+    store = _store_at(tmp_path)
+    store.commit(1, [])
+    slow = _leftover(tmp_path, 7, "slow.arrow", 7200)  # a long write, still running
+    pin = pin_files(store.location, 7, [store.states[0].path])
+    assert retain(str(tmp_path), 1, older_than=timedelta(hours=1)).abandoned == ()
+    assert slow.exists()
+    pin.release()
+    assert retain(str(tmp_path), 1, older_than=timedelta(hours=1)).abandoned == (
+        "chk-7/data/slow.arrow",)
