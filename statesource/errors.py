@@ -30,6 +30,14 @@ class CheckpointNotFoundError(StateSourceError, FileNotFoundError):
     """A path that holds no complete checkpoint."""
 
 
+class CheckpointRetiredError(CheckpointNotFoundError):
+    """A checkpoint that ``retain`` removed while it was being read or referenced.
+
+    Not corruption: the checkpoint was complete and was deleted on purpose;
+    reading a kept (newer) checkpoint, or rerunning a write, succeeds.
+    """
+
+
 class CorruptCheckpointError(StateSourceError):
     """A checkpoint file is truncated, unreadable or fails its checksum."""
 

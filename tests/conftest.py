@@ -91,10 +91,28 @@ def _real_flink_present(request):
             pytest.fail(f"a real Flink cannot run here: {reason}")
 
 
+def expose_autoload_modules() -> None:
+    """Let Spark's Python workers find the ``pyspark_flinkstate*`` modules of a source tree.
+
+    Spark registers the ``pyspark_*`` modules that ``pkgutil.iter_modules()`` lists.
+    An installed statesource puts them in site-packages; an editable install
+    (``pip install -e``) maps them through setuptools' import hook, which that
+    listing never sees. Put the tree's autoload directory on the workers' path,
+    as an installed copy would be: the modules themselves are what is tested.
+    """
+    import statesource
+
+    autoload = Path(statesource.__file__).parent / "spark" / "autoload"
+    entries = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+    if autoload.is_dir() and str(autoload) not in entries:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(autoload), *entries])
+
+
 @pytest.fixture(scope="session")
 def spark():
     from statesource.spark import session
 
+    expose_autoload_modules()
     spark = session("statesource-tests", master="local[2]", register_sources=False)
     yield spark
     spark.stop()

@@ -37,7 +37,7 @@ from statesource.checkpointing.incremental import (
     observe_oldest_access,
 )
 from statesource.checks import check_checkpoint_id, check_int
-from statesource.errors import CheckpointExistsError, InvalidArgumentError
+from statesource.errors import CheckpointExistsError, CheckpointRetiredError, InvalidArgumentError
 from statesource.format.columns import RowEncoder
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
 from statesource.format.datafile import write_keyed_file, write_operator_state
@@ -245,17 +245,19 @@ def _snapshot_operator(uid: str, subtasks: list[SubtaskBackends],
 def _write_checkpoint(root: Location, checkpoint_id: int, timestamp_ms: int,
                       snapshots: list[_OperatorSnapshot], index: BaseIndex,
                       incremental: bool) -> CheckpointInfo:
-    """Write, commit, then make this checkpoint the base of every backend in it."""
-    written: list[Location] = []
-    oldest_access: dict[tuple[str, int], int] = {}
-    output = _Output(written, index if incremental else None, oldest_access)
+    """Write, commit, then make this checkpoint the base of every backend in it.
+
+    A base that ``retain`` removed while this checkpoint was written cannot be
+    referenced (docs/FORMAT.md section 11): the checkpoint is then written in full.
+    """
     try:
-        operators = tuple(_write_operator(root, checkpoint_id, snapshot, output)
-                          for snapshot in snapshots)
-        info = commit_checkpoint(root, CheckpointMeta(checkpoint_id, timestamp_ms, operators))
-    except BaseException:
-        remove_attempt(written)
-        raise
+        try:
+            info, oldest_access = _commit_new(root, checkpoint_id, timestamp_ms, snapshots,
+                                              index if incremental else None)
+        except CheckpointRetiredError:
+            if not incremental:
+                raise
+            info, oldest_access = _commit_new(root, checkpoint_id, timestamp_ms, snapshots, None)
     finally:
         for snapshot in snapshots:
             snapshot.close()
@@ -264,6 +266,23 @@ def _write_checkpoint(root: Location, checkpoint_id: int, timestamp_ms: int,
         for backend in snapshot.keyed:
             backend.completed(BaseCheckpoint(root, checkpoint_id, snapshot.uid))
     return info
+
+
+def _commit_new(root: Location, checkpoint_id: int, timestamp_ms: int,
+                snapshots: list[_OperatorSnapshot], bases: BaseIndex | None
+                ) -> tuple[CheckpointInfo, dict[tuple[str, int], int]]:
+    """One attempt: write every file, then commit; on failure remove what it wrote."""
+    written: list[Location] = []
+    oldest_access: dict[tuple[str, int], int] = {}
+    output = _Output(written, bases, oldest_access)
+    try:
+        operators = tuple(_write_operator(root, checkpoint_id, snapshot, output)
+                          for snapshot in snapshots)
+        return (commit_checkpoint(root, CheckpointMeta(checkpoint_id, timestamp_ms, operators)),
+                oldest_access)
+    except BaseException:
+        remove_attempt(written)
+        raise
 
 
 @dataclass

@@ -2,10 +2,12 @@
 
 A checkpoint exists exactly when its ``_metadata.json`` does, so the commit
 is the metadata appearing at once and only if no checkpoint of that id
-exists. Before publishing, every file the metadata references is checked to
-be present at its recorded size: a producer that carries files over from an
-earlier checkpoint (rescaling, rewriting one state) must not publish a
-checkpoint that a concurrent ``retain`` already emptied.
+exists. A producer that carries files of other checkpoints over (rescaling,
+rewriting one state, an incremental checkpoint) must never publish a
+checkpoint that a concurrent ``retain`` is emptying: the commit first pins
+those files (:mod:`statesource.format.pins`), then checks that a complete
+checkpoint still lists each of them, and only then publishes; the argument
+why this suffices is docs/FORMAT.md section 11.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from dataclasses import dataclass, replace
 from statesource.errors import CheckpointExistsError, CorruptCheckpointError
 from statesource.format.exclusive import AlreadyExists, put_if_absent
 from statesource.format.metadata import CheckpointMeta
+from statesource.format.pins import Pin, check_still_listed, pin_files
 from statesource.format.storage import (
     METADATA_FILE,
     Location,
     check_files,
     check_writable_root,
     checkpoint_dir_name,
+    sync_directory,
 )
 
 
@@ -49,26 +53,42 @@ class CheckpointInfo:
         return self.location.uri
 
 
-def commit_checkpoint(root: Location, metadata: CheckpointMeta) -> CheckpointInfo:
+def commit_checkpoint(root: Location, metadata: CheckpointMeta, pin: Pin | None = None
+                      ) -> CheckpointInfo:
     """Publish ``metadata`` as checkpoint ``metadata.checkpoint_id`` under ``root``.
 
     Raises :class:`CheckpointExistsError` when that id is already committed,
     including when another writer commits it first; the caller then owns the
-    cleanup of its data files.
+    cleanup of its data files. ``pin`` is one the writer took when it started
+    relying on other checkpoints' files (and checked then): while it exists,
+    the files it names need no second check.
     """
     check_writable_root(root)
     directory = root.child(checkpoint_dir_name(metadata.checkpoint_id))
     target = directory.child(METADATA_FILE)
     if target.exists():
         raise _exists(metadata.checkpoint_id, directory)
-    _check_referenced_files(root, metadata)
-    directory.filesystem.create_dir(directory.path, recursive=True)
+    own = f"{directory.name}/"
+    foreign = [path for path in metadata.referenced_files() if not path.startswith(own)]
+    commit_pin = pin_files(root, metadata.checkpoint_id, foreign) if foreign else None
+    try:
+        covered = pin.files if pin is not None and pin.exists() else frozenset()
+        check_still_listed(root, set(foreign) - covered, metadata.checkpoint_id)
+        _check_referenced_files(root, metadata)
+        directory.filesystem.create_dir(directory.path, recursive=True)
+        _publish(target, metadata)
+    finally:
+        if commit_pin is not None:
+            commit_pin.release()
+    return CheckpointInfo(directory, replace(metadata, format_version=metadata.lowest_version))
+
+
+def _publish(target: Location, metadata: CheckpointMeta) -> None:
     payload = metadata.to_json_bytes()
     if target.is_local:
         _publish_local(target, payload, metadata.checkpoint_id)
     else:
         _publish_remote(target, payload, metadata.checkpoint_id)
-    return CheckpointInfo(directory, replace(metadata, format_version=metadata.lowest_version))
 
 
 def _publish_remote(target: Location, payload: bytes, checkpoint_id: int) -> None:
@@ -118,15 +138,6 @@ def _publish_local(target: Location, payload: bytes, checkpoint_id: int) -> None
         with contextlib.suppress(OSError):
             os.unlink(temporary)
     sync_directory(target.parent.path)
-
-
-def sync_directory(path: str) -> None:
-    """Make a local directory's entries (new or removed names) durable."""
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def _exists(checkpoint_id: int, directory: Location) -> CheckpointExistsError:

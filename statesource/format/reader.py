@@ -8,6 +8,7 @@ resolved under the checkpoint root and never outside it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Iterator
 from itertools import groupby
 
@@ -15,7 +16,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
+from statesource.errors import (
+    CheckpointRetiredError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+)
 from statesource.format.columns import KEY_GROUP, data_schema
 from statesource.format.deltas import SortedRuns, delta_schema
 from statesource.format.ipc import ReadListener, read_ranges
@@ -39,6 +44,7 @@ from statesource.format.source import (
 )
 from statesource.format.storage import (
     METADATA_FILE,
+    RETIRED_FILE,
     Location,
     PathOrLocation,
     check_files,
@@ -75,7 +81,13 @@ def read_metadata(directory: Location, file_name: str = METADATA_FILE) -> Checkp
     ``MAX_METADATA_BYTES``: its size is checked before anything is allocated.
     """
     metadata_file = directory.child(file_name)
-    with open_regular_file(metadata_file, "metadata", confine_to=directory) as handle:
+    try:
+        handle = open_regular_file(metadata_file, "metadata", confine_to=directory)
+    except CorruptCheckpointError as error:
+        if file_name == METADATA_FILE and was_retired(directory):
+            raise retired(directory) from error
+        raise
+    with handle:
         size = handle.size()
         if size > MAX_METADATA_BYTES:
             raise CorruptCheckpointError(
@@ -90,6 +102,24 @@ def read_metadata(directory: Location, file_name: str = METADATA_FILE) -> Checkp
         raise CorruptCheckpointError(f"metadata {metadata_file} changed while it was read")
     return CheckpointMeta.from_json_bytes(payload, str(metadata_file), directory.name,
                                           checkpoint_id_of(directory))
+
+
+def was_retired(directory: Location) -> bool:
+    """Whether checkpoint ``directory``, seen complete a moment ago, was since retired.
+
+    ``retain`` renames the metadata before it deletes a single file, so a
+    checkpoint whose metadata is gone (its ``_retired.json`` in its place, or
+    the directory removed) was retired, not corrupted.
+    """
+    return not directory.child(METADATA_FILE).exists() and (
+        directory.child(RETIRED_FILE).exists() or not directory.exists())
+
+
+def retired(directory: Location) -> CheckpointRetiredError:
+    checkpoint_id = checkpoint_id_of(directory)
+    return CheckpointRetiredError(
+        f"checkpoint {checkpoint_id if checkpoint_id is not None else directory} was removed by"
+        f" retention while it was being read ({directory}); read a checkpoint that is kept")
 
 
 class Checkpoint:
@@ -210,17 +240,19 @@ class Checkpoint:
         """``(key group, rows)`` of each wanted key group's base range, ascending."""
         pieces = sorted(((loc, data_file) for data_file, loc in meta.key_group_locations()
                          if loc.key_group in wanted), key=lambda piece: piece[0].key_group)
-        for _, run in groupby(pieces, key=lambda piece: piece[1].path):
-            run_pieces = list(run)
-            data_file = run_pieces[0][1]
-            locations = [loc for loc, _ in run_pieces]
-            file = self.data_file(data_file.path)
-            for location, batches in zip(locations,
-                                         read_ranges(file, schema, locations,
-                                                     data_file.size_bytes, verify, listener)):
-                table = pa.Table.from_batches(batches, schema=schema)
-                _check_key_group(file, location, table)
-                yield location.key_group, table
+        with self._unless_retired():
+            for _, run in groupby(pieces, key=lambda piece: piece[1].path):
+                run_pieces = list(run)
+                data_file = run_pieces[0][1]
+                locations = [loc for loc, _ in run_pieces]
+                file = self.data_file(data_file.path)
+                for location, batches in zip(locations,
+                                             read_ranges(file, schema, locations,
+                                                         data_file.size_bytes, verify,
+                                                         listener)):
+                    table = pa.Table.from_batches(batches, schema=schema)
+                    _check_key_group(file, location, table)
+                    yield location.key_group, table
 
     def _run_tables(self, runs: dict[int, list[DeltaRun]], key_groups: list[int],
                     schema: pa.Schema, verify: bool, listener: ReadListener | None
@@ -232,15 +264,27 @@ class Checkpoint:
             for delta, location in runs.get(key_group, ()):
                 by_file.setdefault(delta.path, (delta, []))[1].append(location)
         tables: dict[int, dict[int, pa.Table]] = {}
-        for delta, locations in by_file.values():
-            file = self.data_file(delta.path)
-            for location, batches in zip(locations,
-                                         read_ranges(file, schema, locations,
-                                                     delta.file.size_bytes, verify, listener)):
-                tables.setdefault(location.key_group, {})[delta.sequence] = \
-                    pa.Table.from_batches(batches, schema=schema)
+        with self._unless_retired():
+            for delta, locations in by_file.values():
+                file = self.data_file(delta.path)
+                for location, batches in zip(locations,
+                                             read_ranges(file, schema, locations,
+                                                         delta.file.size_bytes, verify,
+                                                         listener)):
+                    tables.setdefault(location.key_group, {})[delta.sequence] = \
+                        pa.Table.from_batches(batches, schema=schema)
         return {kg: [by_sequence[s] for s in sorted(by_sequence)]
                 for kg, by_sequence in tables.items()}
+
+    @contextlib.contextmanager
+    def _unless_retired(self) -> Iterator[None]:
+        """A file gone because ``retain`` removed this checkpoint is no corruption: say so."""
+        try:
+            yield
+        except CorruptCheckpointError as error:
+            if was_retired(self.location):
+                raise retired(self.location) from error
+            raise
 
     def key_group_weights(self, operator: str, state: str) -> dict[int, int]:
         """Rows per non-empty key group (with delta runs: base and run rows, an upper bound)."""
@@ -291,7 +335,8 @@ class Checkpoint:
         the first missing, replaced or truncated one.
         """
         files = self.metadata.referenced_files()
-        check_files(self.root, files)
+        with self._unless_retired():
+            check_files(self.root, files)
         return len(files)
 
     def verify(self) -> int:
@@ -334,10 +379,12 @@ class Checkpoint:
         shares: list[list | dict] = [decode_operator_state(meta.mode, meta.schemas, [])
                                      for _ in range(op.parallelism)]
         partitions = [p for p in meta.partitions if p.batch_count]
-        for partition, batches in zip(partitions,
-                                      read_ranges(file, schema, partitions, meta.size_bytes,
-                                                  verify)):
-            shares[partition.subtask] = decode_operator_state(meta.mode, meta.schemas, batches)
+        with self._unless_retired():
+            for partition, batches in zip(partitions,
+                                          read_ranges(file, schema, partitions, meta.size_bytes,
+                                                      verify)):
+                shares[partition.subtask] = decode_operator_state(meta.mode, meta.schemas,
+                                                                  batches)
         return shares
 
 

@@ -14,20 +14,28 @@ rerun finishes the job:
    checkpoint committed meanwhile is honoured), and each retired checkpoint's
    files outside them are deleted, its ``_retired.json`` last.
 
-Besides those, ``retain`` removes **orphans**: files that crashed or losing
-write attempts left in the ``data/`` directory of a checkpoint id that is
-committed (or retired). Such a file is deleted only when no complete or
-retired checkpoint lists it *and* it was last modified before that id's
-metadata was published. Once an id is published no writer can ever publish
-it again, and every file of the attempt that won was written before its
-metadata, so an unlisted older file can only belong to an attempt that can
-never commit; a newer one may belong to a writer still running (which will
-fail and clean up after itself), so it is left alone. Directories of ids that
-were never committed are left alone too: a writer may be working there.
+Writers that reference files of other checkpoints pin them first
+(:mod:`statesource.format.pins`). ``retain`` therefore deletes expired pins
+*before* retiring, reads every remaining pin *after* retiring and before
+collecting the references of the checkpoints complete then, and deletes
+neither pinned nor referenced files; a retired checkpoint with pinned files
+keeps its ``_retired.json`` so that a later run finishes it. docs/FORMAT.md
+section 11 proves that no published checkpoint ever references a file this
+deletes.
 
-A writer that *references* files of a checkpoint while ``retain`` retires
-that same checkpoint is the one race this cannot see; the commit refuses to
-publish when a referenced file is already gone.
+Besides those, ``retain`` removes what crashes leave:
+
+- **orphans**: files in the ``data/`` directory of a published (complete or
+  retired) id that no metadata lists and that are older than that id's
+  metadata: once an id is published no writer can publish it again, and
+  every file of the attempt that won was written before its metadata;
+- **abandoned** files, older than ``older_than`` (default three days, as
+  Iceberg's ``remove_orphan_files``): unlisted files in ``data/`` of an id
+  no pin names as its writer's, and temporary metadata files (``_metadata.json.tmp-*``)
+  of a kill between writing and renaming. No write is expected to run longer;
+- **expired pins** (older than ``older_than``) of writers that were killed;
+- empty ``data/`` and ``chk-<id>`` directories of ids that are not published
+  or whose files retention just deleted.
 """
 
 from __future__ import annotations
@@ -35,15 +43,17 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pyarrow.fs as pafs
 
 from statesource.checks import check_int
-from statesource.errors import CheckpointNotFoundError
-from statesource.format.commit import sync_directory
+from statesource.errors import CheckpointNotFoundError, InvalidArgumentError
 from statesource.format.metadata import CheckpointMeta
+from statesource.format.pins import Pin, PinFile, pin_directory_files, read_pin
 from statesource.format.reader import read_metadata
 from statesource.format.storage import (
     DATA_DIR,
@@ -51,11 +61,17 @@ from statesource.format.storage import (
     RETIRED_FILE,
     Location,
     checkpoint_dirs,
+    checkpoint_id_of,
     complete_checkpoints,
     confined,
     resolve,
+    sync_directory,
 )
 from statesource.model import Progress
+
+DEFAULT_OLDER_THAN = timedelta(days=3)
+"""How old an unpublished file must be before ``retain`` takes it for abandoned."""
+_TEMPORARY_METADATA = f"{METADATA_FILE}.tmp-"
 
 
 @dataclass(frozen=True)
@@ -71,56 +87,154 @@ class RetentionPlan:
     """Files of removed checkpoints that a kept checkpoint still references."""
     orphans: tuple[str, ...] = ()
     """Files of failed write attempts that no metadata lists (see the module docstring)."""
+    abandoned: tuple[str, ...] = ()
+    """Files of ids never published, and temporary metadata files, older than ``older_than``."""
+    pinned_files: tuple[str, ...] = ()
+    """Files of removed checkpoints that a running writer pinned: kept until a later run."""
+    expired_pins: tuple[str, ...] = ()
+    """Pins (and their temporary files) older than ``older_than``: their writers are gone."""
+    empty_dirs: tuple[str, ...] = ()
+    """Empty directories left by crashes, older than ``older_than``."""
+
+
+@dataclass(frozen=True)
+class _State:
+    """Everything on disk that retention decides from, read before anything changes."""
+
+    complete: dict[int, tuple[Location, CheckpointMeta]]
+    retired: dict[int, tuple[Location, CheckpointMeta]]
+    pins: list[Pin]
+    unpublished: dict[int, Location]
+    late_retired: dict[int, tuple[Location, CheckpointMeta]]
+    """Checkpoints another ``retain`` retired after ``retired`` was listed: still protected."""
+
+    def live(self) -> set[str]:
+        """The files this run must keep for checkpoints: complete, or retired by another run."""
+        return _references(meta for _, meta in [*self.complete.values(),
+                                                 *self.late_retired.values()])
+
+    @property
+    def pinned(self) -> set[str]:
+        return {path for pin in self.pins for path in pin.files}
+
+    def listed(self) -> set[str]:
+        """Every file some metadata or pin names: never an orphan or abandoned."""
+        return (self.live() | self.pinned
+                | _references(meta for _, meta in self.retired.values()))
 
 
 def retain(path: str, keep: int, *, dry_run: bool = False,
+           older_than: timedelta = DEFAULT_OLDER_THAN,
            filesystem: pafs.FileSystem | None = None,
            progress: Progress | None = None) -> RetentionPlan:
-    """Keep the newest ``keep`` complete checkpoints under ``path``; delete the rest."""
+    """Keep the newest ``keep`` complete checkpoints under ``path``; delete the rest, and
+    what crashes left that is older than ``older_than`` (see the module docstring)."""
     check_int(keep, "keep", 1)
+    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+        raise InvalidArgumentError(
+            f"older_than must be a non-negative datetime.timedelta, got {older_than!r}")
     root = resolve(path, filesystem)
     if not root.exists():
         raise CheckpointNotFoundError(f"checkpoint root {root} does not exist")
     report = progress or (lambda _: None)
-    complete = _load(complete_checkpoints(root), METADATA_FILE)
-    kept_ids = sorted(complete)[-keep:]
-    doomed = {i: complete[i] for i in sorted(complete) if i not in kept_ids}
-    retired = _load(checkpoint_dirs(root, RETIRED_FILE), RETIRED_FILE)
-    live = _references(complete[i][1] for i in kept_ids)
-    to_delete = {path for _, meta in [*doomed.values(), *retired.values()]
-                 for path in _data_files(meta)}
-    listed = live | to_delete
+    cutoff = time.time() - older_than.total_seconds()
+    pin_files = pin_directory_files(root)
+    expired = [f for f in pin_files if f.mtime < cutoff]
+    state = _read_state(root, lambda: [f for f in pin_files if f not in expired])
+    kept_ids = sorted(state.complete)[-keep:]
+    doomed = {i: state.complete[i] for i in sorted(state.complete) if i not in kept_ids}
+    removed = {**state.retired, **doomed}
+    live = _references(state.complete[i][1] for i in kept_ids)
+    to_delete = {path for _, meta in removed.values() for path in _data_files(meta)}
+    listed = state.listed()
     plan = RetentionPlan(
         kept=tuple(kept_ids),
-        retired=tuple(sorted({*doomed, *retired})),
-        deleted_files=tuple(sorted(to_delete - live)),
+        retired=tuple(sorted(removed)),
+        deleted_files=tuple(sorted(to_delete - live - state.pinned)),
         shared_files=tuple(sorted(to_delete & live)),
-        orphans=tuple(sorted(
-            path for directory, marker in [*((d, METADATA_FILE) for d, _ in complete.values()),
-                                           *((d, RETIRED_FILE) for d, _ in retired.values())]
-            for path in _orphans(directory, marker, listed))),
+        orphans=tuple(sorted(_all_orphans(state, listed))),
+        abandoned=tuple(sorted(_abandoned(root, state, listed, cutoff))),
+        pinned_files=tuple(sorted((to_delete - live) & state.pinned)),
+        expired_pins=tuple(sorted(_relative(root, f.location) for f in expired)),
+        empty_dirs=tuple(sorted(_relative(root, d) for d in _empty_dirs(root, state, cutoff))),
     )
     if dry_run:
         return plan
+    for pin_file in expired:
+        _remove(pin_file.location)
     for checkpoint_id, (directory, _) in doomed.items():
         _retire(directory)
         report(f"retired checkpoint {checkpoint_id}")
-    retired.update(doomed)
-    complete_now = _load(complete_checkpoints(root), METADATA_FILE)
-    live = _references(meta for _, meta in complete_now.values())
-    listed = live | _references(meta for _, meta in retired.values())
-    for checkpoint_id, (directory, meta) in sorted(retired.items()):
-        removed = _delete_files(root, meta, live)
-        orphans = _delete_orphans(root, directory, RETIRED_FILE, listed)
-        _remove(directory.child(RETIRED_FILE))
-        _remove_empty_dirs(directory)
-        report(f"deleted checkpoint {checkpoint_id}: {removed} data files removed"
-               + (f", and {orphans} files of failed attempts" if orphans else ""))
-    for checkpoint_id, (directory, _) in sorted(complete_now.items()):
-        orphans = _delete_orphans(root, directory, METADATA_FILE, listed)
+    # The order is the protocol's: pins are read after retiring, and the references
+    # of the checkpoints complete now after the pins (docs/FORMAT.md section 11).
+    state = _read_state(root, lambda: pin_directory_files(root))
+    _finish_retired(root, state, report)
+    for checkpoint_id, (directory, _) in sorted(state.complete.items()):
+        orphans = _delete_all(root, _orphans(directory, METADATA_FILE, state.listed()))
         if orphans:
             report(f"checkpoint {checkpoint_id}: removed {orphans} files of failed attempts")
+    state = _read_state(root, lambda: pin_directory_files(root))
+    abandoned_files = _abandoned(root, state, state.listed(), cutoff)
+    abandoned = _delete_all(root, abandoned_files)
+    busy = {*state.complete, *state.retired, *state.late_retired,
+            *(pin.checkpoint_id for pin in state.pins)}
+    for owner in {path.split("/", 1)[0] for path in abandoned_files}:
+        _remove_empty_dirs(root.child(owner), unless=busy)
+    empty = _empty_dirs(root, state, cutoff)
+    for directory in empty:
+        with contextlib.suppress(OSError):
+            directory.filesystem.delete_dir(directory.path)
+    if abandoned or empty:
+        report(f"removed {abandoned} files of abandoned attempts and {len(empty)} empty"
+               " directories")
     return plan
+
+
+def _read_state(root: Location, pin_files: Callable[[], list[PinFile]]) -> _State:
+    """Read metadata and pins; anything unreadable stops the run here.
+
+    The order is the protocol's (docs/FORMAT.md section 11.1): retired
+    checkpoints, then pins, then the checkpoints complete now.
+    """
+    retired = _load(checkpoint_dirs(root, RETIRED_FILE), RETIRED_FILE)
+    pins = [read_pin(f) for f in pin_files() if f.is_pin]
+    complete = _load(complete_checkpoints(root), METADATA_FILE)
+    late = _load({i: d for i, d in checkpoint_dirs(root, RETIRED_FILE).items()
+                  if i not in retired}, RETIRED_FILE)
+    unpublished = {i: d for i, d in _all_checkpoint_dirs(root).items()
+                   if i not in complete and i not in retired and i not in late}
+    return _State(complete, retired, pins, unpublished, late)
+
+
+def _finish_retired(root: Location, state: _State, report: Progress) -> None:
+    """Delete each retired checkpoint's files that nothing references or pins; its
+    ``_retired.json`` goes last, unless a writer pinned some of its files."""
+    live = state.live()
+    protected = live | state.pinned
+    listed = state.listed()
+    for checkpoint_id, (directory, meta) in sorted(state.retired.items()):
+        doomed = [path for path in _data_files(meta) if path not in protected]
+        removed = _delete_all(root, doomed)
+        orphans = _delete_all(root, _orphans(directory, RETIRED_FILE, listed))
+        pinned = [path for path in _data_files(meta) if path in state.pinned and path not in live]
+        if pinned:
+            report(f"checkpoint {checkpoint_id}: {len(pinned)} files stay, pinned by a running"
+                   " writer; a later retain finishes it")
+            continue
+        _remove(directory.child(RETIRED_FILE))
+        _remove_empty_dirs(directory)
+        busy = {*state.complete, *(pin.checkpoint_id for pin in state.pins)}
+        for owner in {path.split("/", 1)[0] for path in doomed}:
+            _remove_empty_dirs(root.child(owner), unless=busy)
+        report(f"deleted checkpoint {checkpoint_id}: {removed} data files removed"
+               + (f", and {orphans} files of failed attempts" if orphans else ""))
+
+
+def _all_orphans(state: _State, listed: set[str]) -> list[str]:
+    return [path for marker, checkpoints in ((METADATA_FILE, state.complete),
+                                             (RETIRED_FILE, state.retired))
+            for directory, _ in checkpoints.values()
+            for path in _orphans(directory, marker, listed)]
 
 
 def _orphans(directory: Location, marker: str, listed: set[str]) -> list[str]:
@@ -130,18 +244,80 @@ def _orphans(directory: Location, marker: str, listed: set[str]) -> list[str]:
     published = filesystem.get_file_info(directory.child(marker).path)
     if published.type != pafs.FileType.File or published.mtime is None:
         return []
-    selector = pafs.FileSelector(directory.child(DATA_DIR).path, allow_not_found=True)
-    return [relative for info in filesystem.get_file_info(selector)
-            if info.type == pafs.FileType.File and info.mtime is not None
-            and info.mtime < published.mtime
+    return [relative for info in _files(directory.child(DATA_DIR))
+            if info.mtime is not None and info.mtime < published.mtime
             and (relative := f"{directory.name}/{DATA_DIR}/{info.base_name}") not in listed]
 
 
-def _delete_orphans(root: Location, directory: Location, marker: str, listed: set[str]) -> int:
-    orphans = _orphans(directory, marker, listed)
-    for path in orphans:
+def _abandoned(root: Location, state: _State, listed: set[str], cutoff: float) -> list[str]:
+    """Files older than ``cutoff`` that no metadata or pin lists: those in ``data/`` of an
+    id no pin names as its writer's, and temporary metadata files anywhere."""
+    pinned_ids = {pin.checkpoint_id for pin in state.pins}
+    found = []
+    for checkpoint_id, directory in _all_checkpoint_dirs(root).items():
+        candidates = [(info, directory.name) for info in _files(directory)
+                      if info.base_name.startswith(_TEMPORARY_METADATA)]
+        if checkpoint_id not in pinned_ids:
+            candidates += [(info, f"{directory.name}/{DATA_DIR}")
+                           for info in _files(directory.child(DATA_DIR))]
+        found += [relative for info, parent in candidates
+                  if _seconds(info) < cutoff
+                  and (relative := f"{parent}/{info.base_name}") not in listed]
+    return found
+
+
+def _empty_dirs(root: Location, state: _State, cutoff: float) -> list[Location]:
+    """Empty ``data/`` directories older than ``cutoff``, then the ``chk-<id>`` directories of
+    unpublished ids that hold nothing else, deepest first."""
+    pinned_ids = {pin.checkpoint_id for pin in state.pins}
+    found = []
+    for checkpoint_id, directory in sorted(_all_checkpoint_dirs(root).items()):
+        if checkpoint_id in pinned_ids:
+            continue
+        entries = _entries(directory)
+        data = [info for info in entries if info.base_name == DATA_DIR]
+        empty_data = bool(data) and data[0].type == pafs.FileType.Directory \
+            and not _entries(directory.child(DATA_DIR)) and _seconds(data[0]) < cutoff
+        if empty_data:
+            found.append(directory.child(DATA_DIR))
+        others = [info for info in entries if not (empty_data and info.base_name == DATA_DIR)]
+        if checkpoint_id in state.unpublished and not others:
+            info = root.filesystem.get_file_info(directory.path)
+            if _seconds(info) < cutoff or empty_data:
+                found.append(directory)
+    return found
+
+
+def _all_checkpoint_dirs(root: Location) -> dict[int, Location]:
+    return {checkpoint_id: Location(root.filesystem, info.path)
+            for info in _entries(root) if info.type == pafs.FileType.Directory
+            and (checkpoint_id := checkpoint_id_of(Location(root.filesystem, info.path)))
+            is not None}
+
+
+def _entries(directory: Location) -> list[pafs.FileInfo]:
+    selector = pafs.FileSelector(directory.path, allow_not_found=True)
+    return list(directory.filesystem.get_file_info(selector))
+
+
+def _files(directory: Location) -> list[pafs.FileInfo]:
+    return [info for info in _entries(directory) if info.type == pafs.FileType.File]
+
+
+def _seconds(info: pafs.FileInfo) -> float:
+    return float("inf") if info.mtime_ns is None else info.mtime_ns / 1e9
+
+
+def _relative(root: Location, location: Location) -> str:
+    return location.path[len(root.path.rstrip("/")) + 1:]
+
+
+def _delete_all(root: Location, paths: Iterable[str]) -> int:
+    count = 0
+    for path in paths:
         _remove(confined(root, path))
-    return len(orphans)
+        count += 1
+    return count
 
 
 def _load(directories: dict[int, Location], file_name: str
@@ -159,15 +335,6 @@ def _retire(directory: Location) -> None:
                               directory.child(RETIRED_FILE).path)
     if directory.is_local:
         sync_directory(directory.path)
-
-
-def _delete_files(root: Location, meta: CheckpointMeta, live: set[str]) -> int:
-    removed = 0
-    for path in _data_files(meta):
-        if path not in live:
-            _remove(confined(root, path))
-            removed += 1
-    return removed
 
 
 _DATA_FILE = re.compile(r"[^/]+/data/[^/]+\.arrow")
@@ -189,13 +356,15 @@ def _remove(location: Location) -> None:
         location.filesystem.delete_file(location.path)
 
 
-def _remove_empty_dirs(directory: Location) -> None:
+def _remove_empty_dirs(directory: Location, unless: set[int] | None = None) -> None:
     """Local directories left empty go too; object stores have none to remove.
 
     ``rmdir`` refuses a non-empty directory, so files still referenced, or
-    left by a crashed writer, keep theirs.
+    left by a crashed writer, keep theirs. ``unless`` names ids whose
+    directories stay whatever they hold: complete ones, and those a writer pinned.
     """
-    if directory.is_local:
+    checkpoint_id = checkpoint_id_of(directory)
+    if directory.is_local and (unless is None or checkpoint_id not in unless):
         for candidate in (directory.child(DATA_DIR), directory):
             with contextlib.suppress(OSError):
                 os.rmdir(candidate.path)

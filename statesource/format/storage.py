@@ -236,6 +236,15 @@ def check_writable_root(root: Location) -> None:
         raise InvalidArgumentError(f"checkpoint root {root} is not a directory")
 
 
+def sync_directory(path: str) -> None:
+    """Make a local directory's entries (new or removed names) durable."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def check_relative_path(path: object, source: str) -> str:
     """A recorded data-file path, refused unless it is plainly inside the root.
 

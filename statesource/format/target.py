@@ -16,9 +16,10 @@ rewrite and the rescale jobs never ask where they write.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -32,6 +33,7 @@ from statesource.format.commit import CheckpointInfo, commit_checkpoint
 from statesource.format.datafile import write_keyed_file
 from statesource.format.edit import CheckpointEdit
 from statesource.format.metadata import CheckpointMeta, DataFile
+from statesource.format.pins import Pin, pin_listed
 from statesource.format.reader import read_metadata
 from statesource.format.source import STATESOURCE
 from statesource.format.storage import (
@@ -111,7 +113,10 @@ class CheckpointTarget:
     """A new statesource checkpoint under ``root``, derived from ``base`` (None: from nothing).
 
     Carried-over states keep referencing the base's data files; the commit is
-    :func:`~statesource.format.commit.commit_checkpoint`'s.
+    :func:`~statesource.format.commit.commit_checkpoint`'s. The base's files
+    are pinned from the start (docs/FORMAT.md section 11), so a ``retain``
+    running while tasks write cannot delete them; the pin goes when the
+    target is published or garbage-collected (a killed writer's pin expires).
     """
 
     kind = STATESOURCE
@@ -123,6 +128,14 @@ class CheckpointTarget:
         self.checkpoint_id = checkpoint_id
         self.timestamp_ms = timestamp_ms
         self._edit = CheckpointEdit(base)
+        self.pin: Pin | None = None
+        if base is not None:
+            self.pin = pin_listed(root, checkpoint_id, base.referenced_files())
+        self._release = weakref.finalize(self, self.pin.release) if self.pin else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies (Spark pickles the target to tasks) never release the driver's pin."""
+        return {**self.__dict__, "_release": None}
 
     @classmethod
     def open(cls, path: str | None, base_checkpoint_id: int | None = None,
@@ -156,11 +169,19 @@ class CheckpointTarget:
         return CheckpointStateSink(self.root, self.checkpoint_id, operator, state.name)
 
     def publish(self) -> CheckpointInfo:
-        return commit_checkpoint(self.root, self._edit.build(self.checkpoint_id,
-                                                             self.timestamp_ms))
+        try:
+            return commit_checkpoint(self.root, self._edit.build(self.checkpoint_id,
+                                                                 self.timestamp_ms), self.pin)
+        finally:
+            if self.pin is not None:
+                self.pin.release()
 
     def remove(self, files: Iterable[DataFile]) -> None:
+        """Remove written files; a target that removes files is being discarded or
+        restaged, so the base's pin goes too (the commit pins and checks afresh)."""
         remove_files(self.root, files)
+        if self.pin is not None:
+            self.pin.release()
 
 
 def remove_files(root: Location, files: Iterable[DataFile]) -> None:

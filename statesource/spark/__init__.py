@@ -119,6 +119,7 @@ def session(app_name: str = "statesource", master: str | None = None, *,
     spark = builder.getOrCreate()
     if (spark.sparkContext.master or "").startswith("local"):
         spark.sparkContext.setLogLevel("ERROR")
+    _reap_jvm_with_this_process(spark)
     if register_sources:
         register(spark)
     if key_group_functions:
@@ -140,3 +141,16 @@ def _local_conveniences(builder: Any, *, explicit: bool) -> Any:
     return (builder.config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "4")
             .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"]))
+
+
+_reaped: set[int] = set()
+
+
+def _reap_jvm_with_this_process(spark: Any) -> None:
+    """A JVM this process launched dies with it, killed -9 or not (statesource.spark.reaper)."""
+    process = getattr(spark.sparkContext._gateway, "proc", None)
+    if process is not None and process.pid not in _reaped:
+        from statesource.spark.reaper import watch
+
+        watch(process.pid)
+        _reaped.add(process.pid)

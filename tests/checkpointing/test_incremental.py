@@ -83,11 +83,11 @@ def test_a_retired_base_means_a_full_checkpoint(tmp_path):
         retain(root, 1)
         (tmp_path / "root" / "chk-2" / "_metadata.json").rename(tmp_path / "gone.json")
         job.mutate(1, hot_keys=1)
-        # The newest metadata the writer knows is checkpoint 2's: it still builds on it,
-        # and the commit's reference check is what guards a base whose files are gone.
+        # The newest metadata the writer knows is checkpoint 2's: it builds on it, the
+        # commit finds no complete checkpoint listing those files, and writes in full.
         info = writer.write(3, {"op": job.backends})
     check_restores(root, 3, job.expected())
-    assert info.metadata.format_version in (2, 3)
+    assert all(path.startswith("chk-3/") for path in info.metadata.referenced_files())
 
 
 @pytest.mark.parametrize("parallelism", [PARALLELISM, 3])

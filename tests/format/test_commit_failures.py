@@ -208,3 +208,34 @@ def test_a_commit_that_cannot_be_exclusive_warns(tmp_path, backend):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the local file system commits exclusively, silently
         CheckpointWriter(str(tmp_path)).write(2, {"op": [backend]})
+
+
+def test_the_metadata_and_its_directory_are_synced_before_the_commit_returns(
+        tmp_path, monkeypatch, backend):
+    """What a power loss would otherwise lose: the metadata's bytes (fsync of the temporary
+    file before it is linked) and its new name (fsync of the checkpoint directory)."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with CheckpointWriter(str(tmp_path)) as writer:
+        writer.write(1, {"op": [backend]})
+    directory = str(tmp_path / "chk-1")
+    temporary = [path for path in synced if "_metadata.json.tmp-" in path]
+    assert len(temporary) == 1 and temporary[0].startswith(directory)
+    assert synced.index(directory, synced.index(temporary[0])) > synced.index(temporary[0])
+
+
+def test_a_failing_link_is_reported_as_itself_not_as_an_existing_checkpoint(
+        tmp_path, monkeypatch, backend):
+    def link(source: str, target: str) -> None:
+        raise PermissionError(13, "Permission denied", target)
+
+    monkeypatch.setattr(os, "link", link)
+    with CheckpointWriter(str(tmp_path)) as writer, pytest.raises(PermissionError):
+        writer.write(1, {"op": [backend]})
+    assert not (tmp_path / "chk-1" / "_metadata.json").exists()

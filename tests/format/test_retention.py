@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 from unittest import mock
 
@@ -17,11 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statesource.cli import main
-from statesource.errors import CorruptCheckpointError, InvalidArgumentError
+from statesource.cli.retain import duration
+from statesource.errors import CheckpointRetiredError, CorruptCheckpointError, InvalidArgumentError
 from statesource.format import Checkpoint, commit_checkpoint, retain, write_operator_state_file
+from statesource.format import commit as commit_module
 from statesource.format import retention as retention_module
 from statesource.format.metadata import CheckpointMeta, OperatorMeta, OperatorStateMeta
 from statesource.format.operator_columns import operator_state_schema
+from statesource.format.pins import pin_files
+from statesource.format.reader import read_metadata
 from statesource.format.storage import new_data_file, resolve
 from statesource.model import DistributionMode
 from statesource.schema import ValueSchema
@@ -256,3 +261,154 @@ def test_retain_never_deletes_what_is_not_a_data_file(tmp_path):
     assert "chk-2/_metadata.json" not in plan.deleted_files
     assert victim.exists()
     assert Checkpoint.open(str(tmp_path)).checkpoint_id == 2
+
+
+def _store_at(tmp_path: Path) -> Store:
+    store = Store()
+    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    return store
+
+
+def test_directories_emptied_by_a_later_retirement_are_removed(tmp_path):
+    store = _store_at(tmp_path)
+    store.commit(1, [])  # chk-1 writes file 0
+    store.commit(1, [0])  # chk-2 carries it over
+    retain(str(tmp_path), 1)
+    assert (tmp_path / "chk-1" / "data").is_dir()  # file 0 stays, chk-2 lists it
+    store.commit(1, [])
+    retain(str(tmp_path), 1)  # retiring chk-2 deletes file 0: chk-1 holds nothing now
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chk-3"]
+
+
+def test_a_pinned_file_of_a_retired_checkpoint_stays_until_the_pin_goes(tmp_path):
+    store = _store_at(tmp_path)
+    store.commit(2, [])
+    store.commit(1, [])
+    pin = pin_files(store.location, 9, [store.states[0].path])
+    plan = retain(str(tmp_path), 1)
+    assert plan.pinned_files == (store.states[0].path,)
+    assert plan.deleted_files == (store.states[1].path,)
+    assert (tmp_path / store.states[0].path).exists()
+    assert (tmp_path / "chk-1" / "_retired.json").exists()
+    pin.release()
+    assert retain(str(tmp_path), 1).retired == (1,)
+    assert not (tmp_path / "chk-1").exists()
+
+
+def test_expired_pins_and_their_temporaries_are_removed(tmp_path):
+    store = _store_at(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [])
+    pin = pin_files(store.location, 9, [store.states[0].path])
+    temporary = tmp_path / "_pins" / "chk-9-x.json.tmp-y"
+    temporary.write_text("{")
+    for path in (Path(pin.location.path), temporary):
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    plan = retain(str(tmp_path), 1, dry_run=True, older_than=timedelta(minutes=30))
+    assert set(plan.expired_pins) == {"_pins/chk-9-x.json.tmp-y",
+                                      f"_pins/{Path(pin.location.path).name}"}
+    assert plan.pinned_files == ()
+    retain(str(tmp_path), 1, older_than=timedelta(minutes=30))
+    assert not list((tmp_path / "_pins").glob("*"))
+    assert not (tmp_path / store.states[0].path).exists()
+
+
+def test_an_unreadable_pin_stops_retain_before_anything_is_deleted(tmp_path):
+    store = _store_at(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [])
+    (tmp_path / "_pins").mkdir()
+    (tmp_path / "_pins" / "chk-5-bad.json").write_text('{"checkpointId": 5, "files": ["/etc"]}')
+    before = store.files_on_disk()
+    with pytest.raises(CorruptCheckpointError, match="chk-5-bad.json"):
+        retain(str(tmp_path), 1)
+    assert store.files_on_disk() == before
+
+
+def test_durations_of_the_command_line():
+    assert [duration(text) for text in ("90s", "15m", "12h", "3d")] == [
+        timedelta(seconds=90), timedelta(minutes=15), timedelta(hours=12), timedelta(days=3)]
+
+
+def test_older_than_must_be_a_duration(tmp_path, capsys):
+    with pytest.raises(InvalidArgumentError, match="older_than"):
+        retain(str(tmp_path), 1, older_than=timedelta(seconds=-1))
+    with pytest.raises(SystemExit):
+        main(["retain", str(tmp_path), "--keep", "1", "--older-than", "3 days"])
+    assert "'3 days' is no duration" in capsys.readouterr().err
+
+
+def test_abandoned_attempts_go_only_once_older_than_the_threshold(tmp_path):
+    store = _store_at(tmp_path)
+    store.commit(1, [])
+    old = _leftover(tmp_path, 7, "old.arrow", 7200)
+    young = _leftover(tmp_path, 8, "young.arrow", 60)
+    temporary = tmp_path / "chk-1" / "_metadata.json.tmp-abc"
+    temporary.write_text("{")
+    os.utime(temporary, (time.time() - 7200, time.time() - 7200))
+    plan = retain(str(tmp_path), 1, older_than=timedelta(hours=1))
+    assert plan.abandoned == ("chk-1/_metadata.json.tmp-abc", "chk-7/data/old.arrow")
+    assert not old.exists() and not temporary.exists() and young.exists()
+    assert not (tmp_path / "chk-7").exists()
+
+
+def test_an_old_shared_file_in_a_directory_without_metadata_is_no_abandoned_file(tmp_path):
+    store = _store_at(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [0])  # chk-2 carries chk-1's file over
+    retain(str(tmp_path), 1)  # chk-1 is gone but for its file, which chk-2 lists
+    shared = tmp_path / store.states[0].path
+    os.utime(shared, (time.time() - 7200, time.time() - 7200))
+    plan = retain(str(tmp_path), 1, older_than=timedelta(hours=1))
+    assert plan.abandoned == () and shared.exists()
+    store.check_checkpoints_read([2])
+
+
+def test_a_commit_pins_what_it_carries_over_while_retain_runs_at_its_publish(tmp_path,
+                                                                              monkeypatch):
+    """The commit's own pin, for writers that took none earlier (an incremental checkpoint):
+    a retain at the very moment of publishing leaves the carried files alone."""
+    store = _store_at(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [])
+    publish = commit_module._publish
+
+    def retain_then_publish(*args, **kwargs):
+        retain(str(tmp_path), 1)
+        return publish(*args, **kwargs)
+
+    monkeypatch.setattr(commit_module, "_publish", retain_then_publish)
+    operator = OperatorMeta("op", 1, 1, None, (), (store.states[0],))  # chk-1's file
+    commit_checkpoint(store.location, CheckpointMeta(3, 0, (operator,)))
+    assert Checkpoint.open(str(tmp_path), checkpoint_id=3).read_operator_state("s0") == [[0]]
+
+
+def test_metadata_gone_without_retirement_is_corruption_not_retention(tmp_path):
+    store = _store_at(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [])
+    checkpoint = Checkpoint.open(str(tmp_path), checkpoint_id=1)
+    (tmp_path / "chk-1" / "_metadata.json").unlink()  # deleted by hand, not retired
+    with pytest.raises(CorruptCheckpointError, match="_metadata.json is missing"):
+        read_metadata(resolve(str(tmp_path / "chk-1")))
+    (tmp_path / store.states[0].path).unlink()
+    with pytest.raises(CorruptCheckpointError, match="is missing") as error:
+        checkpoint.read_operator_state("s0")
+    assert not isinstance(error.value, CheckpointRetiredError)
+    retain(str(tmp_path), 1)  # chk-2 is kept; nothing of chk-1 is listed any more
+    (tmp_path / "chk-1").mkdir(exist_ok=True)
+    (tmp_path / "chk-1" / "_retired.json").write_text("{}")
+    with pytest.raises(CheckpointRetiredError, match="checkpoint 1 was removed by retention"):
+        read_metadata(resolve(str(tmp_path / "chk-1")))
+
+
+def test_files_of_an_id_a_running_writer_pinned_are_not_abandoned(tmp_path):
+    store = _store_at(tmp_path)
+    store.commit(1, [])
+    slow = _leftover(tmp_path, 7, "slow.arrow", 7200)  # a long write, still running
+    pin = pin_files(store.location, 7, [store.states[0].path])
+    assert retain(str(tmp_path), 1, older_than=timedelta(hours=1)).abandoned == ()
+    assert slow.exists()
+    pin.release()
+    assert retain(str(tmp_path), 1, older_than=timedelta(hours=1)).abandoned == (
+        "chk-7/data/slow.arrow",)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from pyspark.sql.datasource import (
@@ -19,6 +21,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+import statesource
 from sample_state import KEYS, dump, merged, populate
 from statesource import Checkpoint, CheckpointWriter, InvalidArgumentError
 from statesource.format.metadata import DataFile, KeyedStateMeta, KeyGroupLocation
@@ -397,9 +400,19 @@ def test_auto_registration_from_another_directory(written, tmp_path):
         print(spark.read.format("flinkstate").option("state", "value").load({written[0]!r}).count())
     """)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if editable_install():  # the workers' path README.md tells contributors to set
+        env["PYTHONPATH"] = str(Path(statesource.__file__).parent / "spark" / "autoload")
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.stdout.strip().splitlines()[-1:] == [str(len(written[1]["value"]))], done.stderr
+
+
+def editable_install() -> bool:
+    """Whether statesource is installed with ``pip install -e`` (PEP 610's direct_url.json;
+    a source tree's own ``statesource.egg-info`` has none)."""
+    return any(json.loads(d.read_text("direct_url.json") or "{}").get("dir_info", {})
+               .get("editable", False)
+               for d in importlib.metadata.distributions(name="statesource"))
 
 
 def test_create_table_is_refused_with_the_alternative(spark, written, source_format):
