@@ -43,15 +43,16 @@ def full_read(spark: Any, path: str) -> None:
 
 
 def transfer(path: str) -> tuple[float, int]:
-    """Seconds to read every data file's bytes from this process, and how many bytes: one
+    """Seconds to read every data file of checkpoint 1 from this process, and its bytes: one
     ranged read per file, as the reader reads (pyarrow's S3 ``open_input_stream().read()``
     is far slower than ``read_at`` of the same bytes, and the reader never uses it)."""
-    root = resolve(path)
+    checkpoint = resolve(path).child("chk-1")  # the one read and rescaled
     started = time.perf_counter()
     total = 0
-    for info in root.filesystem.get_file_info(pafs.FileSelector(root.path, recursive=True)):
+    for info in checkpoint.filesystem.get_file_info(pafs.FileSelector(checkpoint.path,
+                                                                      recursive=True)):
         if info.type == pafs.FileType.File and info.path.endswith(".arrow"):
-            total += len(root.filesystem.open_input_file(info.path).read_at(info.size, 0))
+            total += len(checkpoint.filesystem.open_input_file(info.path).read_at(info.size, 0))
     return time.perf_counter() - started, total
 
 
