@@ -1,6 +1,6 @@
 """A full read and ``rescale_max_parallelism`` on a localhost Spark cluster: S3 against local files.
 
-Run: python bench/cluster_s3.py [--entries 5000000]
+Run: python bench/cluster_s3.py [--entries 5000000] [--repeat 2]
 
 Same run, same cluster: a Spark standalone master with two one-core workers and an
 S3 server (moto, IAM auth on), all on 127.0.0.1, started as tests/cluster/ starts them
@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -36,24 +37,26 @@ from processes import (  # noqa: E402
 from statesource.format.storage import resolve  # noqa: E402
 
 
-def full_read(spark: object, path: str) -> None:
-    df = spark.read.format("flinkstate").option("state", "counts").load(path)  # type: ignore[attr-defined]
+def full_read(spark: Any, path: str) -> None:
+    df = spark.read.format("flinkstate").option("state", "counts").load(path)
     df.selectExpr("count(key)", "sum(value)").collect()
 
 
 def transfer(path: str) -> tuple[float, int]:
-    """Seconds to read every data file's bytes from this process, and how many bytes."""
-    root = resolve(path)
+    """Seconds to read every data file of checkpoint 1 from this process, and its bytes: one
+    ranged read per file, as the reader reads (pyarrow's S3 ``open_input_stream().read()``
+    is far slower than ``read_at`` of the same bytes, and the reader never uses it)."""
+    checkpoint = resolve(path).child("chk-1")  # the one read and rescaled
     started = time.perf_counter()
     total = 0
-    for info in root.filesystem.get_file_info(pafs.FileSelector(root.path, recursive=True)):
+    for info in checkpoint.filesystem.get_file_info(pafs.FileSelector(checkpoint.path,
+                                                                      recursive=True)):
         if info.type == pafs.FileType.File and info.path.endswith(".arrow"):
-            with root.filesystem.open_input_stream(info.path) as stream:
-                total += len(stream.read())
+            total += len(checkpoint.filesystem.open_input_file(info.path).read_at(info.size, 0))
     return time.perf_counter() - started, total
 
 
-def timed_rescale(spark: object, path: str) -> tuple[float, list[tuple[float, str]]]:
+def timed_rescale(spark: Any, path: str) -> tuple[float, list[tuple[float, str]]]:
     from statesource.spark import rescale_max_parallelism
 
     marks: list[tuple[float, str]] = []
@@ -72,6 +75,7 @@ def timed_rescale(spark: object, path: str) -> tuple[float, list[tuple[float, st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=5_000_000)
+    parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="statesource-bench-cluster-"))
     processes = Processes(work)
@@ -99,23 +103,31 @@ def main() -> None:
 
         register(spark)
         full_read(spark, local)  # warm: JVMs, Python workers
-        results = {}
-        for name, path in (("local", local), ("s3", remote)):
-            seconds, size = transfer(path)
-            results[f"transfer {name}"] = seconds
-            print(f"{name}: raw transfer of {size / 1e6:.0f} MB of data files: {seconds:.2f} s")
-            started = time.perf_counter()
-            full_read(spark, path)
-            results[f"read {name}"] = time.perf_counter() - started
-            print(f"{name}: full read: {results[f'read {name}']:.1f} s")
-            results[f"rescale {name}"], phases = timed_rescale(spark, path)
-            print(f"{name}: rescale_max_parallelism to 256: {results[f'rescale {name}']:.1f} s")
-            for seconds_before, line in phases:
-                print(f"    {seconds_before:6.1f} s until: {line}")
+        results: dict[str, float] = {}
+
+        def best(key: str, seconds: float) -> None:
+            results[key] = min(seconds, results.get(key, seconds))
+
+        for _ in range(args.repeat):  # alternating, so that neither side runs warmer
+            for name, path in (("local", local), ("s3", remote)):
+                seconds, size = transfer(path)
+                best(f"transfer {name}", seconds)
+                print(f"{name}: raw transfer of {size / 1e6:.0f} MB of data files: {seconds:.2f} s")
+                started = time.perf_counter()
+                full_read(spark, path)
+                best(f"read {name}", time.perf_counter() - started)
+                print(f"{name}: full read: {time.perf_counter() - started:.1f} s")
+                seconds, phases = timed_rescale(spark, path)
+                best(f"rescale {name}", seconds)
+                print(f"{name}: rescale_max_parallelism to 256: {seconds:.1f} s")
+                for seconds_before, line in phases:
+                    print(f"    {seconds_before:6.1f} s until: {line}")
         spark.stop()
+        print(f"best of {args.repeat}:")
         for operation in ("transfer", "read", "rescale"):
             ratio = results[f"{operation} s3"] / results[f"{operation} local"]
-            print(f"{operation}: S3 / local files = {ratio:.2f}x")
+            print(f"{operation}: S3 {results[f'{operation} s3']:.2f} s / local files"
+                  f" {results[f'{operation} local']:.2f} s = {ratio:.2f}x")
     finally:
         processes.stop_all()
 

@@ -17,6 +17,8 @@ from typing import Any
 from statesource.errors import StateSourceError
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+_SUBMITTED = "PYSPARK_GATEWAY_PORT"
+"""Set by spark-submit for the Python driver it starts: the JVM and its settings exist."""
 
 
 def write_state(df: Any, path: str, operator: str, state: str, **options: Any) -> Any:
@@ -95,11 +97,12 @@ def session(app_name: str = "statesource", master: str | None = None, *,
     """A SparkSession set up for statesource: pushdown on, sources registered.
 
     ``master`` is any Spark master URL (``spark://host:7077``, ``yarn``,
-    ``k8s://...``); None takes the one ``spark-submit`` or the configuration
-    gives, else ``local[*]``. Only a local master gets local conveniences
-    (the UI off, 4 shuffle partitions, Python workers on this interpreter);
-    a cluster's settings stay the user's (``spark-defaults.conf``,
-    ``spark-submit --conf``, ``conf``), see docs/DEPLOY.md.
+    ``k8s://...``); None means ``spark-submit``'s under ``spark-submit``, else
+    ``local[*]``. Only a local master given here (or that default) gets local
+    conveniences (the UI off, 4 shuffle partitions, Python workers on this
+    interpreter); under ``spark-submit`` and on a cluster every setting stays
+    the user's (``spark-defaults.conf``, ``spark-submit --conf``, ``conf``),
+    see docs/DEPLOY.md.
 
     ``register_sources=False`` relies on Spark's auto-registration of the
     installed ``pyspark_flinkstate`` modules instead. ``key_group_functions``
@@ -110,10 +113,12 @@ def session(app_name: str = "statesource", master: str | None = None, *,
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).config(FILTER_PUSHDOWN_CONF, "true")
+    if master is None and not os.environ.get(_SUBMITTED):
+        master = "local[*]"
     if master is not None:
         builder = builder.master(master)
-    if master is None or master.startswith("local"):
-        builder = _local_conveniences(builder, explicit=master is not None)
+        if master.startswith("local"):
+            builder = _local_conveniences(builder)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -129,13 +134,8 @@ def session(app_name: str = "statesource", master: str | None = None, *,
     return spark
 
 
-def _local_conveniences(builder: Any, *, explicit: bool) -> Any:
-    """Settings for one machine, where no user configuration is expected to give them; for an
-    unspecified master only if the configuration names no other master."""
-    from pyspark import SparkConf
-
-    if not explicit and not SparkConf().get("spark.master", "local").startswith("local"):
-        return builder
+def _local_conveniences(builder: Any) -> Any:
+    """Settings for one machine, where no user configuration is expected to give them."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     return (builder.config("spark.ui.enabled", "false")

@@ -149,12 +149,18 @@ def is_checkpoint_uri(path: str, root: str) -> bool:
 
 
 def main(arguments: list[str]) -> None:
-    """On the session spark-submit made: the surface, then an executor without credentials."""
+    """On the session spark-submit made (through ``statesource.spark.session()``): the
+    surface, then an executor without credentials."""
     from pyspark.sql import SparkSession
 
+    from statesource.spark import session
+
     root, savepoint, imported, result = arguments
-    spark = SparkSession.builder.getOrCreate()
+    spark = session("surface")  # no master: spark-submit's; its settings, not local ones
+    settings = {name: spark.conf.get(name, None) for name in (
+        "spark.master", "spark.sql.shuffle.partitions", "spark.ui.enabled")}
     out = run_surface(spark, root, savepoint, imported, run_tool)
+    out["session settings"] = settings
     conf = {k: v for k, v in spark.sparkContext.getConf().getAll()
             if not k.startswith("spark.executorEnv.AWS_") and not k.startswith("spark.app.")
             and k not in ("spark.driver.port", "spark.driver.host")}

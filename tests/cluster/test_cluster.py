@@ -89,6 +89,9 @@ def test_spark_submit_to_the_cluster_on_s3_matches_local_mode(
     assert done == 0, (tmp_path / "submit.log").read_text()[-5000:]
     out = json.loads(result.read_text())
     refused = out.pop("without executor credentials")
+    assert out.pop("session settings") == {  # session() left the cluster's settings alone
+        "spark.master": cluster.master_url, "spark.sql.shuffle.partitions": None,
+        "spark.ui.enabled": "false"}  # unset (Spark's default), and as spark-submit was told
     assert out == local_results, f"took {time.monotonic() - started:.0f} s"
     assert "executor on host" in refused and "spark.executorEnv.AWS_ACCESS_KEY_ID" in refused
     assert "statesource-cluster/submit/root" in refused
