@@ -58,6 +58,6 @@ def rescale_parallelism(path: str, parallelism: int, *, operator: str | None = N
         return dataclasses.replace(op, parallelism=parallelism, operator_states=operator_states)
 
     info, files = commit_rescaled(target, rescale)
-    report(f"committed checkpoint {info.checkpoint_id} at {info.path} (operator-state files"
+    report(f"committed checkpoint {info.checkpoint_id} at {info.location} (operator-state files"
            f" written: {files}; keyed state shared with checkpoint {target.source.checkpoint_id})")
     return info

@@ -138,7 +138,7 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
             totals = distribution.per_subtask(distribution.entries, rescaled.parallelism)
             report(f"operator {op.uid}: entries per subtask after:"
                    f" {describe_per_subtask(totals)}")
-    report(f"committed checkpoint {info.checkpoint_id} at {info.path}")
+    report(f"committed checkpoint {info.checkpoint_id} at {info.location}")
     return info
 
 
