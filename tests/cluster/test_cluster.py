@@ -120,6 +120,7 @@ def test_connect_client_without_storage_access_matches_local_mode(
     assert not any(name in os.environ for name in credentials)  # the client has none
     root = produce_on_s3(s3, "connect/root", tmp_path)
     savepoint = upload(s3, savepoint_dir(), "connect/savepoint")
+    environment = dict(os.environ)  # a Connect builder switches pyspark to Connect mode
     client = SparkSession.builder.remote(connect_url).create()
     try:
         out = run_surface(client, root, savepoint, s3.uri("connect/imported"), s3_tool(s3))
@@ -130,5 +131,7 @@ def test_connect_client_without_storage_access_matches_local_mode(
         computed = client.sql("SELECT flink_key_group('user-7', 128)").first()[0]
     finally:
         client.stop()
+        os.environ.clear()  # ... through the environment: the other tests' sessions are classic
+        os.environ.update(environment)
     assert out == local_results
     assert computed == assign_to_key_group("user-7", key_type("string"), 128)
