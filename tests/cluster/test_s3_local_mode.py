@@ -4,6 +4,8 @@ must reach the Spark tasks and never be printed."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from processes import S3Server
@@ -14,8 +16,12 @@ from surface import OPERATOR, produce
 
 
 def test_rescale_max_parallelism_on_s3_from_the_command_line(
-        s3: S3Server, spark, capsys: pytest.CaptureFixture[str]) -> None:
-    uri = (f"s3://{s3.access_key}:{s3.secret_key}@{s3.bucket}/cli/root?endpoint_override="
+        s3: S3Server, spark, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(type(spark), "stop", lambda self: None)  # the command stops its
+    # session when done, which here is the test session's shared one
+    secret = quote(s3.secret_key, safe="")  # moto's secrets may hold '/' and '+'
+    uri = (f"s3://{s3.access_key}:{secret}@{s3.bucket}/cli/root?endpoint_override="
            f"{s3.endpoint}&scheme=http&region=us-east-1")
     produce(uri)
     before = Checkpoint.open(uri)
@@ -23,6 +29,7 @@ def test_rescale_max_parallelism_on_s3_from_the_command_line(
     assert main(["rescale", uri, "--max-parallelism", "256"]) == 0
     printed = capsys.readouterr()
     assert s3.secret_key not in printed.out + printed.err
+    assert secret not in printed.out + printed.err
     after = Checkpoint.open(uri)
     assert (after.checkpoint_id, after.operator(OPERATOR).max_parallelism) == (2, 256)
     for state in ("totals", "orders", "tags"):
