@@ -321,7 +321,7 @@ def test_the_plan_lists_key_groups_in_order_across_overlapping_files(tmp_path):
     so listing locations file by file would put a changed key group after the others."""
     backend = KeyedStateBackend("string", 32)
     counts = backend.get_state(ValueStateDescriptor("counts", "long"))
-    with CheckpointWriter(str(tmp_path), incremental=True) as writer:
+    with CheckpointWriter(str(tmp_path), incremental=True, max_delta_runs=0) as writer:
         for checkpoint_id, keys in ((1, range(200)), (2, range(0, 200, 37))):
             for i in keys:
                 backend.set_current_key(f"k{i}")
