@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -127,6 +128,7 @@ class FlinkSavepointTarget:
         self.timestamp_ms = timestamp_ms
         self.pojos = dict(pojos or {})
         self.work = str(output.parent / staging_name(output.name))
+        self._snapshot: FlinkSnapshot | None = None
         self._base_operators = {op.uid: op for op in self._operators()}
         self._edit = CheckpointEdit(CheckpointMeta(checkpoint_id, timestamp_ms,
                                                    tuple(self._base_operators.values())))
@@ -148,11 +150,17 @@ class FlinkSavepointTarget:
                    time.time_ns() // 1_000_000, pojos)
 
     def _base(self) -> FlinkSnapshot | None:
-        """The base snapshot, opened where it is needed: the target travels to Spark's
-        commit pickled, without it."""
+        """The base snapshot, opened once per process: the target travels to Spark's commit
+        pickled, without it, and opens it again there."""
         if self.base_path is None:
             return None
-        return FlinkSnapshot.open(self.base_path, checkpoint_id=self.base_checkpoint_id)
+        if self._snapshot is None:
+            self._snapshot = FlinkSnapshot.open(self.base_path,
+                                                checkpoint_id=self.base_checkpoint_id)
+        return self._snapshot
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_snapshot": None}
 
     def _operators(self) -> list[OperatorMeta]:
         base = self._base()
