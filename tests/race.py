@@ -1,9 +1,10 @@
 """Forcing interleavings between real processes: a child paused at a named call.
 
-The child (``python tests/race.py HOOKDIR MODULE:NAME CODE``) wraps
-``MODULE.NAME`` (a function, or ``Class.method``) so that its first call
-creates ``HOOKDIR/reached`` and waits for ``HOOKDIR/go`` before going on, then
-runs ``CODE``. The parent
+The child (``python -c CODE``) and every Python process it starts (the Python
+workers of its Spark, where a commit on the driver runs) wrap ``MODULE.NAME`` (a
+function, or ``Class.method``; tests/racehook/sitecustomize.py plants it, told by
+the environment) so that its first call creates ``HOOKDIR/reached`` and waits for
+``HOOKDIR/go`` before going on. The parent
 (:class:`Paused`) starts it, waits until it is paused, does what the race
 needs in other processes, and then resumes or kills it (``kill -9``). Nothing
 in statesource knows of this: the pause is planted from outside, at the exact
@@ -24,6 +25,8 @@ from statesource.format import Checkpoint
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON_PATH = os.pathsep.join([str(REPO), str(REPO / "statesource" / "spark" / "autoload")])
+HOOK_PATH = str(Path(__file__).resolve().parent / "racehook")
+PAUSE = "STATESOURCE_RACE_PAUSE"
 WAIT_SECONDS = 120
 
 
@@ -48,8 +51,11 @@ class Paused:
     def __init__(self, hook_dir: Path, target: str, code: str) -> None:
         hook_dir.mkdir(parents=True, exist_ok=True)
         self.hook_dir = hook_dir
+        env = child_env()
+        env["PYTHONPATH"] = os.pathsep.join([HOOK_PATH, env["PYTHONPATH"]])
+        env[PAUSE] = f"{hook_dir}|{target}"
         self.process = subprocess.Popen(
-            [sys.executable, __file__, str(hook_dir), target, code], env=child_env(),
+            [sys.executable, "-c", code], env=env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         deadline = time.monotonic() + WAIT_SECONDS
         while not (hook_dir / "reached").exists():
@@ -109,6 +115,12 @@ def retain(root: Path, *args: str) -> str:
 
 
 
+def pause_from_environment() -> None:
+    """The pause ``STATESOURCE_RACE_PAUSE`` names, planted in this process (tests/racehook)."""
+    hook_dir, _, target = os.environ[PAUSE].partition("|")
+    _pause_at(Path(hook_dir), target)
+
+
 def _pause_at(hook_dir: Path, target: str) -> None:
     module_name, _, path = target.partition(":")
     owner: object = importlib.import_module(module_name)
@@ -119,7 +131,7 @@ def _pause_at(hook_dir: Path, target: str) -> None:
     calls = []
 
     def paused(*args: object, **kwargs: object) -> object:
-        if not calls:
+        if not calls and not (hook_dir / "go").exists():  # the first call of any process
             calls.append(1)
             (hook_dir / "reached").touch()
             deadline = time.monotonic() + WAIT_SECONDS
@@ -129,7 +141,3 @@ def _pause_at(hook_dir: Path, target: str) -> None:
 
     setattr(owner, attribute, paused)
 
-
-if __name__ == "__main__":
-    _pause_at(Path(sys.argv[1]), sys.argv[2])
-    exec(sys.argv[3])  # noqa: S102 - the test's own code
