@@ -27,7 +27,7 @@ TIMEOUT_SECONDS = 600
 RETENTION_TESTS = ("tests/format/test_retention.py", "tests/format/test_shared_files.py")
 COMMIT_TESTS = ("tests/format/test_commit_failures.py", "tests/format/test_retention.py",
                 "tests/checkpointing/test_incremental.py")
-RACES = "tests/format/test_concurrency.py"
+RACES = "tests/races/test_retain_races.py"
 WRITER_TESTS = ("tests/test_write_task.py",)
 FLINK_TESTS = ("tests/flink/test_reader_checks.py", "tests/flink/test_snappy.py")
 

@@ -8,28 +8,15 @@ the protocol of docs/FORMAT.md section 11 promises.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.race import Paused, cli, files_on_disk, referenced, retain, run, verify_all, write_demo
+from tests.race import Paused, cli, files_on_disk, referenced, retain, run, verify_all
 
 OPERATOR = "user-activity"
 PUBLISH = "statesource.format.commit:_publish"
 BEFORE_PIN = "statesource.format.pins:pin_files"
-
-
-@pytest.fixture(scope="module")
-def demo_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_demo(tmp_path_factory.mktemp("demo") / "root")
-
-
-@pytest.fixture
-def root(demo_checkpoints: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "root"
-    shutil.copytree(demo_checkpoints, copy)
-    return copy
 
 
 def rewrite_from(root: Path, base: int, checkpoint_id: int | None = None) -> str:

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.race import Paused, cli, files_on_disk, referenced, retain, verify_all, write_demo
+from tests.race import Paused, cli, files_on_disk, referenced, retain, verify_all
 
 pytestmark = pytest.mark.spark
 
 PUBLISH = "statesource.format.commit:_publish"
-
-
-@pytest.fixture(scope="module")
-def demo_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_demo(tmp_path_factory.mktemp("demo") / "root")
-
-
-@pytest.fixture
-def root(demo_checkpoints: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "root"
-    shutil.copytree(demo_checkpoints, copy)
-    return copy
 
 
 def write_state(root: Path, base: int, checkpoint_id: int) -> str:
