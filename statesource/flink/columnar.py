@@ -235,7 +235,7 @@ def _identity(decoded: pa.Array | None, buf: np.ndarray, start: Positions,
     return ranges_array(pa.binary(), buf, start, lengths)
 
 
-class _Ttl(Decoder):
+class Ttl(Decoder):
     """TTL's wrapper: the last-access timestamp, then the value (a struct of the two)."""
 
     def __init__(self, value: Decoder) -> None:
@@ -290,5 +290,5 @@ def state_decoder(header: KeyedHeader, info: StateInfo, schema: pa.Schema,
     value = decoder_for(flink_value, value_field.type)
     if value is None:
         return None
-    return StateColumns(info, schema, key, namespace, _Ttl(value) if ttl else value, user_key,
+    return StateColumns(info, schema, key, namespace, Ttl(value) if ttl else value, user_key,
                         ttl, header.key.length < 0 and info.namespace.length < 0, prefix_bytes)

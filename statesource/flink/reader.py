@@ -181,6 +181,11 @@ class FlinkCheckpoint:
         else:
             yield from self.keyed_tables(op, info, decoded)
 
+    def column_decoder(self, op: OperatorSnapshot, info: StateInfo) -> StateColumns | None:
+        """The state's column decoder, or None where it has none (also what the JVM reader
+        decodes: :mod:`statesource.flink.jvm_layout`)."""
+        return self._columns(op, info)
+
     def _columns(self, op: OperatorSnapshot, info: StateInfo) -> StateColumns | None:
         """The state's column decoder (None: it has none), made once per state."""
         cache = (op.operator_id, info.state_id)

@@ -9,9 +9,14 @@ confined data files, each key group's byte range, CRC-32 and row count, the
 partition slices) travels back as metadata of the schema's first field; the
 JVM then reads the byte ranges itself and returns Arrow columnar batches.
 
-A request the JVM reader does not serve (a Flink snapshot, a timer or operator
-state, the change feed, a remote filesystem, nested collections, Arrow types
-Spark's ArrowColumnVector lacks) is planned as
+A keyed state of a Flink savepoint is planned as its canonical key groups' byte
+ranges and a type descriptor per column (:mod:`statesource.flink.jvm_layout`):
+the JVM decodes Flink's bytes itself, straight into Spark's column vectors.
+
+A request the JVM reader does not serve (a native Flink snapshot or checkpoint,
+serializers its decoders lack, a timer or operator state, the change feed, a
+remote filesystem, nested collections, Arrow types Spark's ArrowColumnVector
+lacks) is planned as
 ``servable: false`` with a reason, and the provider hands it to this Python
 source unchanged.
 
@@ -34,6 +39,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import StructField, StructType
 
+from statesource.flink.jvm_layout import JvmLayout, jvm_layout
+from statesource.flink.reader import FlinkCheckpoint
 from statesource.format.source import StateSource
 from statesource.sources import reopen
 from statesource.spark.compat import is_connect
@@ -51,7 +58,7 @@ PYTHON_SOURCE_NAME = "flinkstate-python"
 PLAN_OPTION = "statesource.jvmplan"
 """Set (to anything) by the JVM provider to ask for a plan; Spark lower-cases option keys."""
 PLAN_METADATA = "statesource.jvmPlan"
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 """The version of the plan's JSON; ReadPlan.VERSION in the shim reads this version only."""
 
 
@@ -115,6 +122,10 @@ def jvm_plan(target: ReadTarget,
     ascending order: ``keyGroup``, ``file`` (an index into ``files``),
     ``batchCount``, ``offset``, ``length``, ``rows``, ``crc32``; and
     ``slices``, ``[first, last]`` key-group ranges, a Spark partition each.
+    A Flink savepoint's plan adds ``flink`` (how to decode the state:
+    :func:`~statesource.flink.jvm_layout.jvm_layout`); its ``offset`` and
+    ``length`` are each key group's byte range in the savepoint's files, and
+    ``fileSchema``, ``batchCount``, ``rows`` and ``crc32`` are empty or zero.
     """
     if isinstance(target, ChangeFeedTarget):
         return _unservable("the change feed is read by the Python source")
@@ -124,6 +135,11 @@ def jvm_plan(target: ReadTarget,
     if reason is not None:
         return _unservable(reason)
     source = reopen(target.source) if snapshot is None else snapshot
+    if isinstance(source, FlinkCheckpoint):
+        flink = jvm_layout(source, target.operator, target.state)
+        if isinstance(flink, str):
+            return _unservable(flink)
+        return _flink_plan(target, options, source, flink)
     layout = source.arrow_layout(target.operator, target.state)
     if layout is None:
         return _unservable(f"a {source.kind} is decoded by the Python source")
@@ -144,6 +160,27 @@ def jvm_plan(target: ReadTarget,
                             ("batchCount", loc.batch_count), ("offset", loc.offset),
                             ("length", loc.length), ("rows", loc.rows), ("crc32", loc.crc32)):
             groups[name].append(value)
+    schema = base64.b64encode(layout.schema.serialize().to_pybytes()).decode("ascii")
+    return _servable(target, options, source, schema, files, groups)
+
+
+def _flink_plan(target: ScanTarget, options: Mapping[str, str], source: FlinkCheckpoint,
+                layout: JvmLayout) -> dict[str, Any]:
+    files = [{"path": path, "name": name, "sizeBytes": size} for path, name, size in
+             layout.files]
+    count = len(layout.key_groups)
+    groups = {"keyGroup": [r.key_group for r in layout.key_groups],
+              "file": [r.file for r in layout.key_groups],
+              "batchCount": [0] * count,
+              "offset": [r.offset for r in layout.key_groups],
+              "length": [r.length for r in layout.key_groups],
+              "rows": [0] * count, "crc32": [0] * count}
+    return {**_servable(target, options, source, "", files, groups), "flink": layout.state}
+
+
+def _servable(target: ScanTarget, options: Mapping[str, str], source: StateSource,
+              file_schema: str, files: list[dict[str, Any]], groups: dict[str, list[int]]
+              ) -> dict[str, Any]:
     weights = source.key_group_weights(target.operator, target.state)
     slices = plan_slices(weights, target.max_parallelism, target.parallelism, None)
     key_type = source.operator(target.operator).keyed_key_type
@@ -154,7 +191,7 @@ def jvm_plan(target: ReadTarget,
         "parallelism": target.parallelism,
         "exactKeys": key_type in EXACT_KEY_TYPES,
         "filterPushdown": parse_read_options(options).jvm_filter_pushdown(),
-        "fileSchema": base64.b64encode(layout.schema.serialize().to_pybytes()).decode("ascii"),
+        "fileSchema": file_schema,
         "columns": target.output.arrow.names,
         "files": files,
         "keyGroups": groups,

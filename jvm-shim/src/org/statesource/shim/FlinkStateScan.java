@@ -41,7 +41,8 @@ final class FlinkStateScan implements Scan, Batch {
 
   @Override
   public String description() {
-    return "flinkstate (JVM columnar) " + (counting ? "count(*) from the metadata"
+    String source = plan.flink == null ? ") " : ", Flink key groups) ";
+    return "flinkstate (JVM columnar" + source + (counting ? "count(*) from the metadata"
         : "pruned by " + Arrays.toString(pushed));
   }
 
@@ -57,7 +58,9 @@ final class FlinkStateScan implements Scan, Batch {
    */
   @Override
   public InputPartition[] planInputPartitions() {
-    if (counting || KeyGroupBatchReader.fromMetadata(required.fieldNames())) {
+    boolean fromMetadata = plan.flink == null
+        && KeyGroupBatchReader.fromMetadata(required.fieldNames());
+    if (counting || fromMetadata) {
       int[] members = java.util.stream.IntStream.range(0, plan.keyGroup.length)
           .filter(i -> allowed == null || allowed.get(plan.keyGroup[i])).toArray();
       // A pushed count(*) is one row even over no key group.
@@ -85,6 +88,9 @@ final class FlinkStateScan implements Scan, Batch {
 
   @Override
   public PartitionReaderFactory createReaderFactory() {
+    if (plan.flink != null) {
+      return new FlinkReaderFactory(plan, required);
+    }
     return counting ? new CountReaderFactory(plan, required.size())
         : new KeyGroupReaderFactory(plan, required.fieldNames(), keys);
   }

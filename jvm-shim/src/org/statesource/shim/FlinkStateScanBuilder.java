@@ -98,11 +98,11 @@ final class FlinkStateScanBuilder implements SupportsPushDownFilters,
   /**
    * A bare {@code count(*)} (Spark offers aggregates only when no filter is left for it to
    * evaluate) is answered whole from the metadata's row counts: no partial aggregate, no
-   * shuffle.
+   * shuffle. Not for a Flink savepoint, whose row counts are known only once decoded.
    */
   @Override
   public boolean pushAggregation(Aggregation aggregation) {
-    if (aggregation.groupByExpressions().length != 0) {
+    if (plan.flink != null || aggregation.groupByExpressions().length != 0) {
       return false;
     }
     for (AggregateFunc function : aggregation.aggregateExpressions()) {

@@ -37,6 +37,10 @@ import java.util.function.Predicate;
  *       {@code keyGroup} (ascending, below maxParallelism), {@code file} (an index into files),
  *       {@code batchCount}, {@code offset}, {@code length}, {@code rows}, {@code crc32}.
  *   <li>{@code slices}: {@code [first, last]} key-group ranges, one Spark partition each.
+ *   <li>{@code flink}: present for a Flink savepoint's canonical key groups, how to decode the
+ *       state ({@link FlinkStatePlan}); then {@code length} is each key group's byte range in
+ *       the savepoint's file, and {@code fileSchema}, {@code batchCount}, {@code rows} and
+ *       {@code crc32} carry nothing (rows are counted only by decoding).
  * </ul>
  *
  * <p>Every field of a servable plan is required and type-checked; a plan that lacks one is refused
@@ -48,7 +52,7 @@ final class ReadPlan implements Serializable {
   private static final long serialVersionUID = 2L;
 
   /** The plan version this shim reads: PLAN_VERSION in statesource/spark/jvm/plan.py. */
-  static final int VERSION = 1;
+  static final int VERSION = 2;
 
   private static final String[] GROUP_FIELDS =
       {"keyGroup", "file", "batchCount", "offset", "length", "rows", "crc32"};
@@ -72,6 +76,7 @@ final class ReadPlan implements Serializable {
   final long[] rows;
   final long[] crc32;
   final int[][] slices;
+  final FlinkStatePlan flink;
 
   private ReadPlan(JsonNode root) {
     if (!root.isObject()) {
@@ -93,6 +98,7 @@ final class ReadPlan implements Serializable {
       keyGroup = file = batchCount = new int[0];
       offset = length = rows = crc32 = new long[0];
       slices = new int[0][];
+      flink = null;
       return;
     }
     reason = null;
@@ -169,6 +175,8 @@ final class ReadPlan implements Serializable {
       }
       slices[i] = ints(slice, "slices[" + i + "]");
     }
+    JsonNode flinkPart = root.get("flink");
+    flink = flinkPart == null || flinkPart.isNull() ? null : new FlinkStatePlan(flinkPart);
   }
 
   static ReadPlan parse(String json) {
@@ -237,6 +245,9 @@ final class ReadPlan implements Serializable {
     ArrayNode slices = out.putArray("slices");
     for (int[] slice : plan.slices) {
       slices.addArray().add(slice[0]).add(slice[1]);
+    }
+    if (plan.flink != null) {
+      out.set("flink", plan.flink.describe(mapper));
     }
     return out.toString();
   }

@@ -1,0 +1,225 @@
+package org.statesource.shim;
+
+import java.nio.ByteBuffer;
+import java.util.HashSet;
+import java.util.Set;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
+
+/**
+ * One keyed state's rows of one canonical key group, appended to Spark column vectors.
+ *
+ * <p>A canonical key group is a state id (u16), then that state's pairs (int length + key, int
+ * length + value; the key starts with the key-group prefix, its first byte flagged 0x80 on the
+ * state's last pair), then the next state id, ..., then 0xFFFF. The walk checks what
+ * statesource's per-value decoder checks (statesource/flink/keyed.py), in the same order, and
+ * stops once the wanted state's section has ended, as it does. Rows come out as it gives them:
+ * a value state's one per pair, a list state's one per element, a map state's one per user key.
+ */
+final class FlinkKeyGroupDecoder {
+  private static final int END_OF_KEY_GROUP = 0xFFFF;
+  private static final int META_DATA_FOLLOWS = 0x80;
+  private static final byte LIST_DELIMITER = ',';
+
+  private final FlinkStatePlan plan;
+  private final Set<ByteBuffer> entries = new HashSet<>();
+  private final Set<ByteBuffer> userKeys = new HashSet<>();
+  /** Where the last key read ended (with its length, where one follows it). */
+  private int keyEnd;
+
+  FlinkKeyGroupDecoder(FlinkStatePlan plan) {
+    this.plan = plan;
+  }
+
+  /**
+   * Appends the state's rows of the key group in {@code data[0, size)} to {@code out} (key,
+   * namespace, the value columns, the TTL timestamp; null: not wanted); how many.
+   */
+  int decode(byte[] data, int size, int keyGroup, WritableColumnVector[] out) {
+    FlinkCursor frame = new FlinkCursor(data).at(0, size);
+    FlinkCursor keys = new FlinkCursor(data);
+    FlinkCursor values = new FlinkCursor(data);
+    entries.clear();
+    ByteBuffer lastEntry = null;
+    int rows = 0;
+    int prefix = plan.prefixBytes;
+    int stateId = frame.i16() & 0xFFFF;
+    while (stateId != END_OF_KEY_GROUP) {
+      if (stateId >= plan.states) {
+        throw new FlinkDataException("unknown state id " + stateId, frame.pos - 2);
+      }
+      boolean wanted = stateId == plan.stateId;
+      int pos = frame.pos;
+      while (true) {
+        long keyStart = pos + 4L;
+        if (keyStart > size) {
+          throw new FlinkDataException("truncated: no room for a key length", pos);
+        }
+        int keyLength = FlinkCursor.intAt(data, pos);
+        long valueAt = keyStart + keyLength;
+        if (keyLength < prefix || valueAt + 4 > size) {
+          throw new FlinkDataException("invalid key length " + keyLength, pos);
+        }
+        long valueStart = valueAt + 4;
+        int valueLength = FlinkCursor.intAt(data, (int) valueAt);
+        long end = valueStart + valueLength;
+        if (valueLength < 0 || end > size) {
+          throw new FlinkDataException("invalid value length " + valueLength, (int) valueAt);
+        }
+        int first = data[(int) keyStart] & 0xFF;
+        int found = first & 0x7F;
+        if (prefix == 2) {
+          found = (found << 8) | (data[(int) keyStart + 1] & 0xFF);
+        }
+        if (found != keyGroup) {
+          throw new FlinkDataException("entry of key group " + found + " in key group "
+              + keyGroup, (int) keyStart);
+        }
+        if (wanted) {
+          keys.at((int) keyStart + prefix, (int) valueAt);
+          values.at((int) valueStart, (int) end);
+          if (plan.kind == FlinkStatePlan.MAP) {
+            lastEntry = mapPair(keys, values, out, lastEntry);
+            rows++;
+          } else if (plan.kind == FlinkStatePlan.LIST) {
+            rows += listPair(keys, values, out);
+          } else {
+            valuePair(keys, values, out);
+            rows++;
+          }
+        }
+        pos = (int) end;
+        if ((first & META_DATA_FOLLOWS) != 0) {
+          break;
+        }
+      }
+      if (wanted) {
+        return rows;
+      }
+      frame.pos = pos;
+      stateId = frame.i16() & 0xFFFF;
+    }
+    if (frame.pos != size) {
+      throw new FlinkDataException("bytes after the end of the key group", frame.pos);
+    }
+    return rows;
+  }
+
+  /** Key and namespace (each followed by its length where both vary in size). */
+  private void keyAndNamespace(FlinkCursor keys, WritableColumnVector key,
+      WritableColumnVector namespace) {
+    int start = keys.pos;
+    plan.key.read(keys, key);
+    if (plan.ambiguous) {
+      keys.skip(lengthBytes(keys.pos - start));
+    }
+    keyEnd = keys.pos;
+    int namespaceStart = keys.pos;
+    plan.namespace.read(keys, namespace);
+    if (plan.ambiguous) {
+      keys.skip(lengthBytes(keys.pos - namespaceStart));
+    }
+  }
+
+  private static int lengthBytes(int length) {
+    return Math.max(1, (32 - Integer.numberOfLeadingZeros(length) + 7) / 8);
+  }
+
+  private void valuePair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out) {
+    int keyStart = keys.pos;
+    keyAndNamespace(keys, out[0], out[1]);
+    if (plan.ttl) {
+      ttl(values, out[3]);
+    }
+    plan.value.read(values, out[2]);
+    checkEnds(keys, values, keyStart);
+  }
+
+  private int listPair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out) {
+    int keyStart = keys.pos;
+    int elements = 0;
+    while (true) {
+      keys.pos = keyStart;
+      keyAndNamespace(keys, out[0], out[1]);
+      if (plan.ttl) {
+        ttl(values, out[3]);
+      }
+      plan.value.read(values, out[2]);
+      elements++;
+      if (values.atEnd()) {
+        break;
+      }
+      if (values.data[values.pos] != LIST_DELIMITER) {
+        throw new FlinkDataException("state '" + plan.stateName + "': missing list delimiter",
+            values.pos);
+      }
+      values.pos++;
+    }
+    checkEnds(keys, values, keyStart);
+    return elements;
+  }
+
+  /**
+   * One user key and its value (a null flag first; after a null, Flink still writes the null,
+   * which is skipped). Where the per-value decoder would gather the pairs of one entry that lie
+   * apart into one map, this reader refuses instead; a user key repeated within an entry is
+   * refused by both.
+   */
+  private ByteBuffer mapPair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out,
+      ByteBuffer lastEntry) {
+    int keyStart = keys.pos;
+    keyAndNamespace(keys, out[0], out[1]);
+    int entryEnd = plan.namespace.isVoid() ? keyEnd : keys.pos;
+    ByteBuffer entry = ByteBuffer.wrap(keys.data, keyStart, entryEnd - keyStart).slice();
+    if (!entry.equals(lastEntry)) {
+      if (!entries.add(entry)) {
+        throw new FlinkDataException("state '" + plan.stateName + "': the pairs of one map"
+            + " entry lie apart (not as Flink writes them); the JVM reader does not gather them:"
+            + " read this state with format('flinkstate-python')", keyStart);
+      }
+      userKeys.clear();
+    }
+    int userKeyStart = keys.pos;
+    plan.userKey.read(keys, out[2]);
+    if (!userKeys.add(ByteBuffer.wrap(keys.data, userKeyStart, keys.pos - userKeyStart)
+        .slice())) {
+      throw new FlinkDataException("state '" + plan.stateName + "': duplicate user key in one"
+          + " map entry", userKeyStart);
+    }
+    if (values.bool()) {
+      values.pos = values.limit;
+      if (out[3] != null) {
+        FlinkValueDecoder.appendNull(out[3]);
+      }
+      if (plan.ttl && out[4] != null) {
+        out[4].appendNull();
+      }
+    } else {
+      if (plan.ttl) {
+        ttl(values, out[4]);
+      }
+      plan.value.read(values, out[3]);
+    }
+    checkEnds(keys, values, keyStart);
+    return entry;
+  }
+
+  private static void ttl(FlinkCursor values, WritableColumnVector out) {
+    int at = values.pos;
+    long millis = values.i64();
+    if (out != null) {
+      try {
+        out.appendLong(Math.multiplyExact(millis, 1000L));
+      } catch (ArithmeticException overflow) {
+        throw new FlinkDataException("TTL timestamp " + millis + " ms is beyond Spark's"
+            + " timestamps", at);
+      }
+    }
+  }
+
+  private void checkEnds(FlinkCursor keys, FlinkCursor values, int keyStart) {
+    if (!keys.atEnd() || !values.atEnd()) {
+      throw new FlinkDataException("state '" + plan.stateName + "': trailing bytes in an entry",
+          keyStart);
+    }
+  }
+}

@@ -1,0 +1,92 @@
+package org.statesource.shim;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.Serializable;
+
+/**
+ * The {@code flink} part of a plan: how to decode one keyed state from the canonical key groups
+ * of a Flink savepoint (statesource/flink/jvm_layout.py writes it).
+ *
+ * <p>Fields: {@code compressed} (Snappy framed key groups), {@code prefixBytes} (1 or 2: the
+ * key-group prefix of every key), {@code states} (how many states the header lists),
+ * {@code stateId}, {@code stateName}, {@code kind} ({@code value}, {@code list} or {@code map}),
+ * {@code ambiguous} (a varint length follows key and namespace), {@code ttl} (values carry
+ * their last-access timestamp), and the type descriptors ({@link FlinkValueDecoder})
+ * {@code key}, {@code namespace}, {@code userKey} (map state only) and {@code value}.
+ */
+final class FlinkStatePlan implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  static final int VALUE = 0;
+  static final int LIST = 1;
+  static final int MAP = 2;
+
+  final boolean compressed;
+  final int prefixBytes;
+  final int states;
+  final int stateId;
+  final String stateName;
+  final int kind;
+  final boolean ambiguous;
+  final boolean ttl;
+  final FlinkValueDecoder key;
+  final FlinkValueDecoder namespace;
+  final FlinkValueDecoder userKey;
+  final FlinkValueDecoder value;
+  private final String json;
+
+  FlinkStatePlan(JsonNode node) {
+    if (!node.isObject()) {
+      throw new IllegalStateException("flinkstate plan: field flink is not an object");
+    }
+    json = node.toString();
+    compressed = required(node, "compressed").asBoolean();
+    prefixBytes = required(node, "prefixBytes").asInt();
+    states = required(node, "states").asInt();
+    stateId = required(node, "stateId").asInt();
+    stateName = required(node, "stateName").asText();
+    kind = switch (required(node, "kind").asText()) {
+      case "value" -> VALUE;
+      case "list" -> LIST;
+      case "map" -> MAP;
+      default -> throw new IllegalStateException("flinkstate plan: unknown state kind "
+          + node.get("kind"));
+    };
+    ambiguous = required(node, "ambiguous").asBoolean();
+    ttl = required(node, "ttl").asBoolean();
+    key = FlinkValueDecoder.of(required(node, "key"));
+    namespace = FlinkValueDecoder.of(required(node, "namespace"));
+    userKey = kind == MAP ? FlinkValueDecoder.of(required(node, "userKey")) : null;
+    value = FlinkValueDecoder.of(required(node, "value"));
+    if (prefixBytes != 1 && prefixBytes != 2) {
+      throw new IllegalStateException("flinkstate plan: prefixBytes " + prefixBytes);
+    }
+    if (stateId < 0 || stateId >= states) {
+      throw new IllegalStateException("flinkstate plan: state id " + stateId + " of " + states);
+    }
+  }
+
+  /** The output columns after key and namespace: the values, then the TTL timestamp. */
+  int valueColumns() {
+    return (kind == MAP ? 2 : 1) + (ttl ? 1 : 0);
+  }
+
+  /** As read, for the plan contract's echo. */
+  JsonNode describe(ObjectMapper mapper) {
+    try {
+      return (ObjectNode) mapper.readTree(json);
+    } catch (java.io.IOException error) {
+      throw new IllegalStateException(error);
+    }
+  }
+
+  private static JsonNode required(JsonNode node, String name) {
+    JsonNode value = node.get(name);
+    if (value == null || value.isNull()) {
+      throw new IllegalStateException("flinkstate plan: field flink." + name + " is missing");
+    }
+    return value;
+  }
+}

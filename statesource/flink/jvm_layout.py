@@ -1,0 +1,141 @@
+"""What the JVM reader needs to decode a keyed state of a Flink savepoint itself.
+
+The JVM shim decodes canonical key groups straight into Spark's column vectors
+(jvm-shim/.../FlinkKeyGroupReader.java). Everything else stays here: the
+metadata, the serializer snapshots and which of them the shim can decode are
+interpreted by the same column decoders the Python fast path uses
+(:func:`~statesource.flink.columnar.state_decoder`), and each decoder becomes
+a compact type descriptor (FlinkValueDecoder.java reads it). A state those
+decoders do not take, a timer state, a native snapshot or checkpoint, or state
+stored inline in ``_metadata`` gets a reason instead, and the Python reader
+reads it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from statesource.flink.columnar import StateColumns, Ttl
+from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.vectors import (
+    Bytes,
+    Char,
+    Decoder,
+    Fixed,
+    FlinkString,
+    Nullable,
+    RowDecoder,
+    Struct,
+    TimeWindow,
+    Void,
+)
+from statesource.model import StateKind
+
+_FIXED = {"i8": "long", "i4": "int", "i2": "short", "i1": "byte", "u1": "bool",
+          "f8": "double", "f4": "float"}
+_SCALARS: dict[type, str] = {Char: "char", FlinkString: "string", Bytes: "bytes",
+                             Void: "void", TimeWindow: "window"}
+_KINDS = {StateKind.VALUE: "value", StateKind.REDUCING: "value",
+          StateKind.AGGREGATING: "value", StateKind.LIST: "list", StateKind.MAP: "map"}
+
+
+class NotForJvm(Exception):
+    """A decoder the shim has no counterpart of: the state is read by Python."""
+
+
+@dataclass(frozen=True)
+class KeyGroupRange:
+    key_group: int
+    file: int
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class JvmLayout:
+    """One keyed state of a canonical savepoint as the shim decodes it."""
+
+    state: dict[str, Any]
+    """The plan's ``flink`` part (FlinkStatePlan.java)."""
+    files: list[tuple[str, str, int]]
+    """Each data file: its real local path, its name for errors, its size."""
+    key_groups: list[KeyGroupRange]
+    """Every non-empty key group, ascending."""
+
+
+def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLayout | str:
+    """The layout of ``state``, or why the shim does not decode it."""
+    snapshot = checkpoint.snapshot
+    op = snapshot.operator(operator)
+    header = snapshot.header(op)
+    if header is None:
+        return f"operator {op.label!r} has no keyed state"
+    info = snapshot.keyed_state_info(op, state)
+    if info.is_timer:
+        return "timer states are decoded by the Python source"
+    handles = snapshot.keyed_handles(op)
+    if not all(h.savepoint for h in handles):
+        return "native snapshots and checkpoints are decoded by the Python source"
+    if any(h.stream.inline is not None for h in handles):
+        return "state stored inline in _metadata is decoded by the Python source"
+    columns = checkpoint.column_decoder(op, info)
+    if columns is None:
+        return f"state {info.name!r} has serializers the column decoders do not take"
+    try:
+        described = _state(columns)
+    except NotForJvm as reason:
+        return f"state {info.name!r}: {reason}"
+    described.update(compressed=header.compressed, states=len(header.states))
+    files: list[tuple[str, str, int]] = []
+    index: dict[str, int] = {}
+    ranges = []
+    for piece in snapshot.key_group_bytes(op):
+        location = snapshot.file_location(piece.handle.stream)
+        if not location.is_local:
+            return f"{location} is not on the local filesystem"
+        name = str(location)
+        if name not in index:
+            index[name] = len(files)
+            files.append((os.path.realpath(location.path), name, piece.handle.stream.size))
+        ranges.append(KeyGroupRange(piece.key_group, index[name], piece.begin,
+                                    piece.end - piece.begin))
+    return JvmLayout(described, files, ranges)
+
+
+def _state(columns: StateColumns) -> dict[str, Any]:
+    kind = columns.kind
+    assert kind is not None and columns.value is not None
+    value = columns.value
+    if columns.ttl:
+        assert isinstance(value, Ttl)
+        value = value.value
+    described: dict[str, Any] = {
+        "prefixBytes": columns.prefix_bytes, "stateId": columns.info.state_id,
+        "stateName": columns.info.name, "kind": _KINDS[kind], "ambiguous": columns.ambiguous,
+        "ttl": columns.ttl, "key": _descriptor(columns.key, True),
+        "namespace": _descriptor(columns.namespace, True), "value": _descriptor(value, False)}
+    if columns.user_key is not None:
+        described["userKey"] = _descriptor(columns.user_key, False)
+    return described
+
+
+def _descriptor(decoder: Decoder, top_level: bool) -> Any:
+    """The shim's type descriptor of a column decoder (FlinkValueDecoder.of reads it)."""
+    if isinstance(decoder, Fixed):
+        return _FIXED[decoder.dtype.str.lstrip("<>|=")]
+    for decoder_type, name in _SCALARS.items():
+        if type(decoder) is decoder_type:
+            if name == "void" and not top_level:
+                raise NotForJvm("a void value outside key and namespace")
+            return name
+    if isinstance(decoder, Nullable):
+        return {"nullable": _descriptor(decoder.inner, False), "padding": decoder.padding}
+    if isinstance(decoder, Struct):
+        return {"pojo" if decoder.pojo_flags else "tuple":
+                [_descriptor(f, False) for f in decoder.fields]}
+    if isinstance(decoder, RowDecoder):
+        return {"row": [_descriptor(f, False) for f in decoder.fields],
+                "kindInMask": decoder.kind_in_mask}
+    raise NotForJvm(f"no JVM decoder of {type(decoder).__name__}")
