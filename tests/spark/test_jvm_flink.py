@@ -1,0 +1,178 @@
+"""The JVM reader of Flink savepoints (FlinkKeyGroupReader.java) against the Python source:
+identical rows, every column, in order, on every keyed state of every real-Flink snapshot
+there is; which states the JVM decodes; key-group pushdown; hostile bytes refused with the
+file and the byte offset.
+
+The truth is the Python source, whose decoders tests/flink holds to Flink's own expected
+state and to the per-value decoder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import jvm_reader_loaded
+
+from flink_snapshots import SAVEPOINTS
+from statesource.flink.jvm_layout import jvm_layout
+from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.snapshot import FlinkSnapshot
+from statesource.keygroups import assign_to_key_group
+from statesource.spark.jvm.plan import FlinkStatePythonSource
+from statesource.types import LONG
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
+JVM_SCAN = "Flink key groups"
+
+
+def _snapshot_dirs() -> list[Path]:
+    return sorted({p.parent for root in (SAVEPOINTS, FIXTURES) for p in root.rglob("_metadata")})
+
+
+@pytest.fixture
+def jvm(spark):
+    spark.dataSource.register(FlinkStatePythonSource)
+    jvm_reader_loaded(spark)
+    return spark
+
+
+def _read(spark, fmt: str, path: Path, operator: str, state: str, where: str | None = None
+          ) -> tuple[list[str], str, str] | tuple[str, str]:
+    """Rows as JSON in order, the schema and the executed plan; or the error's class and
+    message."""
+    try:
+        df = (spark.read.format(fmt).option("operator", operator).option("state", state)
+              .option("filterPushdown", "true").load(str(path)))
+        if where is not None:
+            df = df.filter(where)
+        rows = [json.dumps(r.asDict(recursive=True), default=repr) for r in df.collect()]
+    except Exception as error:  # noqa: BLE001 - the test compares failures
+        return (type(error).__name__, str(error))
+    return rows, df.schema.json(), df._jdf.queryExecution().executedPlan().toString()
+
+
+def _states(path: Path) -> list[tuple[str, str, bool]]:
+    """Every keyed and timer state: (operator id, state name, whether the JVM decodes it)."""
+    checkpoint = FlinkCheckpoint.open(str(path))
+    found = []
+    for op in checkpoint.snapshot.operators:
+        header = checkpoint.snapshot.header(op)
+        for info in header.states if header else ():
+            served = not isinstance(jvm_layout(checkpoint, op.operator_id, info.name), str)
+            found.append((op.operator_id, info.name, served))
+    return found
+
+
+@pytest.mark.parametrize("path", _snapshot_dirs(), ids=lambda p: str(p).split("flink")[-1])
+def test_every_state_reads_the_same_on_both_paths(jvm, path):
+    for operator, state, served in _states(path):
+        where = f"{path} {operator} {state}"
+        on_jvm = _read(jvm, "flinkstate", path, operator, state)
+        on_python = _read(jvm, "flinkstate-python", path, operator, state)
+        if len(on_python) == 2:  # the Python source refuses: so must the JVM
+            assert len(on_jvm) == 2, (where, on_python)
+            continue
+        assert len(on_jvm) == 3, (where, on_jvm)
+        assert on_jvm[1] == on_python[1], where
+        assert on_jvm[0] == on_python[0], where
+        assert (JVM_SCAN in on_jvm[2]) == served, (where, on_jvm[2])
+
+
+def test_the_jvm_decodes_the_common_serializers():
+    """Not vacuous: the canonical fixtures hold Long, String, Double, Tuple2 and POJO values,
+    TTL, lists, maps, TimeWindow namespaces, plain and Snappy; each is decoded by the JVM."""
+    served = {variant: {state for _, state, ok in _states(FIXTURES / variant / "canonical") if ok}
+              for variant in ("mp256", "mp128-snappy", "types", "encoding")}
+    assert all(served.values()), served
+    assert sum(len(s) for s in served.values()) >= 15, served
+    assert not any(s.startswith("_timer_state") for names in served.values() for s in names)
+
+
+def test_a_key_lookup_reads_one_key_group(jvm):
+    path = FIXTURES / "mp256" / "canonical"
+    checkpoint = FlinkCheckpoint.open(str(path))
+    op = checkpoint.snapshot.operator("stateful")
+    (key,) = checkpoint.read_keyed_state("total", operator="stateful", key_groups=None
+                                         ).__next__().column("key").to_pylist()[:1]
+    on_jvm = _read(jvm, "flinkstate", path, "stateful", "total", f"key = {key}")
+    on_python = _read(jvm, "flinkstate-python", path, "stateful", "total", f"key = {key}")
+    assert on_jvm[0] == on_python[0] and len(on_jvm[0]) == 1
+    group = assign_to_key_group(key, LONG, op.max_parallelism)
+    assert json.loads(on_jvm[0][0])["key_group"] == group
+    assert JVM_SCAN in on_jvm[2] and "EqualTo(key" in on_jvm[2]
+    scan = (jvm.read.format("flinkstate").option("operator", "stateful").option("state", "total")
+            .load(str(path)).filter(f"key = {key}"))
+    assert scan.rdd.getNumPartitions() == 1
+
+
+# -- hostile bytes ------------------------------------------------------------------------
+
+def _damaged(tmp_path: Path, variant: str, damage) -> tuple[Path, str, range]:
+    """A copy of a fixture with one key group of state 'total' damaged by ``damage(raw,
+    begin, end)``; the copy, the damaged file's name and the key group's byte range."""
+    source = FIXTURES / variant / "canonical"
+    target = tmp_path / variant
+    shutil.copytree(source, target)
+    snapshot = FlinkSnapshot.open(str(target))
+    op = snapshot.operator("stateful")
+    piece = snapshot.key_group_bytes(op)[3]
+    victim = Path(snapshot.file_location(piece.handle.stream).path)
+    raw = bytearray(victim.read_bytes())
+    damage(raw, piece.begin, piece.end)
+    victim.write_bytes(bytes(raw))
+    return target, victim.name, range(piece.begin, piece.end)
+
+
+def _value_length_huge(raw: bytearray, begin: int, end: int) -> None:
+    key_length = int.from_bytes(raw[begin + 2:begin + 6], "big")
+    value_at = begin + 6 + key_length
+    raw[value_at:value_at + 4] = (1 << 30).to_bytes(4, "big")
+
+
+def _key_length_negative(raw: bytearray, begin: int, end: int) -> None:
+    raw[begin + 2:begin + 6] = (-5 & 0xFFFFFFFF).to_bytes(4, "big")
+
+
+def _state_id_unknown(raw: bytearray, begin: int, end: int) -> None:
+    raw[begin:begin + 2] = b"\x00\x63"
+
+
+def _snappy_payload_flipped(raw: bytearray, begin: int, end: int) -> None:
+    raw[begin + 10 + 8] ^= 0x5A  # inside the first data chunk, past its header and CRC
+
+
+def _snappy_chunk_too_long(raw: bytearray, begin: int, end: int) -> None:
+    raw[begin + 11:begin + 14] = (0xFFFFFF).to_bytes(3, "little")
+
+
+@pytest.mark.parametrize(("variant", "damage", "message"), [
+    ("mp256", _value_length_huge, "invalid value length"),
+    ("mp256", _key_length_negative, "invalid key length"),
+    ("mp256", _state_id_unknown, "unknown state id 99"),
+    ("mp128-snappy", _snappy_payload_flipped, ""),
+    ("mp128-snappy", _snappy_chunk_too_long, "runs past the range"),
+])
+def test_hostile_key_groups_are_refused_with_file_and_offset(jvm, tmp_path, variant, damage,
+                                                             message):
+    path, name, where = _damaged(tmp_path, variant, damage)
+    on_jvm = _read(jvm, "flinkstate", path, "stateful", "total")
+    on_python = _read(jvm, "flinkstate-python", path, "stateful", "total")
+    assert len(on_python) == 2, "the Python source reads the damaged copy"
+    assert len(on_jvm) == 2, "the JVM reader reads the damaged copy"
+    error = on_jvm[1].split("\n\tat ")[0]
+    assert name in error and message in error, error
+    offsets = [int(o) for o in re.findall(r"at byte offset (\d+)", error)]
+    assert offsets and all(o in where for o in offsets), (where, error)
+
+
+def test_a_truncated_file_is_refused_naming_it(jvm, tmp_path):
+    def cut(raw: bytearray, begin: int, end: int) -> None:
+        del raw[end - 3:]
+
+    path, name, _ = _damaged(tmp_path, "mp256", cut)
+    on_jvm = _read(jvm, "flinkstate", path, "stateful", "total")
+    assert len(on_jvm) == 2 and name in on_jvm[1], on_jvm
