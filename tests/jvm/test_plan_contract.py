@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -125,6 +126,35 @@ def test_java_reads_every_field_python_writes(read_in_java, root, options):
     assert sorted(groups) == sorted(GROUP_FIELDS)
     assert len(groups["keyGroup"]) > 1 and len({len(v) for v in groups.values()}) == 1
     assert plan["slices"] and plan["files"] and plan["columns"]
+
+
+FLINK_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
+FLINK_PLANS = {
+    "Flink POJO values": ("types", dict(operator="typed", state="point_pojo")),
+    "Flink Snappy, TimeWindow, Tuple key": ("mp128-snappy",
+                                            dict(operator="windows", state="window-contents")),
+    "Flink TTL map": ("encoding", dict(operator="edges", state="ttl_map")),
+    "Flink Row values": ("encoding", dict(operator="edges", state="rows")),
+}
+
+
+@pytest.mark.parametrize(("variant", "options"), FLINK_PLANS.values(), ids=list(FLINK_PLANS))
+def test_java_reads_every_field_of_a_flink_plan(read_in_java, variant, options):
+    text = wire_plan(path=str(FLINK_FIXTURES / variant / "canonical"), **options)
+    plan = json.loads(text)
+    assert plan["servable"] is True and plan["flink"]["stateName"] == options["state"]
+    [answer] = read_in_java(text)
+    assert "refused" not in answer, answer["refused"]
+    assert answer["plan"]["flink"] == plan["flink"]
+    assert answer["plan"] == plan
+
+
+def test_a_flink_plan_with_an_unknown_type_is_refused(read_in_java):
+    plan = json.loads(wire_plan(path=str(FLINK_FIXTURES / "mp256" / "canonical"),
+                                operator="stateful", state="total"))
+    plan["flink"]["value"] = "decimal"
+    [answer] = read_in_java(json.dumps(plan))
+    assert "unknown type descriptor \"decimal\"" in answer["refused"]
 
 
 def test_the_plans_exercise_what_they_claim(root):

@@ -35,13 +35,12 @@ final class FlinkStatePlan implements Serializable {
   final FlinkValueDecoder namespace;
   final FlinkValueDecoder userKey;
   final FlinkValueDecoder value;
-  private final String json;
+  private final JsonNode[] descriptors;
 
   FlinkStatePlan(JsonNode node) {
     if (!node.isObject()) {
       throw new IllegalStateException("flinkstate plan: field flink is not an object");
     }
-    json = node.toString();
     compressed = required(node, "compressed").asBoolean();
     prefixBytes = required(node, "prefixBytes").asInt();
     states = required(node, "states").asInt();
@@ -60,6 +59,9 @@ final class FlinkStatePlan implements Serializable {
     namespace = FlinkValueDecoder.of(required(node, "namespace"));
     userKey = kind == MAP ? FlinkValueDecoder.of(required(node, "userKey")) : null;
     value = FlinkValueDecoder.of(required(node, "value"));
+    descriptors = new JsonNode[] {node.get("key"), node.get("namespace"),
+        kind == MAP ? node.get("userKey") : null,
+        node.get("value")};
     if (prefixBytes != 1 && prefixBytes != 2) {
       throw new IllegalStateException("flinkstate plan: prefixBytes " + prefixBytes);
     }
@@ -73,13 +75,27 @@ final class FlinkStatePlan implements Serializable {
     return (kind == MAP ? 2 : 1) + (ttl ? 1 : 0);
   }
 
-  /** As read, for the plan contract's echo. */
-  JsonNode describe(ObjectMapper mapper) {
-    try {
-      return (ObjectNode) mapper.readTree(json);
-    } catch (java.io.IOException error) {
-      throw new IllegalStateException(error);
+  /**
+   * What was read, for the plan contract's echo (ReadPlan.describe): the fields as parsed, the
+   * type descriptors as given (each was built into a decoder, or refused).
+   */
+  ObjectNode describe(ObjectMapper mapper) {
+    ObjectNode out = mapper.createObjectNode();
+    out.put("compressed", compressed);
+    out.put("prefixBytes", prefixBytes);
+    out.put("states", states);
+    out.put("stateId", stateId);
+    out.put("stateName", stateName);
+    out.put("kind", new String[] {"value", "list", "map"}[kind]);
+    out.put("ambiguous", ambiguous);
+    out.put("ttl", ttl);
+    String[] names = {"key", "namespace", "userKey", "value"};
+    for (int i = 0; i < names.length; i++) {
+      if (descriptors[i] != null) {
+        out.set(names[i], descriptors[i]);
+      }
     }
+    return out;
   }
 
   private static JsonNode required(JsonNode node, String name) {
