@@ -176,3 +176,17 @@ def test_a_truncated_file_is_refused_naming_it(jvm, tmp_path):
     path, name, _ = _damaged(tmp_path, "mp256", cut)
     on_jvm = _read(jvm, "flinkstate", path, "stateful", "total")
     assert len(on_jvm) == 2 and name in on_jvm[1], on_jvm
+
+
+def test_a_replaced_savepoint_is_planned_anew(jvm, tmp_path):
+    """The JVM provider reuses a plan per options while _metadata is unchanged
+    (FlinkPlanCache.java): a savepoint written over the same path is read afresh."""
+    path = tmp_path / "savepoint"
+    shutil.copytree(FIXTURES / "mp256" / "canonical", path)
+    first = _read(jvm, "flinkstate", path, "stateful", "total")
+    assert _read(jvm, "flinkstate", path, "stateful", "total")[0] == first[0]
+    shutil.rmtree(path)
+    shutil.copytree(FIXTURES / "mp128-snappy" / "canonical", path)
+    again = _read(jvm, "flinkstate", path, "stateful", "total")
+    assert again[0] == _read(jvm, "flinkstate-python", path, "stateful", "total")[0]
+    assert again[0] != first[0] and JVM_SCAN in again[2]

@@ -264,16 +264,19 @@ def test_incremental_checkpoints_read_alike(jvm, tmp_path):
         assert {r.key: r.value for r in on_jvm.collect()} == truth
 
 
-FLINK_SAVEPOINT = Path(__file__).resolve().parents[1] / "fixtures" / "flink" / "mp256" / "canonical"
+FLINK_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
+FLINK_SAVEPOINT = FLINK_FIXTURES / "mp256" / "canonical"
+FLINK_NATIVE = FLINK_FIXTURES / "mp256" / "native"
 
 
 @pytest.mark.parametrize("path, options", [
-    (FLINK_SAVEPOINT, {"operator": "stateful", "state": "total"}),
+    (FLINK_NATIVE, {"operator": "stateful", "state": "total"}),
     (FLINK_SAVEPOINT, {"operator": "windows", "state": "_timer_state/event_window-timers"}),
     (FLINK_SAVEPOINT, {"operator": "stateful", "operatorState": "seen"}),
     (None, {"operatorState": "offsets"}),
     (None, {"readChangeFeed": "true", "state": "counts", "changeStartCheckpointId": "1"}),
-], ids=["flink-keyed", "flink-timers", "flink-operator-state", "operator-state", "change-feed"])
+], ids=["flink-native-keyed", "flink-timers", "flink-operator-state", "operator-state",
+      "change-feed"])
 def test_what_the_jvm_does_not_read_goes_to_python(jvm, tmp_path, path, options):
     if path is None:
         path = tmp_path

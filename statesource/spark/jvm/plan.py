@@ -41,6 +41,7 @@ from pyspark.sql.types import StructField, StructType
 
 from statesource.flink.jvm_layout import JvmLayout, jvm_layout
 from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.snapshot import FLINK_METADATA
 from statesource.format.source import StateSource
 from statesource.sources import reopen
 from statesource.spark.compat import is_connect
@@ -175,7 +176,26 @@ def _flink_plan(target: ScanTarget, options: Mapping[str, str], source: FlinkChe
               "offset": [r.offset for r in layout.key_groups],
               "length": [r.length for r in layout.key_groups],
               "rows": [0] * count, "crc32": [0] * count}
-    return {**_servable(target, options, source, "", files, groups), "flink": layout.state}
+    flink = dict(layout.state)
+    stamp = _stamp(options, source)
+    if stamp is not None:
+        flink["stamp"] = stamp
+    return {**_servable(target, options, source, "", files, groups), "flink": flink}
+
+
+def _stamp(options: Mapping[str, str], source: FlinkCheckpoint) -> dict[str, Any] | None:
+    """The snapshot's ``_metadata`` as it is (real path, size, modification time), for the JVM
+    provider to reuse this plan while it is unchanged (FlinkPlanCache.java); None unless the
+    options name the snapshot itself: a directory of checkpoints, or a chosen checkpoint id,
+    resolves anew each time."""
+    parsed = parse_read_options(options)
+    location = source.location
+    if parsed.checkpoint_id is not None or not location.is_local or \
+            os.path.realpath(parsed.path) != os.path.realpath(location.path):
+        return None
+    metadata = os.path.realpath(os.path.join(location.path, FLINK_METADATA))
+    stat = os.stat(metadata)
+    return {"path": metadata, "sizeBytes": stat.st_size, "modifiedNs": stat.st_mtime_ns}
 
 
 def _servable(target: ScanTarget, options: Mapping[str, str], source: StateSource,

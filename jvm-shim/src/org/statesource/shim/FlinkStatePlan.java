@@ -14,7 +14,9 @@ import java.io.Serializable;
  * {@code stateId}, {@code stateName}, {@code kind} ({@code value}, {@code list} or {@code map}),
  * {@code ambiguous} (a varint length follows key and namespace), {@code ttl} (values carry
  * their last-access timestamp), and the type descriptors ({@link FlinkValueDecoder})
- * {@code key}, {@code namespace}, {@code userKey} (map state only) and {@code value}.
+ * {@code key}, {@code namespace}, {@code userKey} (map state only) and {@code value}; and,
+ * where the read options name the snapshot directly, {@code stamp}: its {@code _metadata}'s
+ * real {@code path}, {@code sizeBytes} and {@code modifiedNs}, for {@link FlinkPlanCache}.
  */
 final class FlinkStatePlan implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -36,6 +38,11 @@ final class FlinkStatePlan implements Serializable {
   final FlinkValueDecoder userKey;
   final FlinkValueDecoder value;
   private final JsonNode[] descriptors;
+  final Stamp stamp;
+
+  /** The {@code _metadata} a plan was made from, as it was. */
+  record Stamp(String path, long sizeBytes, long modifiedNs) implements Serializable {
+  }
 
   FlinkStatePlan(JsonNode node) {
     if (!node.isObject()) {
@@ -62,6 +69,10 @@ final class FlinkStatePlan implements Serializable {
     descriptors = new JsonNode[] {node.get("key"), node.get("namespace"),
         kind == MAP ? node.get("userKey") : null,
         node.get("value")};
+    JsonNode stamped = node.get("stamp");
+    stamp = stamped == null || stamped.isNull() ? null : new Stamp(
+        required(stamped, "path").asText(), required(stamped, "sizeBytes").asLong(),
+        required(stamped, "modifiedNs").asLong());
     if (prefixBytes != 1 && prefixBytes != 2) {
       throw new IllegalStateException("flinkstate plan: prefixBytes " + prefixBytes);
     }
@@ -94,6 +105,10 @@ final class FlinkStatePlan implements Serializable {
       if (descriptors[i] != null) {
         out.set(names[i], descriptors[i]);
       }
+    }
+    if (stamp != null) {
+      out.putObject("stamp").put("path", stamp.path()).put("sizeBytes", stamp.sizeBytes())
+          .put("modifiedNs", stamp.modifiedNs());
     }
     return out;
   }

@@ -40,6 +40,13 @@ public final class FlinkStateProvider implements TableProvider, DataSourceRegist
 
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
+    String cacheKey = FlinkPlanCache.key(options.asCaseSensitiveMap());
+    StructType[] cached = new StructType[1];
+    ReadPlan known = FlinkPlanCache.plan(cacheKey, cached);
+    if (known != null) {
+      plan = known;
+      return cached[0];
+    }
     Map<String, String> planning = new HashMap<>(options.asCaseSensitiveMap());
     planning.put(PLAN_OPTION, "true");
     StructType planned = pythonSource().inferSchema(new CaseInsensitiveStringMap(planning));
@@ -52,7 +59,9 @@ public final class FlinkStateProvider implements TableProvider, DataSourceRegist
     plan = parsed;
     StructField[] fields = planned.fields().clone();
     fields[0] = new StructField(first.name(), first.dataType(), first.nullable(), Metadata.empty());
-    return new StructType(fields);
+    StructType schema = new StructType(fields);
+    FlinkPlanCache.keep(cacheKey, schema, parsed);
+    return schema;
   }
 
   /**
