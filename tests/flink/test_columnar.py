@@ -14,27 +14,19 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from generated_savepoints import TEXT, corrupted_copy, export_savepoint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flink_snapshots import SAVEPOINTS, only
-from statesource.checkpointing import CheckpointWriter
 from statesource.errors import IncompatibleCheckpointError, StateSourceError
 from statesource.flink.census import count_snapshot
-from statesource.flink.export import export_flink
 from statesource.flink.framing import canonical_sections
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.regroup import Regrouper
 from statesource.flink.rescale import rescale_max_parallelism
 from statesource.flink.snapshot import FlinkSnapshot
-from statesource.keygroups import assign_to_key_group, key_group_range_for_operator
-from statesource.state.clock import ManualClock
-from statesource.state.descriptors import (
-    ListStateDescriptor,
-    MapStateDescriptor,
-    ValueStateDescriptor,
-)
-from statesource.state.keyed_backend import KeyedStateBackend
+from statesource.keygroups import assign_to_key_group
 from statesource.types import STRING
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
@@ -110,32 +102,15 @@ def test_the_common_serializers_are_read_column_wise():
 
 @pytest.fixture(scope="module")
 def small_savepoint(tmp_path_factory) -> Path:
-    return _export(tmp_path_factory.mktemp("columnar"), {
+    return export_savepoint(tmp_path_factory.mktemp("columnar"), {
         f"k{i}": (i, [i, -i], {"a": str(i), "b": None}) for i in range(40)})
-
-
-def _corrupted(source: Path, target: Path, at: float, data: bytes) -> Path:
-    """A copy of ``source`` with ``data`` written over the key groups of one keyed-state
-    file (past its header, which both decoders share), at a place ``at`` picks."""
-    snapshot = FlinkSnapshot.open(str(source))
-    handles = sorted({snapshot.file_location(h.stream).path: h for op in snapshot.operators
-                      for h in snapshot.keyed_handles(op) if h.stream.inline is None}.items())
-    path, handle = handles[int(at * len(handles)) % len(handles)]
-    start = snapshot.read_header(handle).data_start
-    shutil.copytree(source, target)
-    victim = target / Path(path).name
-    raw = bytearray(victim.read_bytes())
-    offset = start + int(at * 99991) % (len(raw) - start)
-    raw[offset:offset + len(data)] = data
-    victim.write_bytes(bytes(raw[:len(victim.read_bytes())]))
-    return target
 
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(at=st.floats(0, 1, exclude_max=True), data=st.binary(min_size=1, max_size=6))
 def test_corrupt_key_groups_fail_or_read_the_same(small_savepoint, tmp_path_factory, at, data):
-    broken = _corrupted(small_savepoint, tmp_path_factory.mktemp("broken") / "sp", at, data)
+    broken = corrupted_copy(small_savepoint, tmp_path_factory.mktemp("broken") / "sp", at, data)
     _compare_all(broken)
 
 
@@ -145,54 +120,22 @@ def test_corrupt_key_groups_fail_or_read_the_same(small_savepoint, tmp_path_fact
 def test_corrupt_snappy_key_groups_fail_or_read_the_same(tmp_path_factory, at, data):
     """Compressed: a damaged chunk header, checksum or Snappy block is refused with the file
     and the offset (the same error either way), whatever it hits."""
-    broken = _corrupted(FIXTURES / "mp128-snappy" / "canonical",
+    broken = corrupted_copy(FIXTURES / "mp128-snappy" / "canonical",
                         tmp_path_factory.mktemp("broken") / "sp", at, data)
     _compare_all(broken)
 
 
 # -- generated states --------------------------------------------------------------------------
 
-def _export(root: Path, entries: dict[str, tuple]) -> Path:
-    """A canonical savepoint (via export_flink) of String keys with a value, a list and a
-    map state, from ``key -> (value, list, map)``."""
-    clock = ManualClock(1_700_000_000_000)
-    states = [ValueStateDescriptor("value", "long"), ListStateDescriptor("list", "long"),
-              MapStateDescriptor("map", "string", ["null", "string"]),
-              ValueStateDescriptor("text", "string")]
-    backends = []
-    for index in range(2):
-        owned = key_group_range_for_operator(128, 2, index)
-        backend = KeyedStateBackend("string", 128, owned, clock=clock)
-        handles = [backend.get_state(d) for d in states]
-        for key, (value, items, mapping) in entries.items():
-            if assign_to_key_group(key, STRING, 128) not in owned:
-                continue
-            backend.set_current_key(key)
-            handles[0].update(value)
-            if items:
-                handles[1].add_all(items)
-            for user_key, user_value in mapping.items():
-                handles[2].put(user_key, user_value)
-            handles[3].update(key[::-1])
-        backends.append(backend)
-    with CheckpointWriter(str(root / "checkpoints")) as writer:
-        writer.write(1, {"op": backends})
-    export_flink(root / "checkpoints", root / "savepoint")
-    return root / "savepoint"
-
-
-_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
-
-
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(entries=st.dictionaries(
-    _TEXT, st.tuples(st.integers(-2**63, 2**63 - 1),
+    TEXT, st.tuples(st.integers(-2**63, 2**63 - 1),
                      st.lists(st.integers(-2**63, 2**63 - 1), max_size=4),
-                     st.dictionaries(_TEXT, st.none() | _TEXT, max_size=3)),
+                     st.dictionaries(TEXT, st.none() | TEXT, max_size=3)),
     min_size=1, max_size=30))
 def test_generated_states_read_the_same(tmp_path_factory, entries):
-    savepoint = _export(tmp_path_factory.mktemp("generated"), entries)
+    savepoint = export_savepoint(tmp_path_factory.mktemp("generated"), entries)
     assert _compare_all(savepoint) == 4
     rows = sum(t.num_rows for t in FlinkCheckpoint.open(str(savepoint)).read_keyed_state(
         "value", operator="op"))

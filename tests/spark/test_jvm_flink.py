@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 from conftest import jvm_reader_loaded
+from generated_savepoints import TEXT, corrupted_copy, export_savepoint
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from flink_snapshots import SAVEPOINTS
 from statesource.flink.jvm_layout import jvm_layout
@@ -67,12 +70,14 @@ def _states(path: Path) -> list[tuple[str, str, bool]]:
     return found
 
 
-@pytest.mark.parametrize("path", _snapshot_dirs(), ids=lambda p: str(p).split("flink")[-1])
-def test_every_state_reads_the_same_on_both_paths(jvm, path):
+def _compare_all(spark, path: Path) -> int:
+    """Every state of the snapshot read on both paths: the same rows or both refused; how
+    many states the JVM decodes."""
+    decoded = 0
     for operator, state, served in _states(path):
         where = f"{path} {operator} {state}"
-        on_jvm = _read(jvm, "flinkstate", path, operator, state)
-        on_python = _read(jvm, "flinkstate-python", path, operator, state)
+        on_jvm = _read(spark, "flinkstate", path, operator, state)
+        on_python = _read(spark, "flinkstate-python", path, operator, state)
         if len(on_python) == 2:  # the Python source refuses: so must the JVM
             assert len(on_jvm) == 2, (where, on_python)
             continue
@@ -80,6 +85,35 @@ def test_every_state_reads_the_same_on_both_paths(jvm, path):
         assert on_jvm[1] == on_python[1], where
         assert on_jvm[0] == on_python[0], where
         assert (JVM_SCAN in on_jvm[2]) == served, (where, on_jvm[2])
+        decoded += served
+    return decoded
+
+
+@pytest.mark.parametrize("path", _snapshot_dirs(), ids=lambda p: str(p).split("flink")[-1])
+def test_every_state_reads_the_same_on_both_paths(jvm, path):
+    _compare_all(jvm, path)
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=st.dictionaries(
+    TEXT, st.tuples(st.integers(-2**63, 2**63 - 1),
+                    st.lists(st.integers(-2**63, 2**63 - 1), max_size=4),
+                    st.dictionaries(TEXT, st.none() | TEXT, max_size=3)),
+    min_size=1, max_size=30))
+def test_generated_states_read_the_same(jvm, tmp_path_factory, entries):
+    """Any text (the JVM decodes UTF-16 units itself), null map values, empty lists."""
+    assert _compare_all(jvm, export_savepoint(tmp_path_factory.mktemp("jvm-gen"), entries)) == 4
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(at=st.floats(0, 1, exclude_max=True), data=st.binary(min_size=1, max_size=6),
+       snappy=st.booleans())
+def test_corrupt_key_groups_fail_or_read_the_same(jvm, tmp_path_factory, at, data, snappy):
+    source = FIXTURES / ("mp128-snappy" if snappy else "mp256") / "canonical"
+    _compare_all(jvm, corrupted_copy(source, tmp_path_factory.mktemp("jvm-broken") / "sp",
+                                     at, data))
 
 
 def test_the_jvm_decodes_the_common_serializers():

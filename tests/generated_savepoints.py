@@ -1,0 +1,70 @@
+"""Small canonical savepoints made for tests: generated states (via statesource's own Flink
+export), and copies with bytes overwritten; shared by the Python and JVM decoders' tests."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+from statesource.checkpointing import CheckpointWriter
+from statesource.flink.export import export_flink
+from statesource.flink.snapshot import FlinkSnapshot
+from statesource.keygroups import assign_to_key_group, key_group_range_for_operator
+from statesource.state.clock import ManualClock
+from statesource.state.descriptors import (
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+)
+from statesource.state.keyed_backend import KeyedStateBackend
+from statesource.types import STRING
+
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+
+
+def export_savepoint(root: Path, entries: dict[str, tuple]) -> Path:
+    """A canonical savepoint (via export_flink) of String keys with a value, a list and a
+    map state, from ``key -> (value, list, map)``."""
+    clock = ManualClock(1_700_000_000_000)
+    states = [ValueStateDescriptor("value", "long"), ListStateDescriptor("list", "long"),
+              MapStateDescriptor("map", "string", ["null", "string"]),
+              ValueStateDescriptor("text", "string")]
+    backends = []
+    for index in range(2):
+        owned = key_group_range_for_operator(128, 2, index)
+        backend = KeyedStateBackend("string", 128, owned, clock=clock)
+        handles = [backend.get_state(d) for d in states]
+        for key, (value, items, mapping) in entries.items():
+            if assign_to_key_group(key, STRING, 128) not in owned:
+                continue
+            backend.set_current_key(key)
+            handles[0].update(value)
+            if items:
+                handles[1].add_all(items)
+            for user_key, user_value in mapping.items():
+                handles[2].put(user_key, user_value)
+            handles[3].update(key[::-1])
+        backends.append(backend)
+    with CheckpointWriter(str(root / "checkpoints")) as writer:
+        writer.write(1, {"op": backends})
+    export_flink(root / "checkpoints", root / "savepoint")
+    return root / "savepoint"
+
+
+def corrupted_copy(source: Path, target: Path, at: float, data: bytes) -> Path:
+    """A copy of ``source`` with ``data`` written over the key groups of one keyed-state
+    file (past its header, which both decoders share), at a place ``at`` picks."""
+    snapshot = FlinkSnapshot.open(str(source))
+    handles = sorted({snapshot.file_location(h.stream).path: h for op in snapshot.operators
+                      for h in snapshot.keyed_handles(op) if h.stream.inline is None}.items())
+    path, handle = handles[int(at * len(handles)) % len(handles)]
+    start = snapshot.read_header(handle).data_start
+    shutil.copytree(source, target)
+    victim = target / Path(path).name
+    raw = bytearray(victim.read_bytes())
+    offset = start + int(at * 99991) % (len(raw) - start)
+    raw[offset:offset + len(data)] = data
+    victim.write_bytes(bytes(raw[:len(victim.read_bytes())]))
+    return target
