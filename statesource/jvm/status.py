@@ -12,7 +12,8 @@ from statesource.jvm.toolchain import find_javac
 
 FALLBACKS = (
     "a checkpoint not on the local file system (s3://, gs://, hdfs://, ...)",
-    "a Flink savepoint or checkpoint (decoded in Python)",
+    "a native Flink savepoint or checkpoint, state stored inline in _metadata, and Flink"
+    " serializers the column decoders lack (Avro, Kryo, ...): decoded in Python",
     "the change feed, operator state, timers",
     "flattenCollections=false (nested rows)",
     "value types the JVM's Arrow vectors do not read as they are",

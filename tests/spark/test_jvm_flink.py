@@ -198,7 +198,7 @@ def test_hostile_key_groups_are_refused_with_file_and_offset(jvm, tmp_path, vari
     assert len(on_python) == 2, "the Python source reads the damaged copy"
     assert len(on_jvm) == 2, "the JVM reader reads the damaged copy"
     error = on_jvm[1].split("\n\tat ")[0]
-    assert name in error and message in error, error
+    assert name in error and message in error and "CorruptCheckpointError" in error, error
     offsets = [int(o) for o in re.findall(r"at byte offset (\d+)", error)]
     assert offsets and all(o in where for o in offsets), (where, error)
 

@@ -129,7 +129,8 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
     FileChannel in = channelFor(file);
     if (offset < 0 || length < 0 || length > Integer.MAX_VALUE - 16
         || offset + length > plan.fileSizes[file]) {
-      throw new IllegalStateException(plan.fileNames[file] + ": the key group of "
+      throw new IllegalStateException("CorruptCheckpointError: " + plan.fileNames[file]
+          + ": the key group of "
           + plan.keyGroup[entry] + " at byte offset " + offset + " (" + length + " bytes) is"
           + " outside the file's " + plan.fileSizes[file] + " bytes");
     }
@@ -140,7 +141,8 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
     ByteBuffer target = ByteBuffer.wrap(buffer, 0, (int) length);
     while (target.hasRemaining()) {
       if (in.read(target, offset + target.position()) < 0) {
-        throw new IllegalStateException(plan.fileNames[file] + ": short read at byte offset "
+        throw new IllegalStateException("CorruptCheckpointError: " + plan.fileNames[file]
+            + ": short read at byte offset "
             + (offset + target.position()) + ": the file is truncated");
       }
     }
@@ -156,7 +158,8 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
       channel = FileChannel.open(Path.of(plan.filePaths[file]), StandardOpenOption.READ);
       channelFile = file;
       if (channel.size() != plan.fileSizes[file]) {
-        throw new IllegalStateException(plan.fileNames[file] + " has " + channel.size()
+        throw new IllegalStateException("CorruptCheckpointError: " + plan.fileNames[file]
+            + " has " + channel.size()
             + " bytes; _metadata records " + plan.fileSizes[file]
             + ": it was truncated or replaced");
       }
@@ -186,7 +189,8 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
 
   /**
    * The error of a fault: the file and the byte offset (in a Snappy framed key group, the
-   * position among its uncompressed bytes too).
+   * position among its uncompressed bytes too), named by the statesource error the Python
+   * reader raises for a corrupt snapshot.
    */
   static IllegalStateException refused(ReadPlan plan, int entry, FlinkDataException fault,
       boolean uncompressedPosition) {
@@ -196,8 +200,8 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
         ? " at uncompressed byte " + fault.position + " of the Snappy framed key group "
           + plan.keyGroup[entry] + " at byte offset " + offset
         : " at byte offset " + (offset + fault.position);
-    return new IllegalStateException(file + ": state '" + plan.flink.stateName + "': "
-        + fault.getMessage() + where);
+    return new IllegalStateException("CorruptCheckpointError: " + file + ": state '"
+        + plan.flink.stateName + "': " + fault.getMessage() + where);
   }
 
   private IllegalStateException refused(int entry, FlinkDataException fault,
