@@ -258,11 +258,14 @@ def bench_generated(entries: int, repeats: int, max_parallelism: int) -> None:
         base = best_of(max(repeats, 3), lambda: lookup(from_parquet))
         fast = best_of(max(repeats, 3), lambda: lookup(from_savepoint))
         planned = best_of(max(repeats, 3), replanned_lookup)
+        floor = best_of(max(repeats, 3), lambda: spark.range(1).collect())
         print(f"point lookup (state 'total', key 'user-7'): Spark from Parquet"
               f" {base * 1000:.0f} ms; Spark from the savepoint {fast * 1000:.0f} ms:"
               f" {fast / base:.3f}x (goal <= 0.1x); planned afresh {planned * 1000:.0f} ms:"
               f" {planned / base:.3f}x; Python alone (key group {group})"
               f" {python_point * 1000:.1f} ms: {python_point / base:.3f}x")
+        print(f"  Spark's floor, spark.range(1).collect(): {floor * 1000:.0f} ms:"
+              f" {floor / base:.3f}x of the Parquet lookup")
 
         with tempfile.TemporaryDirectory(prefix="statesource-bench-flink-read-") as scratch:
             def shuffle() -> None:
