@@ -5,9 +5,9 @@ The JVM shim decodes canonical key groups straight into Spark's column vectors
 metadata, the serializer snapshots and which of them the shim can decode are
 interpreted by the same column decoders the Python fast path uses
 (:func:`~statesource.flink.columnar.state_decoder`), and each decoder becomes
-a compact type descriptor (FlinkValueDecoder.java reads it). A state those
-decoders do not take, a timer state, a native snapshot or checkpoint, or state
-stored inline in ``_metadata`` gets a reason instead, and the Python reader
+a compact type descriptor (FlinkValueDecoder.java reads it), for keyed and
+timer states alike. A state those decoders do not take, a native snapshot or
+checkpoint, or state stored inline in ``_metadata`` gets a reason instead, and the Python reader
 reads it.
 """
 
@@ -73,8 +73,6 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
     if header is None:
         return f"operator {op.label!r} has no keyed state"
     info = snapshot.keyed_state_info(op, state)
-    if info.is_timer:
-        return "timer states are decoded by the Python source"
     handles = snapshot.keyed_handles(op)
     if not all(h.savepoint for h in handles):
         return "native snapshots and checkpoints are decoded by the Python source"
@@ -106,16 +104,18 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
 
 def _state(columns: StateColumns) -> dict[str, Any]:
     kind = columns.kind
-    assert kind is not None and columns.value is not None
+    described: dict[str, Any] = {
+        "prefixBytes": columns.prefix_bytes, "stateId": columns.info.state_id,
+        "stateName": columns.info.name, "ambiguous": columns.ambiguous, "ttl": columns.ttl,
+        "key": _descriptor(columns.key, True), "namespace": _descriptor(columns.namespace, True)}
+    if kind is None:  # timers: the timestamp, key and namespace make the key; no value
+        return {**described, "kind": "timer"}
+    assert columns.value is not None
     value = columns.value
     if columns.ttl:
         assert isinstance(value, Ttl)
         value = value.value
-    described: dict[str, Any] = {
-        "prefixBytes": columns.prefix_bytes, "stateId": columns.info.state_id,
-        "stateName": columns.info.name, "kind": _KINDS[kind], "ambiguous": columns.ambiguous,
-        "ttl": columns.ttl, "key": _descriptor(columns.key, True),
-        "namespace": _descriptor(columns.namespace, True), "value": _descriptor(value, False)}
+    described.update(kind=_KINDS[kind], value=_descriptor(value, False))
     if columns.user_key is not None:
         described["userKey"] = _descriptor(columns.user_key, False)
     return described

@@ -14,7 +14,7 @@ FALLBACKS = (
     "a checkpoint not on the local file system (s3://, gs://, hdfs://, ...)",
     "a native Flink savepoint or checkpoint, state stored inline in _metadata, and Flink"
     " serializers the column decoders lack (Avro, Kryo, ...): decoded in Python",
-    "the change feed, operator state, timers",
+    "the change feed, operator state",
     "flattenCollections=false (nested rows)",
     "value types the JVM's Arrow vectors do not read as they are",
 )

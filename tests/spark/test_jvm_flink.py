@@ -117,13 +117,14 @@ def test_corrupt_key_groups_fail_or_read_the_same(jvm, tmp_path_factory, at, dat
 
 
 def test_the_jvm_decodes_the_common_serializers():
-    """Not vacuous: the canonical fixtures hold Long, String, Double, Tuple2 and POJO values,
-    TTL, lists, maps, TimeWindow namespaces, plain and Snappy; each is decoded by the JVM."""
+    """Not vacuous: the canonical fixtures hold Long, String, Double, Tuple2, Row and POJO
+    values, TTL, lists, maps, timers, TimeWindow namespaces, plain and Snappy; each is decoded
+    by the JVM."""
     served = {variant: {state for _, state, ok in _states(FIXTURES / variant / "canonical") if ok}
               for variant in ("mp256", "mp128-snappy", "types", "encoding")}
     assert all(served.values()), served
     assert sum(len(s) for s in served.values()) >= 15, served
-    assert not any(s.startswith("_timer_state") for names in served.values() for s in names)
+    assert any(s.startswith("_timer_state") for names in served.values() for s in names)
 
 
 def test_a_key_lookup_reads_one_key_group(jvm):

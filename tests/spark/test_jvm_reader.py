@@ -271,11 +271,11 @@ FLINK_NATIVE = FLINK_FIXTURES / "mp256" / "native"
 
 @pytest.mark.parametrize("path, options", [
     (FLINK_NATIVE, {"operator": "stateful", "state": "total"}),
-    (FLINK_SAVEPOINT, {"operator": "windows", "state": "_timer_state/event_window-timers"}),
+    (FLINK_FIXTURES / "mp128-snappy" / "canonical", {"operator": "opaque", "state": "last_uuid"}),
     (FLINK_SAVEPOINT, {"operator": "stateful", "operatorState": "seen"}),
     (None, {"operatorState": "offsets"}),
     (None, {"readChangeFeed": "true", "state": "counts", "changeStartCheckpointId": "1"}),
-], ids=["flink-native-keyed", "flink-timers", "flink-operator-state", "operator-state",
+], ids=["flink-native-keyed", "flink-kryo-value", "flink-operator-state", "operator-state",
       "change-feed"])
 def test_what_the_jvm_does_not_read_goes_to_python(jvm, tmp_path, path, options):
     if path is None:

@@ -80,6 +80,9 @@ final class FlinkKeyGroupDecoder {
           if (plan.kind == FlinkStatePlan.MAP) {
             lastEntry = mapPair(keys, values, out, lastEntry);
             rows++;
+          } else if (plan.kind == FlinkStatePlan.TIMER) {
+            timerPair(keys, values, out);
+            rows++;
           } else if (plan.kind == FlinkStatePlan.LIST) {
             rows += listPair(keys, values, out);
           } else {
@@ -131,6 +134,18 @@ final class FlinkKeyGroupDecoder {
       ttl(values, out[3]);
     }
     plan.value.read(values, out[2]);
+    checkEnds(keys, values, keyStart);
+  }
+
+  /** A timer: the timestamp (sign bit flipped, so that bytes sort as numbers), key, namespace. */
+  private void timerPair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out) {
+    int keyStart = keys.pos;
+    long timestamp = keys.i64() ^ Long.MIN_VALUE;
+    plan.key.read(keys, out[0]);
+    plan.namespace.read(keys, out[1]);
+    if (out[2] != null) {
+      out[2].appendLong(timestamp);
+    }
     checkEnds(keys, values, keyStart);
   }
 

@@ -11,7 +11,8 @@ import java.io.Serializable;
  *
  * <p>Fields: {@code compressed} (Snappy framed key groups), {@code prefixBytes} (1 or 2: the
  * key-group prefix of every key), {@code states} (how many states the header lists),
- * {@code stateId}, {@code stateName}, {@code kind} ({@code value}, {@code list} or {@code map}),
+ * {@code stateId}, {@code stateName}, {@code kind} ({@code value}, {@code list}, {@code map},
+ * or {@code timer}: the key is the sign-flipped timestamp, key and namespace, the value empty),
  * {@code ambiguous} (a varint length follows key and namespace), {@code ttl} (values carry
  * their last-access timestamp), and the type descriptors ({@link FlinkValueDecoder})
  * {@code key}, {@code namespace}, {@code userKey} (map state only) and {@code value}; and,
@@ -24,6 +25,7 @@ final class FlinkStatePlan implements Serializable {
   static final int VALUE = 0;
   static final int LIST = 1;
   static final int MAP = 2;
+  static final int TIMER = 3;
 
   final boolean compressed;
   final int prefixBytes;
@@ -57,6 +59,7 @@ final class FlinkStatePlan implements Serializable {
       case "value" -> VALUE;
       case "list" -> LIST;
       case "map" -> MAP;
+      case "timer" -> TIMER;
       default -> throw new IllegalStateException("flinkstate plan: unknown state kind "
           + node.get("kind"));
     };
@@ -65,10 +68,10 @@ final class FlinkStatePlan implements Serializable {
     key = FlinkValueDecoder.of(required(node, "key"));
     namespace = FlinkValueDecoder.of(required(node, "namespace"));
     userKey = kind == MAP ? FlinkValueDecoder.of(required(node, "userKey")) : null;
-    value = FlinkValueDecoder.of(required(node, "value"));
+    value = kind == TIMER ? null : FlinkValueDecoder.of(required(node, "value"));
     descriptors = new JsonNode[] {node.get("key"), node.get("namespace"),
         kind == MAP ? node.get("userKey") : null,
-        node.get("value")};
+        kind == TIMER ? null : node.get("value")};
     JsonNode stamped = node.get("stamp");
     stamp = stamped == null || stamped.isNull() ? null : new Stamp(
         required(stamped, "path").asText(), required(stamped, "sizeBytes").asLong(),
@@ -81,7 +84,10 @@ final class FlinkStatePlan implements Serializable {
     }
   }
 
-  /** The output columns after key and namespace: the values, then the TTL timestamp. */
+  /**
+   * The output columns after key and namespace: the values, then the TTL timestamp (a timer's
+   * timestamp).
+   */
   int valueColumns() {
     return (kind == MAP ? 2 : 1) + (ttl ? 1 : 0);
   }
@@ -97,7 +103,7 @@ final class FlinkStatePlan implements Serializable {
     out.put("states", states);
     out.put("stateId", stateId);
     out.put("stateName", stateName);
-    out.put("kind", new String[] {"value", "list", "map"}[kind]);
+    out.put("kind", new String[] {"value", "list", "map", "timer"}[kind]);
     out.put("ambiguous", ambiguous);
     out.put("ttl", ttl);
     String[] names = {"key", "namespace", "userKey", "value"};
