@@ -225,3 +225,17 @@ def test_a_replaced_savepoint_is_planned_anew(jvm, tmp_path):
     again = _read(jvm, "flinkstate", path, "stateful", "total")
     assert again[0] == _read(jvm, "flinkstate-python", path, "stateful", "total")[0]
     assert again[0] != first[0] and JVM_SCAN in again[2]
+
+
+def test_counts_and_projections_decode_what_they_need(jvm):
+    """No column (count), a column per key group, and one value column: the same answers."""
+    path = str(FIXTURES / "mp128-snappy" / "canonical")
+    frames = [jvm.read.format(fmt).option("operator", "stateful").option("state", "events")
+              .load(path) for fmt in ("flinkstate", "flinkstate-python")]
+    assert JVM_SCAN in frames[0]._jdf.queryExecution().executedPlan().toString()
+    counts = [df.count() for df in frames]
+    assert counts[0] == counts[1] > 0
+    per_group = [sorted(df.groupBy("key_group").count().collect()) for df in frames]
+    assert per_group[0] == per_group[1]
+    values = [[r[0] for r in df.select("list_element").collect()] for df in frames]
+    assert values[0] == values[1]
