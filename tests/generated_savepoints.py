@@ -22,6 +22,12 @@ from statesource.state.keyed_backend import KeyedStateBackend
 from statesource.types import STRING
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+ENTRIES = st.dictionaries(
+    TEXT, st.tuples(st.integers(-2**63, 2**63 - 1),
+                    st.lists(st.integers(-2**63, 2**63 - 1), max_size=4),
+                    st.dictionaries(TEXT, st.none() | TEXT, max_size=3)),
+    min_size=1, max_size=30)
+"""States for :func:`export_savepoint`: ``key -> (value, list, map)``, any text."""
 
 
 def export_savepoint(root: Path, entries: dict[str, tuple]) -> Path:

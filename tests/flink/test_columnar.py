@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from generated_savepoints import TEXT, corrupted_copy, export_savepoint
+from generated_savepoints import ENTRIES, corrupted_copy, export_savepoint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -129,11 +129,7 @@ def test_corrupt_snappy_key_groups_fail_or_read_the_same(tmp_path_factory, at, d
 
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(entries=st.dictionaries(
-    TEXT, st.tuples(st.integers(-2**63, 2**63 - 1),
-                     st.lists(st.integers(-2**63, 2**63 - 1), max_size=4),
-                     st.dictionaries(TEXT, st.none() | TEXT, max_size=3)),
-    min_size=1, max_size=30))
+@given(entries=ENTRIES)
 def test_generated_states_read_the_same(tmp_path_factory, entries):
     savepoint = export_savepoint(tmp_path_factory.mktemp("generated"), entries)
     assert _compare_all(savepoint) == 4

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import jvm_reader_loaded
-from generated_savepoints import TEXT, corrupted_copy, export_savepoint
+from generated_savepoints import ENTRIES, corrupted_copy, export_savepoint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -96,11 +96,7 @@ def test_every_state_reads_the_same_on_both_paths(jvm, path):
 
 @settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(entries=st.dictionaries(
-    TEXT, st.tuples(st.integers(-2**63, 2**63 - 1),
-                    st.lists(st.integers(-2**63, 2**63 - 1), max_size=4),
-                    st.dictionaries(TEXT, st.none() | TEXT, max_size=3)),
-    min_size=1, max_size=30))
+@given(entries=ENTRIES)
 def test_generated_states_read_the_same(jvm, tmp_path_factory, entries):
     """Any text (the JVM decodes UTF-16 units itself), null map values, empty lists."""
     assert _compare_all(jvm, export_savepoint(tmp_path_factory.mktemp("jvm-gen"), entries)) == 4
