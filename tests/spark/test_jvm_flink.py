@@ -20,7 +20,7 @@ from generated_savepoints import ENTRIES, corrupted_copy, export_savepoint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flink_snapshots import SAVEPOINTS
+from flink_snapshots import SAVEPOINTS, only
 from statesource.flink.jvm_layout import jvm_layout
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.snapshot import FlinkSnapshot
@@ -123,21 +123,62 @@ def test_the_jvm_decodes_the_common_serializers():
     assert any(s.startswith("_timer_state") for names in served.values() for s in names)
 
 
-def test_a_key_lookup_reads_one_key_group(jvm):
+LOOKUPS = {
+    "long key": ("mp256", "stateful", "total", "key = {0}"),
+    "long keys, one absent": ("mp128-snappy", "stateful", "events", "key IN ({0}, {1}, -1)"),
+    "string key, TTL value": ("java", "stateful", "last_seq_ttl", "key = '{0}'"),
+    "two key filters": ("java", "stateful", "sum_by_tag", "key IN ('{0}', '{1}') AND key = '{1}'"),
+    "absent key": ("mp256", "stateful", "per_user", "key = -5"),
+}
+
+
+@pytest.mark.parametrize(("variant", "operator", "state", "where"), LOOKUPS.values(),
+                         ids=list(LOOKUPS))
+def test_key_lookups_are_answered_on_the_driver(jvm, variant, operator, state, where):
+    """`key = v` / `key IN` alone: decoded on the driver, no Spark job (a local table scan),
+    the filter applied exactly there."""
+    path = only("java/canonical/savepoint-*") if variant == "java" else \
+        FIXTURES / variant / "canonical"
+    keys = [k for t in FlinkCheckpoint.open(str(path)).read_keyed_state(state, operator=operator)
+            for k in t.column("key").unique().to_pylist()]
+    where = where.format(*keys[:2], *keys[:2])
+    on_jvm = _read(jvm, "flinkstate", path, operator, state, where)
+    on_python = _read(jvm, "flinkstate-python", path, operator, state, where)
+    assert on_jvm[0] == on_python[0] and on_jvm[1] == on_python[1], (on_jvm, on_python)
+    assert on_jvm[2].startswith("LocalTableScan"), on_jvm[2]
+    assert bool(on_jvm[0]) == (where != "key = -5")
+    projected = [(fmt, jvm.read.format(fmt).option("operator", operator).option("state", state)
+                  .load(str(path)).filter(where).select("key_group", "key").collect())
+                 for fmt in ("flinkstate", "flinkstate-python")]
+    assert projected[0][1] == projected[1][1]
+
+
+def test_other_filters_beside_a_key_read_one_key_group_in_a_task(jvm):
     path = FIXTURES / "mp256" / "canonical"
     checkpoint = FlinkCheckpoint.open(str(path))
     op = checkpoint.snapshot.operator("stateful")
-    (key,) = checkpoint.read_keyed_state("total", operator="stateful", key_groups=None
-                                         ).__next__().column("key").to_pylist()[:1]
-    on_jvm = _read(jvm, "flinkstate", path, "stateful", "total", f"key = {key}")
-    on_python = _read(jvm, "flinkstate-python", path, "stateful", "total", f"key = {key}")
-    assert on_jvm[0] == on_python[0] and len(on_jvm[0]) == 1
-    group = assign_to_key_group(key, LONG, op.max_parallelism)
-    assert json.loads(on_jvm[0][0])["key_group"] == group
+    (key,) = next(checkpoint.read_keyed_state("total", operator="stateful")
+                  ).column("key").to_pylist()[:1]
+    where = f"key = {key} AND value > -1e300"
+    on_jvm = _read(jvm, "flinkstate", path, "stateful", "total", where)
+    assert on_jvm[0] == _read(jvm, "flinkstate-python", path, "stateful", "total", where)[0]
+    assert len(on_jvm[0]) == 1
+    assert json.loads(on_jvm[0][0])["key_group"] == assign_to_key_group(key, LONG,
+                                                                          op.max_parallelism)
     assert JVM_SCAN in on_jvm[2] and "EqualTo(key" in on_jvm[2]
     scan = (jvm.read.format("flinkstate").option("operator", "stateful").option("state", "total")
-            .load(str(path)).filter(f"key = {key}"))
+            .load(str(path)).filter(where))
     assert scan.rdd.getNumPartitions() == 1
+
+
+def test_a_lookup_in_a_damaged_key_group_is_refused(jvm, tmp_path):
+    path, name, where = _damaged(tmp_path, "mp256", _value_length_huge)
+    snapshot = FlinkSnapshot.open(str(path))
+    piece = snapshot.key_group_bytes(snapshot.operator("stateful"))[3]
+    key = next(k for k in range(10_000)
+               if assign_to_key_group(k, LONG, 256) == piece.key_group)
+    on_jvm = _read(jvm, "flinkstate", path, "stateful", "total", f"key = {key}")
+    assert len(on_jvm) == 2 and name in on_jvm[1] and "invalid value length" in on_jvm[1]
 
 
 # -- hostile bytes ------------------------------------------------------------------------

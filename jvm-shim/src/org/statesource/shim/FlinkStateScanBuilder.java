@@ -27,12 +27,13 @@ import org.apache.spark.sql.types.StructType;
  * {@code operator_index} predicates.
  *
  * <p>Pruning only skips key groups that cannot hold a matching row; every filter is still handed
- * back to Spark, which evaluates it on the rows read, so pruning can never change an answer. A
+ * back to Spark, which evaluates it on the rows read, so pruning can never change an answer;
+ * except for a Flink savepoint's point lookup, which {@link FlinkLocalLookup} answers exactly. A
  * fresh builder serves each query: nothing pushed into one scan leaks into another.
  */
 final class FlinkStateScanBuilder implements SupportsPushDownFilters,
     SupportsPushDownRequiredColumns, SupportsPushDownAggregates {
-  private static final String KEY = "key";
+  static final String KEY = "key";
   private static final String KEY_GROUP = "key_group";
   private static final String OPERATOR_INDEX = "operator_index";
 
@@ -43,6 +44,8 @@ final class FlinkStateScanBuilder implements SupportsPushDownFilters,
   private Filter[] used = new Filter[0];
   private Object[] keys;
   private int counts;
+  /** The values of a lookup answered on the driver ({@link FlinkLocalLookup}), or null. */
+  private Object[][] lookup;
 
   FlinkStateScanBuilder(StructType schema, ReadPlan plan) {
     this.plan = plan;
@@ -87,6 +90,11 @@ final class FlinkStateScanBuilder implements SupportsPushDownFilters,
       }
     }
     used = accepted.toArray(new Filter[0]);
+    lookup = FlinkLocalLookup.keysOf(plan, schema, filters);
+    if (lookup != null) {
+      used = filters;
+      return new Filter[0];  // applied exactly by the lookup
+    }
     return filters;
   }
 
@@ -127,6 +135,9 @@ final class FlinkStateScanBuilder implements SupportsPushDownFilters,
         fields[i] = new StructField("count(*)", DataTypes.LongType, false, Metadata.empty());
       }
       return new FlinkStateScan(plan, new StructType(fields), allowed, used, null, true);
+    }
+    if (lookup != null) {
+      return FlinkLocalLookup.of(plan, schema, required, lookup);
     }
     return new FlinkStateScan(plan, required, allowed, used, keys, false);
   }
