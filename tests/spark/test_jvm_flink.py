@@ -276,3 +276,15 @@ def test_counts_and_projections_decode_what_they_need(jvm):
     assert per_group[0] == per_group[1]
     values = [[r[0] for r in df.select("list_element").collect()] for df in frames]
     assert values[0] == values[1]
+
+
+def test_a_data_file_removed_after_planning_is_named(jvm, tmp_path):
+    path = tmp_path / "savepoint"
+    shutil.copytree(FIXTURES / "mp256" / "canonical", path)
+    assert len(_read(jvm, "flinkstate", path, "stateful", "total")) == 3  # planned, kept
+    snapshot = FlinkSnapshot.open(str(path))
+    pieces = snapshot.key_group_bytes(snapshot.operator("stateful"))
+    victim = Path(snapshot.file_location(pieces[-1].handle.stream).path)
+    victim.unlink()
+    on_jvm = _read(jvm, "flinkstate", path, "stateful", "total")
+    assert len(on_jvm) == 2 and victim.name in on_jvm[1], on_jvm

@@ -3,6 +3,7 @@ package org.statesource.shim;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import org.apache.spark.sql.connector.read.PartitionReader;
@@ -155,7 +156,13 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
         channel.close();
         channel = null;
       }
-      channel = FileChannel.open(Path.of(plan.filePaths[file]), StandardOpenOption.READ);
+      try {
+        channel = FileChannel.open(Path.of(plan.filePaths[file]), StandardOpenOption.READ);
+      } catch (NoSuchFileException gone) {
+        throw new IllegalStateException("CheckpointNotFoundError: " + plan.fileNames[file]
+            + ", a file _metadata names, is missing: the savepoint changed after the query"
+            + " was planned, or is incomplete");
+      }
       channelFile = file;
       if (channel.size() != plan.fileSizes[file]) {
         throw new IllegalStateException("CorruptCheckpointError: " + plan.fileNames[file]
