@@ -120,7 +120,8 @@ class FlinkSavepointTarget:
 
     def __init__(self, base_path: str | None, base_checkpoint_id: int | None, output: Path,
                  checkpoint_id: int, timestamp_ms: int,
-                 pojos: Mapping[str, PojoClass] | None = None) -> None:
+                 pojos: Mapping[str, PojoClass] | None = None,
+                 base: FlinkSnapshot | None = None) -> None:
         self.base_path = base_path
         self.base_checkpoint_id = base_checkpoint_id
         self.output = output
@@ -128,7 +129,7 @@ class FlinkSavepointTarget:
         self.timestamp_ms = timestamp_ms
         self.pojos = dict(pojos or {})
         self.work = str(output.parent / staging_name(output.name))
-        self._snapshot: FlinkSnapshot | None = None
+        self._snapshot = base
         self._base_operators = {op.uid: op for op in self._operators()}
         self._edit = CheckpointEdit(CheckpointMeta(checkpoint_id, timestamp_ms,
                                                    tuple(self._base_operators.values())))
@@ -141,13 +142,13 @@ class FlinkSavepointTarget:
         """The target, every check done: ``output`` free, the base readable. The savepoint's
         checkpoint id is ``checkpoint_id``, else the base's (1 from nothing)."""
         checked = check_output(output)
+        base = (None if path is None
+                else FlinkSnapshot.open(path, checkpoint_id=base_checkpoint_id))
         if checkpoint_id is None:
-            checkpoint_id = (1 if path is None else
-                             FlinkSnapshot.open(path, checkpoint_id=base_checkpoint_id)
-                             .checkpoint_id)
+            checkpoint_id = 1 if base is None else base.checkpoint_id
         check_checkpoint_id(checkpoint_id)
         return cls(path, base_checkpoint_id, checked, checkpoint_id,
-                   time.time_ns() // 1_000_000, pojos)
+                   time.time_ns() // 1_000_000, pojos, base)
 
     def _base(self) -> FlinkSnapshot | None:
         """The base snapshot, opened once per process: the target travels to Spark's commit

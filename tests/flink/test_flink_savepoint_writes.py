@@ -39,6 +39,7 @@ from statesource.flink.rescale import (
     variable_int_bytes,
 )
 from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.target import FlinkSavepointTarget
 from statesource.keygroups import assign_to_key_group
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
@@ -458,3 +459,20 @@ def test_a_killed_write_leaves_only_a_temporary_directory_nothing_reads(tmp_path
         FlinkSnapshot.open(str(tmp_path))
     rescale_max_parallelism(MP256, output, 1024)
     assert entries_by_state(output) == entries_by_state(MP256)
+
+
+def test_a_target_reads_its_base_metadata_once(tmp_path, monkeypatch):
+    """Opening the target, and publishing it unchanged, read the base's ``_metadata`` once
+    (it is the largest file a rewrite reads on the driver); the result carries every state
+    over."""
+    opened = []
+    real_open = FlinkSnapshot.open
+
+    def counted(path, **options):
+        opened.append(path)
+        return real_open(path, **options)
+    monkeypatch.setattr(FlinkSnapshot, "open", staticmethod(counted))
+    target = FlinkSavepointTarget.open(str(MP256), str(tmp_path / "out"))
+    target.publish()
+    assert opened == [str(MP256)]
+    assert entries_by_state(tmp_path / "out") == entries_by_state(MP256)
