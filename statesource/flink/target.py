@@ -56,7 +56,12 @@ from statesource.flink.publish import SavepointWriter, check_output, staging_nam
 from statesource.flink.rescale import CANONICAL_SAVEPOINT_PROPERTIES, Edit, SavepointRewrite
 from statesource.flink.serializer_mapping import PojoClass
 from statesource.flink.snapshot import FlinkSnapshot
-from statesource.flink.staged import StagedState, remove_sections, write_sections
+from statesource.flink.staged import (
+    StagedState,
+    missing_sections,
+    remove_sections,
+    write_sections,
+)
 from statesource.flink.state_meta_writer import key_serializer, state_info
 from statesource.format.columns import decode_entries
 from statesource.format.commit import CheckpointInfo
@@ -241,6 +246,9 @@ class FlinkSavepointTarget:
 
     def remove(self, files: Iterable[DataFile]) -> None:
         remove_sections(self.work, files)
+
+    def missing(self, files: Iterable[DataFile]) -> list[str]:
+        return missing_sections(self.work, files)
 
 
 def _find(base: FlinkSnapshot, uid: str) -> OperatorSnapshot | None:
