@@ -56,6 +56,7 @@ from statesource.flink.binary import BinaryReader
 from statesource.flink.canonical_entries import variable_int_bytes
 from statesource.flink.canonical_writer import KeyGroupFramer, prefix_bytes
 from statesource.flink.declarations import native_blockers
+from statesource.flink.encoders import encode
 from statesource.flink.flink_type import FlinkType
 from statesource.flink.header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.header import KeyedHeader, StateInfo
@@ -850,6 +851,19 @@ def _native_pairs(raw: bytes, source: str, base: int, key_group: int, header: Ke
     return sections
 
 
+def _null_map_value(r: BinaryReader, info: StateInfo, value: MapType, at: int) -> bytes:
+    """What follows the null flag of a map value in a canonical savepoint: the null, as the
+    value's serializer writes one (a native snapshot has the flag alone). Flink fails to
+    write a canonical savepoint of a serializer that writes no null (``Long``), and so is
+    such a conversion refused."""
+    try:
+        return encode(value.value, None)
+    except TypeMismatchError as error:
+        raise IncompatibleCheckpointError(
+            f"{r.source}: state {info.name!r} holds a null map value at byte offset"
+            f" {r.base + at}, which a canonical savepoint cannot hold: {error}") from None
+
+
 def _native_section(r: BinaryReader, header: KeyedHeader, info: StateInfo) -> Pairs:
     data = r.data
     count = r.count("entry count")
@@ -894,9 +908,12 @@ def _native_section(r: BinaryReader, header: KeyedHeader, info: StateInfo) -> Pa
                 read_user_key(r)
                 user_key = bytes(data[start:r.pos])
                 start = r.pos
-                if not r.boolean():
+                if r.boolean():
+                    null = _null_map_value(r, info, value, start)
+                else:
                     read_user_value(r)
-                pairs.append((body + user_key, bytes(data[start:r.pos])))
+                    null = b""
+                pairs.append((body + user_key, bytes(data[start:r.pos]) + null))
         else:
             start = r.pos
             value.read(r)
