@@ -59,10 +59,15 @@ def test_a_state_keyed_as_its_operator_replaces_the_base_one(base):
     assert op.keyed_state("kept") == base.operator("op").keyed_state("kept")
 
 
-def test_an_operator_without_keyed_state_takes_the_new_max_parallelism(base):
+@pytest.mark.parametrize("key_type", [STRING, LONG])
+def test_an_operator_without_keyed_state_takes_the_new_keys(base, key_type):
+    """Its keyed states dropped, the operator keeps its parallelism and takes the key type
+    and max parallelism of the state put in."""
     edit = CheckpointEdit(base)
-    edit.rekey_operator("op", max_parallelism=32, parallelism=2)
-    edit.put_keyed_state("op", _new(), key_type=STRING, max_parallelism=32, parallelism=1)
+    edit.drop_state("op", "kept")
+    edit.drop_state("op", "replaced")
+    edit.put_keyed_state("op", _new(), key_type=key_type, max_parallelism=32, parallelism=3)
     op = edit.operator("op")
-    assert op is not None and (op.max_parallelism, op.parallelism) == (32, 2)
+    assert op is not None
+    assert (op.key_type, op.max_parallelism, op.parallelism) == (key_type, 32, 1)
     assert [s.name for s in op.keyed_states] == ["replaced"]
