@@ -132,15 +132,49 @@ def test_a_dropped_state_is_gone_and_the_rest_is_kept(tmp_path):
     assert FlinkSnapshot.open(str(output)).checkpoint_id == 9
 
 
-def test_a_new_operator_beside_the_base_ones(tmp_path):
+NAME = StateDeclaration("name", StateKind.VALUE, VOID,
+                        {"value": ValueSchema.parse(["null", "string"])})
+
+
+def test_a_new_operator_of_two_states_beside_the_base_ones(tmp_path):
+    """Each state of the new operator gets its own id in the header; a null value has no
+    entry (Flink keeps none)."""
     output = tmp_path / "out"
     target = FlinkSavepointTarget.open(str(BASE), str(output))
     files = stage(target, "added", COUNT, LONG,
                   pa.record_batch({"key": [1, 2, 3], "value": [10, 20, 30]}), 64, 2)
+    files += stage(target, "added", NAME, LONG,
+                   pa.record_batch({"key": [1, 2, 4], "value": ["one", None, "four"]}), 64, 2)
     publish_staged(target, files, [])
     assert values(output, "added", "count") == {1: 10, 2: 20, 3: 30}
+    assert values(output, "added", "name") == {1: "one", 4: "four"}
     before, after = entries(BASE), entries(output)
     assert {name: after[name] for name in before} == before
+
+
+def test_a_new_state_of_a_base_operator_is_added_to_its_header(tmp_path):
+    output = tmp_path / "out"
+    target = FlinkSavepointTarget.open(str(BASE), str(output))
+    files = stage(target, "stateful", COUNT, LONG,
+                  pa.record_batch({"key": [5, 6], "value": [50, 60]}), 256, 2)
+    publish_staged(target, files, [])
+    assert values(output, "stateful", "count") == {5: 50, 6: 60}
+    before, after = entries(BASE), entries(output)
+    assert set(after) - set(before) == {("stateful", "count")}
+    assert {name: after[name] for name in before} == before
+
+
+def test_a_dropped_operator_is_gone_and_the_rest_is_kept(tmp_path):
+    output = tmp_path / "out"
+    target = FlinkSavepointTarget.open(str(BASE), str(output))
+    target.edit.drop_operator("opaque")
+    publish_staged(target, [], [])
+    labels = [op.label for op in FlinkSnapshot.open(str(output)).operators]
+    assert "opaque" not in labels
+    assert labels == [op.label for op in FlinkSnapshot.open(str(BASE)).operators
+                      if op.label != "opaque"]
+    before, after = entries(BASE), entries(output)
+    assert after == {name: counts for name, counts in before.items() if name[0] != "opaque"}
 
 
 @pytest.mark.parametrize("operator, state, key_type, words", [
