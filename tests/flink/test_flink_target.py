@@ -20,8 +20,11 @@ from statesource.errors import (
     CheckpointExistsError,
     CorruptCheckpointError,
     IncompatibleCheckpointError,
+    InvalidArgumentError,
 )
+from statesource.flink.canonical_writer import KeyGroupFramer, frame_key_group, section_body
 from statesource.flink.declarations import declaration as declared
+from statesource.flink.keyed import CanonicalSection
 from statesource.flink.publish import is_staging_name
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.snapshot import FlinkSnapshot
@@ -244,3 +247,36 @@ def test_each_section_body_is_what_its_task_recorded(tmp_path):
     assert [loc.crc32 for loc in written.locations] == [
         zlib.crc32(data[loc.offset:loc.offset + loc.length]) for loc in written.locations]
     assert sum(loc.rows for loc in written.locations) == 3
+
+
+def test_a_section_file_is_synced_before_its_task_reports_it(tmp_path, monkeypatch):
+    """The driver reads the tasks' files after they finished, perhaps after a crash of
+    their host: each is fsynced before the task returns its DataFile."""
+    synced = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    target, files = _staged(tmp_path)
+    (written,) = files
+    assert os.path.join(target.work, written.path) in synced
+
+
+def test_a_state_gets_one_section_per_key_group():
+    """A key group holds one section per state: a second one, or pairs added to a state that
+    has a whole section, and an empty section are refused, never framed."""
+    body = section_body(3, 128, [(b"\x01k", b"v")])
+    framer = KeyGroupFramer(3, 128)
+    framer.add_section(0, body)
+    with pytest.raises(InvalidArgumentError, match="state id 0 in key group 3: .*one section"):
+        framer.add_section(0, body)
+    with pytest.raises(InvalidArgumentError, match="state 1 has an empty section in key group 3"):
+        framer.add_section(1, b"")
+    framer.add(2, b"\x01k", b"w")
+    with pytest.raises(InvalidArgumentError, match="state id 2 in key group 3: .*one section"):
+        framer.add_section(2, body)
+    assert framer.getvalue() == frame_key_group(3, 128, [
+        CanonicalSection(0, [(b"\x03\x01k", b"v")]), CanonicalSection(2, [(b"\x03\x01k", b"w")])])

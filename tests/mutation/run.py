@@ -204,7 +204,8 @@ MUTANTS = [
     Mutant("statesource/flink/target.py", "            if _key_type(key) != key_type:",
            "            if False:", TARGET_TESTS),
     Mutant("statesource/flink/target.py",
-           "            if info is not None:\n                _check_replaceable(where, info, state)",
+           "            if info is not None:\n"
+           "                _check_replaceable(where, info, state)",
            "            if False:\n                _check_replaceable(where, info, state)",
            TARGET_TESTS),
     Mutant("statesource/flink/target.py", "    if existing != state:", "    if False:",
