@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from flink_entries import entries_by_state
 
 import statesource.flink.rescale as rescale_module
 from flink_snapshots import only
@@ -47,20 +48,6 @@ from statesource.keygroups import assign_to_key_group
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 MP256 = FIXTURES / "mp256" / "canonical"
 REPOSITORY = Path(__file__).resolve().parents[2]
-
-
-def entries_by_state(path: Path) -> dict:
-    """Every entry of every keyed state and timer, by operator and state, as a multiset."""
-    savepoint = FlinkCheckpoint.open(str(path))
-    found = {}
-    for op in savepoint.snapshot.operators:
-        header = savepoint.snapshot.header(op)
-        for info in header.states if header else ():
-            found[(op.label, info.name)] = collections.Counter(
-                (repr(key), repr(namespace), repr(stored))
-                for _, keys, namespaces, stored in savepoint.entries(info.name, operator=op.label)
-                for key, namespace, stored in zip(keys, namespaces, stored))
-    return found
 
 
 def leftovers(parent: Path) -> list[str]:

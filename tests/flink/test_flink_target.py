@@ -8,13 +8,13 @@ real Flink restores such savepoints is decided in test_flink_savepoint_rewrite.p
 
 from __future__ import annotations
 
-import collections
 import os
 import zlib
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from flink_entries import entries_by_state
 
 from statesource.errors import (
     CheckpointExistsError,
@@ -54,20 +54,6 @@ def stage(target: FlinkSavepointTarget, operator: str, declaration: StateDeclara
     target.edit.put_keyed_state(operator, state_meta(write, files), key_type=key_type,
                                 max_parallelism=max_parallelism, parallelism=parallelism)
     return files
-
-
-def entries(path: Path) -> dict[tuple[str, str], collections.Counter]:
-    """Every entry of every keyed state, by operator and state, as a multiset."""
-    savepoint = FlinkCheckpoint.open(str(path))
-    found = {}
-    for op in savepoint.snapshot.operators:
-        header = savepoint.snapshot.header(op)
-        for info in header.states if header else ():
-            found[(op.label, info.name)] = collections.Counter(
-                (repr(key), repr(namespace), repr(stored))
-                for _, keys, namespaces, stored in savepoint.entries(info.name, operator=op.label)
-                for key, namespace, stored in zip(keys, namespaces, stored))
-    return found
 
 
 def values(path: Path, operator: str, state: str) -> dict:
@@ -116,7 +102,7 @@ def test_a_replaced_state_holds_the_new_rows_and_every_other_state_is_kept(tmp_p
                   pa.record_batch({"key": list(rows), "value": list(rows.values())}), 256, 2)
     publish_staged(target, files, [])
     assert values(output, "stateful", "total") == rows
-    before, after = entries(BASE), entries(output)
+    before, after = entries_by_state(BASE), entries_by_state(output)
     assert before.keys() == after.keys()
     changed = [name for name in before if before[name] != after[name]]
     assert changed == [("stateful", "total")]
@@ -129,7 +115,7 @@ def test_a_dropped_state_is_gone_and_the_rest_is_kept(tmp_path):
     target = FlinkSavepointTarget.open(str(BASE), str(output), checkpoint_id=9)
     target.edit.drop_state("stateful", "last")
     publish_staged(target, [], [])
-    before, after = entries(BASE), entries(output)
+    before, after = entries_by_state(BASE), entries_by_state(output)
     assert set(before) - set(after) == {("stateful", "last")}
     assert all(after[name] == before[name] for name in after)
     assert FlinkSnapshot.open(str(output)).checkpoint_id == 9
@@ -151,7 +137,7 @@ def test_a_new_operator_of_two_states_beside_the_base_ones(tmp_path):
     publish_staged(target, files, [])
     assert values(output, "added", "count") == {1: 10, 2: 20, 3: 30}
     assert values(output, "added", "name") == {1: "one", 4: "four"}
-    before, after = entries(BASE), entries(output)
+    before, after = entries_by_state(BASE), entries_by_state(output)
     assert {name: after[name] for name in before} == before
 
 
@@ -162,7 +148,7 @@ def test_a_new_state_of_a_base_operator_is_added_to_its_header(tmp_path):
                   pa.record_batch({"key": [5, 6], "value": [50, 60]}), 256, 2)
     publish_staged(target, files, [])
     assert values(output, "stateful", "count") == {5: 50, 6: 60}
-    before, after = entries(BASE), entries(output)
+    before, after = entries_by_state(BASE), entries_by_state(output)
     assert set(after) - set(before) == {("stateful", "count")}
     assert {name: after[name] for name in before} == before
 
@@ -176,7 +162,7 @@ def test_a_dropped_operator_is_gone_and_the_rest_is_kept(tmp_path):
     assert "opaque" not in labels
     assert labels == [op.label for op in FlinkSnapshot.open(str(BASE)).operators
                       if op.label != "opaque"]
-    before, after = entries(BASE), entries(output)
+    before, after = entries_by_state(BASE), entries_by_state(output)
     assert after == {name: counts for name, counts in before.items() if name[0] != "opaque"}
 
 
