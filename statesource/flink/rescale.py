@@ -851,17 +851,16 @@ def _native_pairs(raw: bytes, source: str, base: int, key_group: int, header: Ke
     return sections
 
 
-def _null_map_value(r: BinaryReader, info: StateInfo, value: MapType, at: int) -> bytes:
+def _null_value(value: FlinkType) -> bytes:
     """What follows the null flag of a map value in a canonical savepoint: the null, as the
-    value's serializer writes one (a native snapshot has the flag alone). Flink fails to
-    write a canonical savepoint of a serializer that writes no null (``Long``), and so is
-    such a conversion refused."""
+    value's serializer writes one, as Flink writes it (a native snapshot has the flag alone).
+    A serializer that writes no null (``Long``) keeps the flag alone: Flink cannot write such
+    a canonical savepoint itself, but its restore reads a null value's flag and nothing
+    after it (``HeapSavepointRestoreOperation``; RocksDB's map state alike)."""
     try:
-        return encode(value.value, None)
-    except TypeMismatchError as error:
-        raise IncompatibleCheckpointError(
-            f"{r.source}: state {info.name!r} holds a null map value at byte offset"
-            f" {r.base + at}, which a canonical savepoint cannot hold: {error}") from None
+        return encode(value, None)
+    except TypeMismatchError:
+        return b""
 
 
 def _native_section(r: BinaryReader, header: KeyedHeader, info: StateInfo) -> Pairs:
@@ -909,7 +908,7 @@ def _native_section(r: BinaryReader, header: KeyedHeader, info: StateInfo) -> Pa
                 user_key = bytes(data[start:r.pos])
                 start = r.pos
                 if r.boolean():
-                    null = _null_map_value(r, info, value, start)
+                    null = _null_value(value.value)
                 else:
                     read_user_value(r)
                     null = b""

@@ -287,13 +287,14 @@ def test_a_null_map_value_converts_to_the_null_its_serializer_writes():
         (0, [(composite, b"\x00\x02v")])]
 
 
-def test_a_null_map_value_no_canonical_savepoint_can_hold_is_refused():
+def test_a_null_map_value_of_a_serializer_writing_no_null_keeps_the_flag_alone():
     """Flink fails to write a canonical savepoint with a null Long map value (its serializer
-    writes no null); converting one is refused, naming the state and the place."""
+    writes no null), but its restore reads a null value's flag and nothing after it
+    (HeapSavepointRestoreOperation.deserializeMapStateEntry): the converted pair keeps the
+    flag alone rather than refusing a state the job holds."""
     raw, header = _native_map_group("LongSerializer", b"\x01")
-    with pytest.raises(IncompatibleCheckpointError,
-                       match="kg: state 'totals' holds a null map value at byte offset 19"):
-        rescale_module._native_pairs(raw, "kg", 0, 3, header)
+    assert rescale_module._native_pairs(raw, "kg", 0, 3, header) == [
+        (0, [(b"\x02k\x00\x02u", b"\x01")])]
 
 
 def test_native_savepoint_refused_for_kryo_values(tmp_path):

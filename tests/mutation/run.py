@@ -169,7 +169,7 @@ MUTANTS = [
            "body = key + variable_int_bytes(len(key))[:1]",
            ("tests/flink/test_flink_savepoint_writes.py",), "convert or null_map"),
     Mutant("statesource/flink/rescale.py",
-           "                    null = _null_map_value(r, info, value, start)",
+           "                    null = _null_value(value.value)",
            "                    null = b\"\"", ("tests/flink/test_flink_savepoint_writes.py",),
            "convert or null_map"),
     Mutant("statesource/flink/metadata.py", "        if handle.end >= max_parallelism",
