@@ -147,7 +147,8 @@ def _columns(entries: list[tuple[Any, Any, Any]]) -> tuple[list, list, list]:
 class SortedRuns:
     """The delta runs of several key groups, sorted once so that every entry's rows are
     adjacent: ascending by key group, entry, then run (oldest first), rows of one run in
-    their written order (the sort is stable).
+    their written order (the sort is stable). Where every key group has one run, no
+    entry has rows in two runs, and the rows stay as written.
 
     Everything is computed for all the key groups together, since per key group the
     fixed cost of each Arrow call would dominate runs of a few rows.
@@ -173,20 +174,30 @@ class SortedRuns:
         self.empty = not combined.num_rows
         if self.empty:
             return
+        if all(len(runs[kg]) == 1 for kg in runs):
+            # One run per key group (a feed between consecutive checkpoints): every row's
+            # run is the first and the newest naming its entry, so nothing needs sorting
+            # (the runs are ascending by key group as concatenated).
+            combined = combined.combine_chunks()  # one filter per kind, not per run
+            self.table, self.sequence, self.leaves = combined, sequence, _leaves(combined)
+            self.kinds = combined.column(DELTA_KIND).to_numpy()
+            self.starts = np.arange(combined.num_rows)
+            self.first_sequence = self.last_sequence = sequence
+            return
         leaves = _leaves(combined)
         order = _sort_order(combined.column(KEY_GROUP), leaves, sequence)
         self.table = combined.take(order)
         self.sequence = sequence[order]
-        self.kinds = self.table.column(DELTA_KIND).to_numpy()
         self.leaves = [leaf.take(pa.array(order)) for leaf in leaves]
+        self.kinds = self.table.column(DELTA_KIND).to_numpy()
         changes = row_changes([self.table.column(KEY_GROUP), *self.leaves])
         self.starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
         ends = np.concatenate([self.starts[1:], [self.table.num_rows]])
         marks = np.zeros(self.table.num_rows, dtype=np.int64)
         marks[self.starts] = 1
-        self.group = np.cumsum(marks) - 1
-        self.first_sequence = self.sequence[self.starts][self.group]
-        self.last_sequence = self.sequence[ends - 1][self.group]
+        group = np.cumsum(marks) - 1
+        self.first_sequence = self.sequence[self.starts][group]
+        self.last_sequence = self.sequence[ends - 1][group]
 
     def merged(self, bases: Mapping[int, pa.Table]) -> dict[int, pa.Table]:
         """Each key group's rows: its base (in the data schema) with its runs applied; key
