@@ -89,12 +89,16 @@ def in_key_order(table: pa.Table) -> pa.Table:
         return table
     keys = table.column(KEY).to_numpy()
     groups = table.column(KEY_GROUP).to_numpy()
-    columns = [keys, groups]
     if DELTA_KIND in table.column_names:
-        columns.insert(1, table.column(DELTA_KIND).to_numpy() == PRIOR)
-    order = np.lexsort(columns)
-    if np.array_equal(order, np.arange(len(order))):
-        return table
+        segments = groups.astype(np.uint16) * 2 + (table.column(DELTA_KIND).to_numpy() == PRIOR)
+    elif np.all((keys[1:] >= keys[:-1]) | (groups[1:] != groups[:-1])):
+        return table  # already in order, as keys inserted in order leave a state map
+    else:
+        segments = groups.astype(np.uint16)
+    # Two stable sorts (by key, then by segment: a radix sort of 16-bit values) order the
+    # rows as one lexicographic sort would, in a fraction of its time.
+    order = np.argsort(keys, kind="stable")
+    order = order[np.argsort(segments[order], kind="stable")]
     return table.take(pa.array(order))
 
 

@@ -86,12 +86,12 @@ class DeltaEncoder:
         runs: list[tuple[int, int]] = []  # key group, entries
         for key_group, changed in key_groups:
             upserts, removed, priors = self._classify(changed)
-            if not upserts and not removed:
+            if not upserts[0] and not removed:
                 continue
-            rows += [self._current.rows_of(key_group, *_columns(upserts)),
-                     self._prior.rows_of(key_group, *_columns(priors))]
+            rows += [self._current.rows_of(key_group, *upserts),
+                     self._prior.rows_of(key_group, *priors)]
             tombstones += [(key_group, key, namespace) for key, namespace in removed]
-            runs.append((key_group, len(upserts) + len(removed)))
+            runs.append((key_group, len(upserts[0]) + len(removed)))
         if not runs:
             return
         table = self._current.table(rows)
@@ -107,22 +107,24 @@ class DeltaEncoder:
             run = by_group[key_group]
             yield key_group, split_batches(run, 0, run.num_rows), entries
 
-    def _classify(self, changed: Sequence[ChangedEntry]) -> tuple[list, list, list]:
-        """Upserts (key, namespace, state now), removals (key, namespace) and priors
-        (key, namespace, state at the base), each state as its checkpoint holds it."""
+    def _classify(self, changed: Sequence[ChangedEntry]
+                  ) -> tuple[tuple[list, list, list], list, tuple[list, list, list]]:
+        """Upserts (keys, namespaces, states now), removals ((key, namespace) pairs) and
+        priors (keys, namespaces, states at the base), each state as its checkpoint
+        holds it. (One comprehension per column: a run's cost is these few passes.)"""
         if self._current.filters or self._prior.filters:
             current_live, prior_live = self._current.live, self._prior.live
             changed = [(key, namespace, None if now is None else current_live(now),
                         None if before is None else prior_live(before))
                        for key, namespace, now, before in changed]
-        upserts, removed, priors = [], [], []
-        for key, namespace, now, before in changed:
-            if before is not None:
-                priors.append((key, namespace, before))
-            if now is not None:
-                upserts.append((key, namespace, now))
-            elif before is not None:
-                removed.append((key, namespace))
+        upserts = ([key for key, _, now, _ in changed if now is not None],
+                   [namespace for _, namespace, now, _ in changed if now is not None],
+                   [now for _, _, now, _ in changed if now is not None])
+        priors = ([key for key, _, _, before in changed if before is not None],
+                  [namespace for _, namespace, _, before in changed if before is not None],
+                  [before for _, _, _, before in changed if before is not None])
+        removed = [(key, namespace) for key, namespace, now, before in changed
+                   if now is None and before is not None]
         return upserts, removed, priors
 
     def _tombstones(self, entries: list[tuple[int, Any, Any]]) -> pa.Table:
@@ -136,12 +138,6 @@ class DeltaEncoder:
                     if field.name not in (KEY_GROUP, KEY, NAMESPACE, DELTA_KIND)]
         columns.append(pa.array(np.full(count, TOMBSTONE, np.int8)))
         return pa.Table.from_arrays(columns, schema=self.schema)
-
-
-def _columns(entries: list[tuple[Any, Any, Any]]) -> tuple[list, list, list]:
-    keys, namespaces, states = ([list(c) for c in zip(*entries)] if entries
-                                else ([], [], []))
-    return keys, namespaces, states
 
 
 class SortedRuns:
