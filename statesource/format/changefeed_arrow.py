@@ -62,8 +62,9 @@ def diff_tables(pairs: Sequence[KeyGroupPair], declaration: StateDeclaration,
               for _, before, after in pairs]
     lengths = np.array([[pair[i].num_rows for pair in tables] for i in (0, 1)],
                        dtype=np.int64).reshape(2, len(pairs))
-    before, after = (_side(pa.concat_tables([pair[i] for pair in tables]), declaration,
-                           namespaced) for i in (0, 1))
+    # One chunk per side: every later step then costs one call, not one per key group.
+    before, after = (_side(pa.concat_tables([pair[i] for pair in tables]).combine_chunks(),
+                           declaration, namespaced) for i in (0, 1))
     before, after, aligned = _split_aligned(before, after, lengths, keys)
     if before.num_rows or after.num_rows:
         joined = before.join(after, keys=keys, join_type="full outer", left_suffix="_old",
