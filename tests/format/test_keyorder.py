@@ -268,3 +268,19 @@ def test_a_run_without_rows_changes_nothing():
     empty = DELTA.empty_table()
     assert SortedRuns({0: [empty]}).merged(bases)[0].to_pylist() == bases[0].to_pylist()
     assert merge_searched(bases, {0: [empty]}, SCHEMA)[0].to_pylist() == bases[0].to_pylist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 32767), st.integers(-2**63, 2**63 - 1),
+                               st.sampled_from([UPSERT, TOMBSTONE, PRIOR])), max_size=40),
+       with_kinds=st.booleans())
+def test_in_key_order_is_the_stable_sort_by_key_group_kind_and_key(rows, with_kinds):
+    rows.sort(key=lambda row: row[0])  # tables come grouped by key group
+    table = pa.Table.from_pylist(
+        [{"key_group": kg, "key": key, "value": index, DELTA_KIND: kind}
+         for index, (kg, key, kind) in enumerate(rows)], schema=DELTA)
+    if not with_kinds:
+        table = table.drop_columns([DELTA_KIND])
+    expected = sorted(range(len(rows)), key=lambda i: (
+        rows[i][0], with_kinds and rows[i][2] == PRIOR, rows[i][1], i))
+    assert in_key_order(table).column("value").to_pylist() == expected
