@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from checkpointing.test_deltas import _set
 from statesource.checkpointing import CheckpointWriter
 from statesource.errors import CorruptCheckpointError
 from statesource.format import Checkpoint
@@ -190,32 +191,24 @@ def test_the_writer_puts_bases_and_runs_in_key_order(tmp_path):
             assert np.all(np.diff(run.column("key").to_numpy()[kinds == PRIOR]) > 0)
 
 
-def _long_job_checkpoints(root: str, reversed_order: bool) -> dict[int, int]:
-    """Three checkpoints (full, then two incremental) of long keys; returns the model."""
+def _long_job_checkpoints(root: str) -> dict[int, int]:
+    """Three checkpoints (full, then two incremental) of long keys written in descending
+    order; returns the model."""
     backend = KeyedStateBackend("long", 8)
     state = backend.get_state(ValueStateDescriptor("counts", "long"))
     model: dict[int, int] = {}
-
-    def put(key: int, value: int | None) -> None:
-        backend.set_current_key(key)
-        state.update(value)
-        if value is None:
-            model.pop(key, None)
-        else:
-            model[key] = value
-
-    order = range(1999, -1, -1) if reversed_order else range(2000)
+    order = range(1999, -1, -1)
     for key in order:
-        put(key, key)
+        _set(backend, state, model, key, key)
     with CheckpointWriter(root, incremental=True) as writer:
         writer.write(1, {"op": [backend]})
         for key in (k for k in order if k % 13 == 0):
-            put(key, None if key % 2 else -key)
-        put(5000, 5)
+            _set(backend, state, model, key, None if key % 2 else -key)
+        _set(backend, state, model, 5000, 5)
         writer.write(2, {"op": [backend]})
         for key in (k for k in order if k % 17 == 0):
-            put(key, 7 * key)
-        put(5000, None)
+            _set(backend, state, model, key, 7 * key)
+        _set(backend, state, model, 5000, None)
         writer.write(3, {"op": [backend]})
     return model
 
@@ -236,7 +229,7 @@ def test_files_of_an_older_v4_writer_in_any_order_read_as_the_model(tmp_path, mo
     monkeypatch.setattr(columns_module, "in_key_order", lambda table: table)
     monkeypatch.setattr(deltas_module, "in_key_order", lambda table: table)
     root = str(tmp_path / "old")
-    model = _long_job_checkpoints(root, reversed_order=True)
+    model = _long_job_checkpoints(root)
     monkeypatch.undo()
     first = next(Checkpoint.open(root, checkpoint_id=1).read_keyed_state())
     assert np.any(np.diff(first.column("key").to_numpy()) < 0)  # really out of order
@@ -246,7 +239,7 @@ def test_files_of_an_older_v4_writer_in_any_order_read_as_the_model(tmp_path, mo
 
 def _written_in_key_order(tmp_path, model: dict[int, int]) -> str:
     root = str(tmp_path / "new")
-    assert _long_job_checkpoints(root, reversed_order=True) == model
+    assert _long_job_checkpoints(root) == model
     return root
 
 
