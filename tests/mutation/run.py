@@ -302,9 +302,9 @@ MUTANTS = [
     Mutant("statesource/format/metadata.py",
            "        return {\"sequence\": self.sequence, **self.file.to_json()}",
            "        return {\"sequence\": 0, **self.file.to_json()}", DELTA_TESTS, DELTA_K),
-    Mutant("statesource/format/deltas.py",
-           "        if not np.array_equal(combined.column(KEY_GROUP).to_numpy(), expected):",
-           "        if False:", DELTA_TESTS, "another_key_group"),
+    Mutant("statesource/format/keyorder.py",
+           "    if not np.array_equal(combined.column(KEY_GROUP).to_numpy(), expected):",
+           "    if False:", DELTA_TESTS, "another_key_group"),
     # the incremental writer's base
     Mutant("statesource/checkpointing/incremental.py",
            "        if not isinstance(token, BaseCheckpoint) or token.root != self.root \\\n"
