@@ -336,7 +336,8 @@ def _write_keyed_state(root: Location, checkpoint_id: int, uid: str,
     cleanup = declaration.ttl is not None and declaration.ttl.cleanup_full_snapshot
     files = plan.carried
     if plan.rewrite is None or plan.rewrite:
-        encoder = RowEncoder(backend.key_type, declaration, expire_at_ms=backend.timestamp_ms)
+        encoder = RowEncoder(backend.key_type, declaration, expire_at_ms=backend.timestamp_ms,
+                             key_order=True)
         target, relative = new_data_file(
             root, checkpoint_id, f"{uid}.{declaration.name}.kg{key_range.start}-{key_range.end}")
         output.written.append(target)

@@ -56,6 +56,7 @@ from statesource.flink.binary import BinaryReader
 from statesource.flink.canonical_entries import variable_int_bytes
 from statesource.flink.canonical_writer import KeyGroupFramer, prefix_bytes
 from statesource.flink.declarations import native_blockers
+from statesource.flink.encoders import encode
 from statesource.flink.flink_type import FlinkType
 from statesource.flink.header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.header import KeyedHeader, StateInfo
@@ -850,6 +851,18 @@ def _native_pairs(raw: bytes, source: str, base: int, key_group: int, header: Ke
     return sections
 
 
+def _null_value(value: FlinkType) -> bytes:
+    """What follows the null flag of a map value in a canonical savepoint: the null, as the
+    value's serializer writes one, as Flink writes it (a native snapshot has the flag alone).
+    A serializer that writes no null (``Long``) keeps the flag alone: Flink cannot write such
+    a canonical savepoint itself, but its restore reads a null value's flag and nothing
+    after it (``HeapSavepointRestoreOperation``; RocksDB's map state alike)."""
+    try:
+        return encode(value, None)
+    except TypeMismatchError:
+        return b""
+
+
 def _native_section(r: BinaryReader, header: KeyedHeader, info: StateInfo) -> Pairs:
     data = r.data
     count = r.count("entry count")
@@ -894,9 +907,12 @@ def _native_section(r: BinaryReader, header: KeyedHeader, info: StateInfo) -> Pa
                 read_user_key(r)
                 user_key = bytes(data[start:r.pos])
                 start = r.pos
-                if not r.boolean():
+                if r.boolean():
+                    null = _null_value(value.value)
+                else:
                     read_user_value(r)
-                pairs.append((body + user_key, bytes(data[start:r.pos])))
+                    null = b""
+                pairs.append((body + user_key, bytes(data[start:r.pos]) + null))
         else:
             start = r.pos
             value.read(r)

@@ -63,6 +63,11 @@ def remove_sections(work: str, files: Iterable[DataFile]) -> None:
         os.rmdir(work)
 
 
+def missing_sections(work: str, files: Iterable[DataFile]) -> list[str]:
+    """The section files of ``files`` that are not in ``work``."""
+    return [written.path for written in files if not os.path.isfile(_inside(work, written))]
+
+
 def _inside(work: str, written: DataFile) -> str:
     if os.path.basename(written.path) != written.path or written.path in ("", ".", ".."):
         raise CorruptCheckpointError(

@@ -56,7 +56,12 @@ from statesource.flink.publish import SavepointWriter, check_output, staging_nam
 from statesource.flink.rescale import CANONICAL_SAVEPOINT_PROPERTIES, Edit, SavepointRewrite
 from statesource.flink.serializer_mapping import PojoClass
 from statesource.flink.snapshot import FlinkSnapshot
-from statesource.flink.staged import StagedState, remove_sections, write_sections
+from statesource.flink.staged import (
+    StagedState,
+    missing_sections,
+    remove_sections,
+    write_sections,
+)
 from statesource.flink.state_meta_writer import key_serializer, state_info
 from statesource.format.columns import decode_entries
 from statesource.format.commit import CheckpointInfo
@@ -120,7 +125,8 @@ class FlinkSavepointTarget:
 
     def __init__(self, base_path: str | None, base_checkpoint_id: int | None, output: Path,
                  checkpoint_id: int, timestamp_ms: int,
-                 pojos: Mapping[str, PojoClass] | None = None) -> None:
+                 pojos: Mapping[str, PojoClass] | None = None,
+                 base: FlinkSnapshot | None = None) -> None:
         self.base_path = base_path
         self.base_checkpoint_id = base_checkpoint_id
         self.output = output
@@ -128,7 +134,7 @@ class FlinkSavepointTarget:
         self.timestamp_ms = timestamp_ms
         self.pojos = dict(pojos or {})
         self.work = str(output.parent / staging_name(output.name))
-        self._snapshot: FlinkSnapshot | None = None
+        self._snapshot = base
         self._base_operators = {op.uid: op for op in self._operators()}
         self._edit = CheckpointEdit(CheckpointMeta(checkpoint_id, timestamp_ms,
                                                    tuple(self._base_operators.values())))
@@ -141,13 +147,13 @@ class FlinkSavepointTarget:
         """The target, every check done: ``output`` free, the base readable. The savepoint's
         checkpoint id is ``checkpoint_id``, else the base's (1 from nothing)."""
         checked = check_output(output)
+        base = (None if path is None
+                else FlinkSnapshot.open(path, checkpoint_id=base_checkpoint_id))
         if checkpoint_id is None:
-            checkpoint_id = (1 if path is None else
-                             FlinkSnapshot.open(path, checkpoint_id=base_checkpoint_id)
-                             .checkpoint_id)
+            checkpoint_id = 1 if base is None else base.checkpoint_id
         check_checkpoint_id(checkpoint_id)
         return cls(path, base_checkpoint_id, checked, checkpoint_id,
-                   time.time_ns() // 1_000_000, pojos)
+                   time.time_ns() // 1_000_000, pojos, base)
 
     def _base(self) -> FlinkSnapshot | None:
         """The base snapshot, opened once per process: the target travels to Spark's commit
@@ -240,6 +246,9 @@ class FlinkSavepointTarget:
 
     def remove(self, files: Iterable[DataFile]) -> None:
         remove_sections(self.work, files)
+
+    def missing(self, files: Iterable[DataFile]) -> list[str]:
+        return missing_sections(self.work, files)
 
 
 def _find(base: FlinkSnapshot, uid: str) -> OperatorSnapshot | None:

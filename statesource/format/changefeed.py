@@ -232,13 +232,12 @@ class _CheckpointSides:
         return sorted(kg for kg in before.keys() | after.keys() if before.get(kg) != after.get(kg))
 
     def pairs(self, key_groups: list[int]) -> Iterator[KeyGroupPair]:
-        from_runs = [kg for kg in key_groups if self._new_runs(kg) is not None]
-        served = set(from_runs)
-        whole = [kg for kg in key_groups if kg not in served]
+        new_runs = {kg: count for kg in key_groups if (count := self._new_runs(kg)) is not None}
+        whole = [kg for kg in key_groups if kg not in new_runs]
         return _merge_pairs(
             _merge_sides(whole, self._tables(self.start, self.start_state, whole),
                          self._tables(self.end, self.end_state, whole)),
-            self._run_pairs(from_runs))
+            self._run_pairs(new_runs))
 
     def _new_runs(self, key_group: int) -> int | None:
         """How many runs the end checkpoint's key group has beyond the start's, when it is
@@ -249,13 +248,13 @@ class _CheckpointSides:
             return None
         return len(after[1]) - len(before[1])
 
-    def _run_pairs(self, key_groups: list[int]) -> Iterator[KeyGroupPair]:
-        """Before and after of the entries the new runs change, reading only those runs."""
-        runs = {kg: self._end_runs[kg][-count:] for kg in key_groups
-                if (count := self._new_runs(kg))}
+    def _run_pairs(self, new_runs: dict[int, int]) -> Iterator[KeyGroupPair]:
+        """Before and after of the entries the new runs change, reading only those runs
+        (``new_runs``: per key group, how many there are, ascending by key group)."""
+        runs = {kg: self._end_runs[kg][-count:] for kg, count in new_runs.items() if count}
         changes = SortedRuns(self.end.read_runs(self.end_state.name, operator=self.operator,
                                                 runs=runs), priors=True).changes()
-        for key_group in key_groups:
+        for key_group in new_runs:
             before, after = changes.get(key_group, (None, None))
             yield key_group, before, after
 

@@ -24,6 +24,8 @@ from statesource.model import VALUE_ROLES, StateDeclaration, StateKind
 from statesource.types import DataType
 
 _POSITION, _VALUE, _TTL, _PRESENT = "position", "value", "ttl", "present"
+_CHANGE_TYPES = pa.array(["insert", "delete", "update"])
+"""Change types by code: a string column is built by one ``take`` of these."""
 
 
 def _exact(arrow_type: pa.DataType) -> bool:
@@ -56,13 +58,21 @@ def diff_tables(pairs: Sequence[KeyGroupPair], declaration: StateDeclaration,
     namespaced = not pa.types.is_null(declaration.namespace_type.arrow_type)
     keys = [KEY_GROUP, KEY, *([NAMESPACE] if namespaced else []),
             *([_POSITION] if kind in (StateKind.LIST, StateKind.MAP) else [])]
-    sides = [[_side(stored.empty_table() if pair[i] is None else pair[i], declaration,
-                    namespaced) for pair in pairs] for i in (1, 2)]
-    before, after = (pa.concat_tables(tables) for tables in sides)
-    before, after, aligned = _split_aligned(before, after, sides, keys)
-    joined = before.join(after, keys=keys, join_type="full outer", left_suffix="_old",
-                         right_suffix="_new", coalesce_keys=True, use_threads=False)
-    joined = pa.concat_tables([joined, aligned.select(joined.column_names).cast(joined.schema)])
+    tables = [[stored.empty_table() if side is None else side for side in (before, after)]
+              for _, before, after in pairs]
+    lengths = np.array([[pair[i].num_rows for pair in tables] for i in (0, 1)],
+                       dtype=np.int64).reshape(2, len(pairs))
+    # One chunk per side: every later step then costs one call, not one per key group.
+    before, after = (_side(pa.concat_tables([pair[i] for pair in tables]).combine_chunks(),
+                           declaration, namespaced) for i in (0, 1))
+    before, after, aligned = _split_aligned(before, after, lengths, keys)
+    if before.num_rows or after.num_rows:
+        joined = before.join(after, keys=keys, join_type="full outer", left_suffix="_old",
+                             right_suffix="_new", coalesce_keys=True, use_threads=False)
+        joined = pa.concat_tables([joined,
+                                   aligned.select(joined.column_names).cast(joined.schema)])
+    else:  # every row faced its counterpart
+        joined = aligned
     old_present = pc.is_valid(joined.column(f"{_PRESENT}_old"))
     new_present = pc.is_valid(joined.column(f"{_PRESENT}_new"))
     value_names = [_VALUE, *([_TTL] if declaration.ttl is not None else [])]
@@ -70,10 +80,11 @@ def diff_tables(pairs: Sequence[KeyGroupPair], declaration: StateDeclaration,
                                  [(f"{name}_old", f"{name}_new") for name in value_names]))
     changed = pc.or_(pc.invert(pc.and_(old_present, new_present)), pc.invert(same))
     joined = joined.filter(changed).sort_by(KEY_GROUP)
-    old_present, new_present = (pc.is_valid(joined.column(f"{_PRESENT}_{side}"))
-                                for side in ("old", "new"))
-    change_type = pc.if_else(pc.invert(old_present), "insert",
-                             pc.if_else(pc.invert(new_present), "delete", "update"))
+    old_present, new_present = (
+        pc.is_valid(joined.column(f"{_PRESENT}_{side}")).to_numpy(zero_copy_only=False)
+        for side in ("old", "new"))
+    change_type = _CHANGE_TYPES.take(pa.array(np.where(old_present, np.where(new_present, 2, 1),
+                                                       0).astype(np.int8)))
     columns = [joined.column(KEY_GROUP), change_type, joined.column(KEY),
                joined.column(NAMESPACE) if namespaced else pa.nulls(joined.num_rows)]
     if _POSITION in keys:
@@ -103,7 +114,7 @@ def _side(table: pa.Table, declaration: StateDeclaration, namespaced: bool) -> p
     return pa.table(columns)
 
 
-def _split_aligned(before: pa.Table, after: pa.Table, sides: list[list[pa.Table]],
+def _split_aligned(before: pa.Table, after: pa.Table, lengths: np.ndarray,
                    keys: list[str]) -> tuple[pa.Table, pa.Table, pa.Table]:
     """Pair the rows that hold the same entry at the same index of a key group.
 
@@ -113,9 +124,8 @@ def _split_aligned(before: pa.Table, after: pa.Table, sides: list[list[pa.Table]
     column-wise comparison, and only the rest needs the join. Returns both
     sides without the paired rows, and the pairs whose values differ, laid
     out as the join lays out its result. Exact because the join keys are
-    unique per side. ``sides`` holds each side's per-key-group tables.
+    unique per side. ``lengths`` holds each side's rows per key group.
     """
-    lengths = np.array([[t.num_rows for t in tables] for tables in sides], dtype=np.int64)
     if (lengths[0] == lengths[1]).all():  # the usual case: entries updated, none added
         indices = [np.arange(before.num_rows)] * 2
         aligned_before, aligned_after = before, after
@@ -161,6 +171,9 @@ def _same_values(before: pa.Table, after: pa.Table, names: list[tuple[str, str]]
 
 
 def _element_indices(table: pa.Table) -> np.ndarray:
-    """Each row's position in its list: rows of one (key, namespace) are contiguous."""
-    starts = entry_starts(table.column(KEY), table.column(NAMESPACE))
+    """Each row's position in its list: rows of one (key, namespace) are contiguous, and
+    lie in one key group."""
+    groups = table.column(KEY_GROUP).to_numpy()
+    starts = np.union1d(entry_starts(table.column(KEY), table.column(NAMESPACE)),
+                        np.flatnonzero(groups[1:] != groups[:-1]) + 1)
     return np.arange(table.num_rows) - np.repeat(starts[:-1], np.diff(starts))

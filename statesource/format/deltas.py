@@ -26,23 +26,27 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from statesource.errors import CorruptCheckpointError
 from statesource.format.columns import (
+    DELTA_KIND,
     KEY,
     KEY_GROUP,
     NAMESPACE,
+    PRIOR,
+    TOMBSTONE,
     TTL_TIMESTAMP,
+    UPSERT,
     RowEncoder,
     Rows,
+    in_key_order,
 )
 from statesource.format.entries import java_equality_columns, row_changes
 from statesource.format.ipc import split_batches
+from statesource.format.keyorder import check_run_key_groups
 from statesource.model import StateDeclaration
 from statesource.types import DataType
 
-DELTA_KIND = "delta_kind"
-UPSERT, TOMBSTONE, PRIOR = 0, 1, 2
-"""Values of :data:`DELTA_KIND`."""
+__all__ = ["DELTA_KIND", "PRIOR", "TOMBSTONE", "UPSERT", "DeltaEncoder", "SortedRuns",
+           "delta_schema", "merge_runs", "oldest_upsert_access"]
 
 ChangedEntry = tuple[Any, Any, Any, Any]
 """(key, namespace, stored state now or None, stored state at the base or None)."""
@@ -79,49 +83,48 @@ class DeltaEncoder:
         """
         rows: list[Rows] = []
         tombstones: list[tuple[int, Any, Any]] = []
-        runs: list[tuple[int, int, int]] = []  # key group, upsert and prior rows, entries
+        runs: list[tuple[int, int]] = []  # key group, entries
         for key_group, changed in key_groups:
             upserts, removed, priors = self._classify(changed)
-            if not upserts and not removed:
+            if not upserts[0] and not removed:
                 continue
-            upsert_rows = self._current.rows_of(key_group, *_columns(upserts))
-            prior_rows = self._prior.rows_of(key_group, *_columns(priors))
-            rows += [upsert_rows, prior_rows]
+            rows += [self._current.rows_of(key_group, *upserts),
+                     self._prior.rows_of(key_group, *priors)]
             tombstones += [(key_group, key, namespace) for key, namespace in removed]
-            runs.append((key_group, len(upsert_rows) + len(prior_rows),
-                         len(upserts) + len(removed)))
+            runs.append((key_group, len(upserts[0]) + len(removed)))
         if not runs:
             return
         table = self._current.table(rows)
         kinds = np.repeat(np.tile(np.array([UPSERT, PRIOR], np.int8), len(runs)),
                           [len(r) for r in rows])
         table = table.append_column(DELTA_KIND, pa.array(kinds))
-        removed_by_group = _by_key_group(self._tombstones(tombstones))
-        start = 0
-        for key_group, count, entries in runs:
-            batches = split_batches(table, start, count) if count else []
-            gone = removed_by_group.get(key_group)
-            if gone is not None:
-                batches += split_batches(gone, 0, gone.num_rows)
-            start += count
-            yield key_group, batches, entries
+        if tombstones:
+            table = pa.concat_tables([table, self._tombstones(tombstones)])
+            table = table.take(pa.array(np.argsort(table.column(KEY_GROUP).to_numpy(),
+                                                   kind="stable")))
+        by_group = _by_key_group(in_key_order(table))
+        for key_group, entries in runs:
+            run = by_group[key_group]
+            yield key_group, split_batches(run, 0, run.num_rows), entries
 
-    def _classify(self, changed: Sequence[ChangedEntry]) -> tuple[list, list, list]:
-        """Upserts (key, namespace, state now), removals (key, namespace) and priors
-        (key, namespace, state at the base), each state as its checkpoint holds it."""
+    def _classify(self, changed: Sequence[ChangedEntry]
+                  ) -> tuple[tuple[list, list, list], list, tuple[list, list, list]]:
+        """Upserts (keys, namespaces, states now), removals ((key, namespace) pairs) and
+        priors (keys, namespaces, states at the base), each state as its checkpoint
+        holds it. (One comprehension per column: a run's cost is these few passes.)"""
         if self._current.filters or self._prior.filters:
             current_live, prior_live = self._current.live, self._prior.live
             changed = [(key, namespace, None if now is None else current_live(now),
                         None if before is None else prior_live(before))
                        for key, namespace, now, before in changed]
-        upserts, removed, priors = [], [], []
-        for key, namespace, now, before in changed:
-            if before is not None:
-                priors.append((key, namespace, before))
-            if now is not None:
-                upserts.append((key, namespace, now))
-            elif before is not None:
-                removed.append((key, namespace))
+        upserts = ([key for key, _, now, _ in changed if now is not None],
+                   [namespace for _, namespace, now, _ in changed if now is not None],
+                   [now for _, _, now, _ in changed if now is not None])
+        priors = ([key for key, _, _, before in changed if before is not None],
+                  [namespace for _, namespace, _, before in changed if before is not None],
+                  [before for _, _, _, before in changed if before is not None])
+        removed = [(key, namespace) for key, namespace, now, before in changed
+                   if now is None and before is not None]
         return upserts, removed, priors
 
     def _tombstones(self, entries: list[tuple[int, Any, Any]]) -> pa.Table:
@@ -137,16 +140,11 @@ class DeltaEncoder:
         return pa.Table.from_arrays(columns, schema=self.schema)
 
 
-def _columns(entries: list[tuple[Any, Any, Any]]) -> tuple[list, list, list]:
-    keys, namespaces, states = ([list(c) for c in zip(*entries)] if entries
-                                else ([], [], []))
-    return keys, namespaces, states
-
-
 class SortedRuns:
     """The delta runs of several key groups, sorted once so that every entry's rows are
     adjacent: ascending by key group, entry, then run (oldest first), rows of one run in
-    their written order (the sort is stable).
+    their written order (the sort is stable). Where every key group has one run, no
+    entry has rows in two runs, and the rows stay as written.
 
     Everything is computed for all the key groups together, since per key group the
     fixed cost of each Arrow call would dominate runs of a few rows.
@@ -165,28 +163,37 @@ class SortedRuns:
             np.concatenate([np.arange(len(runs[kg])) for kg in sorted(runs)]),
             [run.num_rows for run in tables])
         combined = pa.concat_tables(tables)
-        expected = np.repeat([kg for kg in sorted(runs) for _ in runs[kg]],
-                             [run.num_rows for run in tables])
-        if not np.array_equal(combined.column(KEY_GROUP).to_numpy(), expected):
-            raise CorruptCheckpointError(
-                f"a delta run of key groups {sorted(runs)} holds rows of another key group")
+        check_run_key_groups(runs, combined)
         if not priors:
             state_rows = combined.column(DELTA_KIND).to_numpy() != PRIOR
             combined, sequence = combined.filter(pa.array(state_rows)), sequence[state_rows]
+        self.empty = not combined.num_rows
+        if self.empty:
+            return
+        if all(len(runs[kg]) == 1 for kg in runs):
+            # One run per key group (a feed between consecutive checkpoints): every row's
+            # run is the first and the newest naming its entry, so nothing needs sorting
+            # (the runs are ascending by key group as concatenated).
+            combined = combined.combine_chunks()  # one filter per kind, not per run
+            self.table, self.sequence, self.leaves = combined, sequence, _leaves(combined)
+            self.kinds = combined.column(DELTA_KIND).to_numpy()
+            self.starts = np.arange(combined.num_rows)
+            self.first_sequence = self.last_sequence = sequence
+            return
         leaves = _leaves(combined)
         order = _sort_order(combined.column(KEY_GROUP), leaves, sequence)
         self.table = combined.take(order)
         self.sequence = sequence[order]
-        self.kinds = self.table.column(DELTA_KIND).to_numpy()
         self.leaves = [leaf.take(pa.array(order)) for leaf in leaves]
+        self.kinds = self.table.column(DELTA_KIND).to_numpy()
         changes = row_changes([self.table.column(KEY_GROUP), *self.leaves])
         self.starts = np.concatenate([[0], np.flatnonzero(changes) + 1])
         ends = np.concatenate([self.starts[1:], [self.table.num_rows]])
         marks = np.zeros(self.table.num_rows, dtype=np.int64)
         marks[self.starts] = 1
-        self.group = np.cumsum(marks) - 1
-        self.first_sequence = self.sequence[self.starts][self.group]
-        self.last_sequence = self.sequence[ends - 1][self.group]
+        group = np.cumsum(marks) - 1
+        self.first_sequence = self.sequence[self.starts][group]
+        self.last_sequence = self.sequence[ends - 1][group]
 
     def merged(self, bases: Mapping[int, pa.Table]) -> dict[int, pa.Table]:
         """Each key group's rows: its base (in the data schema) with its runs applied; key
@@ -225,7 +232,7 @@ class SortedRuns:
 
     def _unhidden(self, bases: Mapping[int, pa.Table], key_groups: list[int]
                   ) -> dict[int, pa.Table]:
-        """The base rows of entries no run holds, per key group."""
+        """The base rows of entries no run of their key group holds, per key group."""
         tables = [bases[kg] for kg in key_groups if bases[kg].num_rows]
         if not tables:
             return {}
@@ -233,12 +240,22 @@ class SortedRuns:
         leaves = _leaves(combined)
         first = leaves[0].combine_chunks() if isinstance(leaves[0], pa.ChunkedArray) \
             else leaves[0]
-        held = _member(first, self.leaves[0])
+        groups = combined.column(KEY_GROUP).to_numpy()
+        run_groups = self.table.column(KEY_GROUP).to_numpy()
+        held = np.zeros(len(groups), dtype=bool)
+        for key_group in np.unique(run_groups).tolist():
+            start, end = np.searchsorted(groups, [key_group, key_group + 1])
+            if start < end:
+                run_start, run_end = np.searchsorted(run_groups, [key_group, key_group + 1])
+                held[start:end] = _member(first.slice(start, end - start),
+                                          self.leaves[0].slice(run_start, run_end - run_start))
         if len(leaves) > 1 and held.any():
-            identities = set(zip(*(leaf.take(pa.array(self.starts)).to_pylist()
+            identities = set(zip(run_groups[self.starts].tolist(),
+                                 *(leaf.take(pa.array(self.starts)).to_pylist()
                                    for leaf in self.leaves)))
             rows = np.flatnonzero(held)
-            exact = zip(*(leaf.take(pa.array(rows)).to_pylist() for leaf in leaves))
+            exact = zip(groups[rows].tolist(),
+                        *(leaf.take(pa.array(rows)).to_pylist() for leaf in leaves))
             held[rows] = np.fromiter((identity in identities for identity in exact),
                                      dtype=bool, count=len(rows))
         if held.any():

@@ -24,6 +24,7 @@ from statesource.errors import (
 from statesource.format.columns import KEY_GROUP, data_schema
 from statesource.format.deltas import SortedRuns, delta_schema
 from statesource.format.ipc import ReadListener, read_ranges
+from statesource.format.keyorder import merge_searched
 from statesource.format.metadata import (
     MAX_METADATA_BYTES,
     CheckpointMeta,
@@ -220,7 +221,9 @@ class Checkpoint:
             while head is not None and head[0] <= chunk[-1]:
                 chunk_bases[head[0]] = head[1]
                 head = next(bases, None)
-            merged = SortedRuns(run_tables).merged(chunk_bases)
+            merged = merge_searched(chunk_bases, run_tables, schema)
+            if merged is None:
+                merged = SortedRuns(run_tables).merged(chunk_bases)
             for key_group in chunk:
                 if key_group in merged:
                     yield merged[key_group]

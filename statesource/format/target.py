@@ -88,6 +88,10 @@ class SnapshotTarget(Protocol):
     def remove(self, files: Iterable[DataFile]) -> None:
         """Remove written files that will not be published."""
 
+    def missing(self, files: Iterable[DataFile]) -> list[str]:
+        """The written files this process cannot see (on a local path, tasks on other
+        machines wrote them to their own disks)."""
+
 
 @dataclass(frozen=True)
 class CheckpointStateSink:
@@ -182,6 +186,15 @@ class CheckpointTarget:
         remove_files(self.root, files)
         if self.pin is not None:
             self.pin.release()
+
+    def missing(self, files: Iterable[DataFile]) -> list[str]:
+        return missing_files(self.root, files)
+
+
+def missing_files(root: Location, files: Iterable[DataFile]) -> list[str]:
+    """The paths of ``files`` that do not exist under ``root``."""
+    return [data_file.path for data_file in files
+            if not confined(root, data_file.path).exists()]
 
 
 def remove_files(root: Location, files: Iterable[DataFile]) -> None:

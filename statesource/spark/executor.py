@@ -7,13 +7,15 @@ sees reads like a typo ("does not exist"), and an S3 client without
 credentials reports an opaque ``AWS Error ... during HeadObject``, because the
 pickled file system carries the endpoint but never the credentials (each
 executor finds its own, through the AWS default chain). Both are restated
-here with the host, the location and the cure.
+here with the host, the location and the cure. A write to a local path has the
+same cause seen from the driver: the tasks wrote files onto their own disks,
+which the commit cannot see (:func:`check_written_visible`).
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -23,9 +25,12 @@ from statesource.errors import (
     StateSourceError,
     StorageAccessError,
 )
+from statesource.format.locations import DataFile
 from statesource.format.storage import Location
 
 T = TypeVar("T")
+SHARED_STORAGE = ("a checkpoint read or written by a cluster must be on storage every"
+                  " executor shares (a shared mount at the same path, or an object store URI)")
 
 CREDENTIALS_HINT = (
     "executors do not receive the driver's credentials: each finds its own through the"
@@ -54,9 +59,7 @@ def restated(location: Location | None) -> Iterator[None]:
         if location is not None and location.is_local and not location.exists():
             raise StorageAccessError(
                 f"executor on host {socket.gethostname()} cannot see local path {location}"
-                f" ({error}): a checkpoint read or written by a cluster must be on storage every"
-                " executor shares (a shared mount at the same path, or an object store URI)"
-            ) from None
+                f" ({error}): {SHARED_STORAGE}") from None
         raise
     except OSError as error:
         if isinstance(error, StateSourceError) or not _from_remote_store(location, error):
@@ -78,3 +81,17 @@ def storage_error(location: Location | None, error: OSError) -> StorageAccessErr
     return StorageAccessError(
         f"executor on host {socket.gethostname()} cannot reach or authenticate to {where}:"
         f" {error}; {CREDENTIALS_HINT}")
+
+
+def check_written_visible(missing: Callable[[Sequence[DataFile]], list[str]],
+                          written: Sequence[DataFile]) -> None:
+    """Refuse to publish when files the tasks wrote are not where this driver looks
+    (``missing`` names those it cannot see): the commit would otherwise fail on a "missing"
+    file as if something had deleted it."""
+    unseen = missing(written)
+    if unseen:
+        raise StorageAccessError(
+            f"{len(unseen)} of the {len(written)} files the Spark tasks wrote are not visible"
+            f" on the driver (host {socket.gethostname()}), e.g. {unseen[0]!r}: executors on"
+            f" other machines wrote them to their own disks; {SHARED_STORAGE}. Nothing was"
+            " committed")

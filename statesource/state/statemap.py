@@ -26,7 +26,7 @@ shared with ``snapshot``, and a stale read of it by the owner only costs a needl
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from statesource.errors import ConcurrentModificationError, InvalidArgumentError
@@ -298,15 +298,19 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
         no copy, so the object may be shared with a snapshot and must not be changed."""
         return self._records[STRIDE * self._peek_slot(key, namespace) + STATE]
 
-    def peek_many(self, entries: Iterable[tuple[K, N]]) -> list[S | None]:
-        """:meth:`peek` of each (key, namespace), in order: one call for a checkpoint's
-        changed entries, which it looks up while the program waits."""
+    def changed_entries(self, tracked: Mapping[tuple[K, N], Any]
+                        ) -> tuple[tuple[K, N, S | None, Any], ...]:
+        """``(key, namespace, stored state, prior)`` of each ``(key, namespace) -> prior`` in
+        ``tracked``, in order, the states as :meth:`peek` finds them: one call for a
+        checkpoint's changed entries, which it looks up while the program waits."""
         records, links = self._records, self._next
         new, mask, rehashed = self._new_table, self._mask, self._rehash_index
         table = self._table
-        states: list[S | None] = []
-        for key, namespace in entries:
-            h = hash((key, namespace))
+        found: list[tuple[K, N, S | None, Any]] = []
+        append = found.append
+        for entry, prior in tracked.items():
+            h = hash(entry)  # the (key, namespace) tuple's hash, as the map hashes it
+            key, namespace = entry
             if new is not None and (h & mask) < rehashed:
                 slot = new[h & (len(new) - 1)]
             else:
@@ -316,8 +320,8 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
                 if records[offset] == key and records[offset + NAMESPACE] == namespace:
                     break
                 slot = links[slot]
-            states.append(records[STRIDE * slot + STATE] if slot else None)
-        return states
+            append((key, namespace, records[STRIDE * slot + STATE] if slot else None, prior))
+        return tuple(found)
 
     def _peek_slot(self, key: K, namespace: N) -> int:
         table, bucket = self._select(bucket_hash(key, namespace))

@@ -52,11 +52,8 @@ class StateTable:
         snapshots = tuple(zip(self.key_group_range, (m.snapshot() for m in self.maps)))
         flags, entries = self.changes.capture(sequence)
         start = self.key_group_range.start
-        changed_entries = {
-            start + index: tuple(
-                (key, namespace, now, prior) for ((key, namespace), prior), now
-                in zip(tracked.items(), self.maps[index].peek_many(tracked)))
-            for index, tracked in entries.items()}
+        changed_entries = {start + index: self.maps[index].changed_entries(tracked)
+                           for index, tracked in entries.items()}
         return StateTableSnapshot(self.descriptor, snapshots, flags, changed_entries)
 
 

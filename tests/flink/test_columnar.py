@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from generated_savepoints import ENTRIES, corrupted_copy, export_savepoint
@@ -20,13 +21,24 @@ from hypothesis import strategies as st
 
 from flink_snapshots import SAVEPOINTS, only
 from statesource.errors import IncompatibleCheckpointError, StateSourceError
+from statesource.flink.canonical_entries import StateEntries
+from statesource.flink.canonical_writer import frame_key_group
 from statesource.flink.census import count_snapshot
+from statesource.flink.columnar import state_decoder
+from statesource.flink.declarations import declaration
+from statesource.flink.encoders import encode
 from statesource.flink.framing import canonical_sections
+from statesource.flink.header import KeyedHeader
+from statesource.flink.keyed import CanonicalSection
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.regroup import Regrouper
 from statesource.flink.rescale import rescale_max_parallelism
+from statesource.flink.serializer_writer import STRING_SERIALIZER
 from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.state_meta_writer import keyed_state_info
+from statesource.format.columns import KEY, NAMESPACE, data_schema
 from statesource.keygroups import assign_to_key_group
+from statesource.model import StateKind
 from statesource.types import STRING
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
@@ -236,3 +248,35 @@ def test_inspect_of_a_canonical_savepoint_decodes_column_wise():
     assert pieces and all(
         checkpoint.columnar_sections(op, p, checkpoint.snapshot.piece_bytes(p)) is not None
         for p in pieces)
+
+
+# -- a String key with a String namespace: each followed by its length, in one or two bytes ----
+
+@pytest.mark.parametrize("size", [1, 255, 256, 300, 511, 512, 60000])
+def test_lengths_after_key_and_namespace_are_read_column_wise(size):
+    """Flink writes the length after the key (and the namespace) in as many bytes as it
+    needs: one below 256, two from 256 (three from 65,536: such keys are past the
+    framing scan's 64 KiB). A key group of such keys and namespaces (ASCII, which the
+    column decoders take) decodes column-wise, not declined to the per-value decoder,
+    into the entries written."""
+    info = keyed_state_info("named", StateKind.VALUE, "string", {"value": STRING_SERIALIZER},
+                            ttl=False)
+    header = KeyedHeader(6, False, info.namespace, (info,), 0)
+    # A StringValue of n ASCII characters is its length + 1 as a varint, then the n bytes.
+    key = "k" * (size - 1 - (size > 127) - (size > 16383))
+    entries = {(key, "n" * n): f"v{n}" for n in (0, 200, 300, 1000)}
+    assert len(encode(header.key, key)) == size
+    state = StateEntries(header.key, info, 128)
+    key_group = state.keys.key_group_of(key)
+    pairs = sorted(p for (k, namespace), value in entries.items()
+                   for p in state.pairs(k, namespace, value, key_group))
+    data = frame_key_group(key_group, 128, [CanonicalSection(0, pairs)])
+    schema = data_schema(STRING, declaration(info))
+    columns = state_decoder(header, info, schema, 1)
+    assert columns is not None
+    sections = canonical_sections(data, key_group, 1, 1)
+    assert sections is not None
+    table = columns.table(np.frombuffer(data, np.uint8), key_group, sections[0])
+    assert table is not None
+    found = table.to_pydict()
+    assert dict(zip(zip(found[KEY], found[NAMESPACE]), found[table.column_names[3]])) == entries

@@ -153,6 +153,18 @@ def test_key_groups_beyond_max_parallelism_are_corruption(canonical):
         FlinkCheckpoint.open(str(canonical))
 
 
+def test_key_groups_ending_at_max_parallelism_are_corruption(canonical):
+    """Key groups are 0..max parallelism - 1: the second handle (64..127 of 128) moved up by
+    one ends at 128, overlapping nothing, and is refused all the same."""
+    metadata = (canonical / "_metadata").read_bytes()
+    second = b"\x07" + (64).to_bytes(4, "big") + (64).to_bytes(4, "big")  # type, start, count
+    assert metadata.count(second) == 1
+    _patch(canonical / "_metadata", metadata.index(second) + 1, (65).to_bytes(4, "big"))
+    with pytest.raises(CorruptCheckpointError, match="key groups 65..128, overlapping another"
+                                                     " subtask's or beyond its 128 key groups"):
+        FlinkCheckpoint.open(str(canonical))
+
+
 def test_a_short_read_is_an_error_not_a_hang(canonical, monkeypatch):
     """A file that shrinks after its size was checked reads short: that is corruption, and the
     header probe, which used to retry while it read less than the whole stream, stops."""

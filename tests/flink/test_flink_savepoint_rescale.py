@@ -14,6 +14,8 @@ Flink refusing a savepoint raises ``FlinkRestoreError``: a failing test, never a
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from flink_fixture_checks import (
@@ -26,7 +28,7 @@ from flink_fixture_checks import (
     pyflink_spec,
     shared_java_spec,
 )
-from flink_restore import FIXTURE_JOB, restore, subtasks
+from flink_restore import FIXTURE_JOB, restore, subtasks, values
 from flink_snapshots import expected, only
 from statesource.flink.binary import BinaryReader
 from statesource.flink.header import read_keyed_header
@@ -149,3 +151,22 @@ def test_row_keys_of_a_pyflink_job_rescale(tmp_path, shared_pyflink_savepoint):
     check_written(output, 4096, truth["parallelism"])
     rows = restore(output, pyflink_spec(4096, truth["parallelism"]), opt_jars=["flink-python"])
     check_pyflink(rows, truth)
+
+
+def test_null_map_values_of_a_native_savepoint_restore_as_nulls(tmp_path):
+    """The encoding fixture's native savepoint holds map values that are null (a null flag
+    alone there): converted to the canonical layout (the flag, then the null as String's
+    serializer writes it) and rescaled, Flink restores every map as the job wrote it."""
+    truth = json.loads((FIXTURES / "encoding" / "expected.json").read_text())["keys"]
+    output = tmp_path / "encoding-native-mp200"
+    assert rescale_max_parallelism(FIXTURES / "encoding" / "native", output, 200).converted
+    spec = {"max_parallelism": 200, "ignore_unclaimed_state": True, "operators": [
+        {"uid": "edges", "key": "String", "keyed_states": [
+            {"name": "nullable", "kind": "map", "user_key": "String",
+             "user_value": "String"}]}]}
+    restored = values(restore(output, spec, java_sources=[FIXTURES / "EncodingJob.java"]),
+                      "edges", "nullable")
+    wanted = {key: sorted(map(list, states["nullable"].items()))
+              for key, states in truth.items() if states["nullable"]}
+    assert any(None in dict(pairs).values() for pairs in wanted.values())
+    assert {key: sorted(pairs) for key, pairs in restored.items()} == wanted

@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from flink_entries import entries_by_state
 
 import statesource.flink.rescale as rescale_module
 from flink_snapshots import only
@@ -27,7 +28,10 @@ from statesource.errors import (
     IncompatibleCheckpointError,
     InvalidArgumentError,
 )
+from statesource.flink import serializers
 from statesource.flink.canonical_writer import KeyGroupFramer, frame_key_group
+from statesource.flink.flink_type import FlinkType
+from statesource.flink.header import KEY_VALUE, KeyedHeader, StateInfo
 from statesource.flink.keyed import canonical_sections
 from statesource.flink.metadata import SnapshotMetadata, StreamHandle
 from statesource.flink.publish import SavepointWriter, is_staging_name
@@ -39,25 +43,12 @@ from statesource.flink.rescale import (
     variable_int_bytes,
 )
 from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.target import FlinkSavepointTarget
 from statesource.keygroups import assign_to_key_group
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 MP256 = FIXTURES / "mp256" / "canonical"
 REPOSITORY = Path(__file__).resolve().parents[2]
-
-
-def entries_by_state(path: Path) -> dict:
-    """Every entry of every keyed state and timer, by operator and state, as a multiset."""
-    savepoint = FlinkCheckpoint.open(str(path))
-    found = {}
-    for op in savepoint.snapshot.operators:
-        header = savepoint.snapshot.header(op)
-        for info in header.states if header else ():
-            found[(op.label, info.name)] = collections.Counter(
-                (repr(key), repr(namespace), repr(stored))
-                for _, keys, namespaces, stored in savepoint.entries(info.name, operator=op.label)
-                for key, namespace, stored in zip(keys, namespaces, stored))
-    return found
 
 
 def leftovers(parent: Path) -> list[str]:
@@ -233,15 +224,19 @@ def test_a_damaged_key_group_is_refused(cut, message):
         rescale_module._canonical_pairs(raw, "file", piece.begin, piece.key_group, header, 2)
 
 
-@pytest.mark.parametrize("variant", ["mp256", "mp128-snappy"])
-def test_native_key_groups_convert_to_the_pairs_of_the_canonical_savepoint(variant):
+@pytest.mark.parametrize("variant, uids, least", [
+    ("mp256", ("stateful", "windows"), 1000), ("mp128-snappy", ("stateful", "windows"), 1000),
+    ("encoding", ("edges",), 100)])
+def test_native_key_groups_convert_to_the_pairs_of_the_canonical_savepoint(variant, uids, least):
     """The same state saved natively and canonically (two savepoints of one run): each
     native key group converts to exactly the canonical one's pairs, byte for byte. Kryo
-    values (operator ``opaque``) cannot be delimited in a native snapshot and are left out."""
+    values (operator ``opaque``) cannot be delimited in a native snapshot and are left out.
+    ``encoding`` has a String key and a String namespace, each followed by its length in
+    the composite key, two bytes for the keys and namespaces of 256 bytes or more."""
     native = FlinkSnapshot.open(str(FIXTURES / variant / "native"))
     canonical = FlinkSnapshot.open(str(FIXTURES / variant / "canonical"))
     compared = 0
-    for uid in ("stateful", "windows"):
+    for uid in uids:
         ops = native.operator(uid), canonical.operator(uid)
         prefix = 2 if ops[0].max_parallelism > 128 else 1
         converted, stored = {}, {}
@@ -259,7 +254,48 @@ def test_native_key_groups_convert_to_the_pairs_of_the_canonical_savepoint(varia
                 stored[(piece.key_group, header.states[state_id].name)] = sorted(pairs)
         assert converted == stored
         compared += sum(map(len, stored.values()))
-    assert compared > 1000
+    assert compared > least
+
+
+def _simple(serializer: str) -> FlinkType:
+    """The reader's type of one of Flink's simple serializers (``LongSerializer``)."""
+    full = next(name for name in serializers._SIMPLE if name.endswith(f".{serializer}"
+                                                                       f"${serializer}Snapshot"))
+    return serializers._Primitive(full, *serializers._SIMPLE[full])
+
+
+def _native_map_group(value: str, user_value: bytes) -> tuple[bytes, KeyedHeader]:
+    """A native key group 3 holding one map state (String keys, VoidNamespace) whose one
+    entry is key ``k`` -> {``u``: the null flag and ``user_value``}, and its header."""
+    string = _simple("StringSerializer")
+    info = StateInfo(0, "totals", KEY_VALUE, {"KEYED_STATE_TYPE": "MAP"}, {
+        "VALUE_SERIALIZER": serializers.MapType("MapSerializerSnapshot", string, _simple(value)),
+        "NAMESPACE_SERIALIZER": _simple("VoidNamespaceSerializer")})
+    raw = (struct.pack(">ihi", 3, 0, 1) + b"\0"  # key group, state id, count, the namespace
+           + b"\x02k" + struct.pack(">i", 1) + b"\x02u" + user_value)
+    return raw, KeyedHeader(6, False, string, (info,), 0)
+
+
+def test_a_null_map_value_converts_to_the_null_its_serializer_writes():
+    """Flink's canonical savepoint holds the null flag and then the null as the value's
+    serializer writes it (a String's: one zero byte); the native one the flag alone."""
+    raw, header = _native_map_group("StringSerializer", b"\x01")
+    composite = b"\x02k\x00\x02u"  # StringValue "k", VoidNamespace's byte, StringValue "u"
+    assert rescale_module._native_pairs(raw, "kg", 0, 3, header) == [
+        (0, [(composite, b"\x01\x00")])]
+    raw, header = _native_map_group("StringSerializer", b"\x00\x02v")
+    assert rescale_module._native_pairs(raw, "kg", 0, 3, header) == [
+        (0, [(composite, b"\x00\x02v")])]
+
+
+def test_a_null_map_value_of_a_serializer_writing_no_null_keeps_the_flag_alone():
+    """Flink fails to write a canonical savepoint with a null Long map value (its serializer
+    writes no null), but its restore reads a null value's flag and nothing after it
+    (HeapSavepointRestoreOperation.deserializeMapStateEntry): the converted pair keeps the
+    flag alone rather than refusing a state the job holds."""
+    raw, header = _native_map_group("LongSerializer", b"\x01")
+    assert rescale_module._native_pairs(raw, "kg", 0, 3, header) == [
+        (0, [(b"\x02k\x00\x02u", b"\x01")])]
 
 
 def test_native_savepoint_refused_for_kryo_values(tmp_path):
@@ -458,3 +494,20 @@ def test_a_killed_write_leaves_only_a_temporary_directory_nothing_reads(tmp_path
         FlinkSnapshot.open(str(tmp_path))
     rescale_max_parallelism(MP256, output, 1024)
     assert entries_by_state(output) == entries_by_state(MP256)
+
+
+def test_a_target_reads_its_base_metadata_once(tmp_path, monkeypatch):
+    """Opening the target, and publishing it unchanged, read the base's ``_metadata`` once
+    (it is the largest file a rewrite reads on the driver); the result carries every state
+    over."""
+    opened = []
+    real_open = FlinkSnapshot.open
+
+    def counted(path, **options):
+        opened.append(path)
+        return real_open(path, **options)
+    monkeypatch.setattr(FlinkSnapshot, "open", staticmethod(counted))
+    target = FlinkSavepointTarget.open(str(MP256), str(tmp_path / "out"))
+    target.publish()
+    assert opened == [str(MP256)]
+    assert entries_by_state(tmp_path / "out") == entries_by_state(MP256)

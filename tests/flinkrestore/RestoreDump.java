@@ -104,7 +104,11 @@ import org.apache.flink.types.RowKind;
 
 @SuppressWarnings({"unchecked", "rawtypes"})
 public class RestoreDump {
-    static final ObjectMapper JSON = new ObjectMapper();
+    // Non-ASCII characters escaped in the JSON: the dump then carries any Java string
+    // exactly, lone surrogates included, which UTF-8 cannot encode.
+    static final ObjectMapper JSON = new ObjectMapper().enable(
+            org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonGenerator.Feature
+                    .ESCAPE_NON_ASCII);
     static final JsonNodeFactory NODES = JsonNodeFactory.instance;
     static final String SOURCE_UID = "statesource-restore-source";
     /** TTL of a state declared with "ttl": true: long enough that nothing restored has expired. */

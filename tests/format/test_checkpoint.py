@@ -30,6 +30,13 @@ from statesource.errors import (
 )
 from statesource.format import Checkpoint
 from statesource.format.columns import data_schema
+from statesource.format.metadata import (
+    CheckpointMeta,
+    DataFile,
+    KeyedStateMeta,
+    KeyGroupLocation,
+    OperatorMeta,
+)
 from statesource.keygroups import KeyGroupRange, key_group_range_for_operator
 from statesource.model import TtlConfig
 from statesource.state.clock import ManualClock
@@ -41,6 +48,7 @@ from statesource.state.descriptors import (
 )
 from statesource.state.keyed_backend import KeyedStateBackend
 from statesource.state.operator_backend import OperatorStateBackend
+from statesource.types import LONG
 
 
 @pytest.fixture
@@ -468,3 +476,22 @@ def test_partly_expired_sample_state_round_trips_and_reads_like_flink(tmp_path, 
     assert events.get() == [100] and pages.items() == [("fresh", 0)]
     restored.set_current_key(stale_key)
     assert events.get() == [] and pages.items() == []
+
+
+@pytest.mark.parametrize("second_start, version", [(5, 3), (6, 2)])
+def test_the_version_written_is_the_lowest_that_records_the_files(second_start, version):
+    """FORMAT.md section 10: version 3 exactly when a state's files cover overlapping
+    key-group ranges. Files of 0..5 and 5..9 share key group 5 (its rows are in one of
+    them): they overlap, and a version-2 reader would refuse them; 0..5 and 6..9 do not."""
+    def rows_at(key_group: int) -> KeyGroupLocation:
+        return KeyGroupLocation(key_group, 0, 1, 16, 100, 1, 1, 0)
+
+    files = (DataFile("chk-1/data/a.arrow", KeyGroupRange(0, 5), 200, (rows_at(1),)),
+             DataFile("chk-2/data/b.arrow", KeyGroupRange(second_start, 9), 200, (rows_at(7),)))
+    state = KeyedStateMeta.of(ValueStateDescriptor("v", "long").declaration, files)
+    operator = OperatorMeta("op", 1, 10, LONG, (state,), ())
+    payload = CheckpointMeta(2, 0, (operator,)).to_json_bytes()
+    assert json.loads(payload)["formatVersion"] == version
+    read = CheckpointMeta.from_json_bytes(payload, "chk-2/_metadata.json", "chk-2")
+    assert read.format_version == version
+    assert read.operator().keyed_state("v").files == files

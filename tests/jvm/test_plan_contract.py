@@ -185,6 +185,33 @@ def test_a_state_with_delta_runs_is_left_to_the_python_source(tmp_path):
     assert full["servable"] is True
 
 
+MILLIS = {"type": "long", "logicalType": "timestamp-millis"}
+STAMPS = {
+    "top": MILLIS,
+    "in_record": {"type": "record", "name": "R", "fields": [{"name": "at", "type": MILLIS}]},
+    "in_array": {"type": "array", "items": MILLIS},
+    "in_map": {"type": "map", "values": MILLIS},
+    "micros": {"type": "array", "items": {"type": "long", "logicalType": "timestamp-micros"}},
+}
+
+
+@pytest.mark.parametrize("state, servable", [
+    ("top", True), ("in_record", False), ("in_array", False), ("in_map", False),
+    ("micros", True)])
+def test_millisecond_timestamps_are_served_at_the_top_level_only(tmp_path, state, servable):
+    """Spark's ArrowColumnVector reads microsecond timestamps only; the shim widens a
+    top-level millisecond column (KeyGroupBatchReader.sparkReady) and nothing nested, so a
+    millisecond timestamp in a record, list or map leaves the state to the Python source."""
+    backend = KeyedStateBackend("string", 8)
+    backend.get_state(ValueStateDescriptor(state, STAMPS[state]))
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    plan = json.loads(wire_plan(path=str(tmp_path), operator="op", state=state))
+    assert plan["servable"] is servable, plan
+    if not servable:
+        assert plan["reason"].startswith("Arrow types the JVM reader does not convert: value (")
+        assert "timestamp[ms" in plan["reason"]
+
+
 def test_an_unservable_plan_round_trips_its_reason(read_in_java, root):
     text = wire_plan(path=root, operator="strings", state="items", flattenCollections="false")
     plan = json.loads(text)

@@ -1,14 +1,19 @@
 """Plant realistic bugs one at a time and see whether the tests catch each (not collected).
 
-    python tests/mutation/run.py [--only SUBSTRING]
+    python tests/mutation/run.py [--only SUBSTRING] [--start POSITION]
 
 Each mutant replaces one exact snippet of one module (the snippet must occur
 exactly once), runs only the test files that guard that module (``-x``: the
 first failure kills the mutant), and restores the source, also on Ctrl-C.
 It prints each result and the kill rate; survivors name missing tests.
-The modules are those issue 25 changed or named: retention and pins, the
+The modules are those issue 25 changed or named (retention and pins, the
 commit, the reader's retirement errors, the reaper, the retain command, the
-Flink reader's framing checks, and the Spark writer's task checks.
+Flink reader's framing checks, the Spark writer's task checks, pushdown and the
+JVM plan) and the rest of wave 3: the Flink savepoint target (target, staged
+sections, section framing, the rewrite's edit plan), delta runs (their metadata
+and validation, the incremental writer's choice of base) and the driver-side
+steps. A mutant whose snippet no longer occurs exactly once (the code moved on)
+is reported as stale, not run, and left out of the rate.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_SECONDS = 600
+_NOT_RUN = (4, 5)
+"""pytest's exit codes for a usage error and for no test collected."""
 
 RETENTION_TESTS = ("tests/format/test_retention.py", "tests/format/test_shared_files.py")
 COMMIT_TESTS = ("tests/format/test_commit_failures.py", "tests/format/test_retention.py",
@@ -30,6 +37,14 @@ COMMIT_TESTS = ("tests/format/test_commit_failures.py", "tests/format/test_reten
 RACES = "tests/races/test_retain_races.py"
 WRITER_TESTS = ("tests/test_write_task.py",)
 FLINK_TESTS = ("tests/flink/test_reader_checks.py", "tests/flink/test_snappy.py")
+TARGET_TESTS = ("tests/flink/test_flink_target.py",)
+FRAMING_TESTS = TARGET_TESTS + ("tests/flink/test_flink_savepoint_writes.py",)
+DELTA_TESTS = ("tests/checkpointing/test_deltas.py",)
+DELTA_K = "malformed or version or metadata or chain"
+BASE_TESTS = ("tests/checkpointing/test_incremental_base.py",
+              "tests/checkpointing/test_ttl_cutoff.py")
+DRIVER_TESTS = ("tests/test_driver_steps.py",)
+PUSHDOWN_TESTS = ("tests/spark/test_scan_key_equality.py",)
 
 
 @dataclass(frozen=True)
@@ -142,27 +157,210 @@ MUTANTS = [
     Mutant("statesource/spark/write/task.py",
            "    subtasks = operator_indexes(target.max_parallelism, target.parallelism, groups)",
            "    subtasks = groups % target.parallelism", WRITER_TESTS),
+    # the issue's other survivors: key/namespace lengths, key-group ranges, v3, TTL, bases
+    Mutant("statesource/flink/keyed.py", "    return max(1, (length.bit_length() + 7) // 8)",
+           "    return max(1, length.bit_length() // 8)", ("tests/flink/test_flink_encoders.py",),
+           "encoding_fixture"),
+    Mutant("statesource/flink/columnar.py",
+           "            end = end + 1 + (length >= 1 << 8)",
+           "            end = end + 1 + (length > 1 << 8)", ("tests/flink/test_columnar.py",),
+           "lengths_after"),
+    Mutant("statesource/flink/rescale.py", "body = key + variable_int_bytes(len(key))",
+           "body = key + variable_int_bytes(len(key))[:1]",
+           ("tests/flink/test_flink_savepoint_writes.py",), "convert or null_map"),
+    Mutant("statesource/flink/rescale.py",
+           "                    null = _null_value(value.value)",
+           "                    null = b\"\"", ("tests/flink/test_flink_savepoint_writes.py",),
+           "convert or null_map"),
+    Mutant("statesource/flink/metadata.py", "        if handle.end >= max_parallelism",
+           "        if handle.end > max_parallelism", ("tests/flink/test_errors.py",)),
+    Mutant("statesource/format/metadata.py",
+           "        return any(after.key_group_range.start <= before.key_group_range.end",
+           "        return any(after.key_group_range.start < before.key_group_range.end",
+           ("tests/format/test_checkpoint.py",), "version_written"),
+    Mutant("statesource/checkpointing/incremental.py",
+           "                                          <= cutoff for path in paths):",
+           "                                          < cutoff for path in paths):", BASE_TESTS),
+    Mutant("statesource/model.py", "        return now_ms - self.ttl_ms",
+           "        return now_ms - self.ttl_ms - 1", BASE_TESTS),
+    Mutant("statesource/format/edit.py",
+           "        elif (op.key_type, op.max_parallelism) != (key_type, max_parallelism):",
+           "        elif op.key_type != key_type:", ("tests/format/test_edit.py",)),
+    Mutant("statesource/format/edit.py",
+           "        elif not op.keyed_states:\n"
+           "            op = dataclasses.replace(op, max_parallelism=max_parallelism)\n",
+           "", ("tests/format/test_edit.py",)),
+    # pushdown and the JVM plan
+    Mutant("statesource/spark/read/pushdown.py",
+           "    if key_type not in EXACT_KEY_TYPES:\n        return False", "", PUSHDOWN_TESTS),
+    Mutant("statesource/spark/read/pushdown.py",
+           "    if attribute is None or len(attribute) != 1:", "    if attribute is None:",
+           PUSHDOWN_TESTS),
+    Mutant("statesource/spark/jvm/plan.py",
+           "        return arrow_type.unit == \"us\" or (top_level and arrow_type.unit == \"ms\")",
+           "        return arrow_type.unit in (\"us\", \"ms\")",
+           ("tests/jvm/test_plan_contract.py",), "millisecond"),
+    # the Flink savepoint target
+    Mutant("statesource/flink/target.py", "            if _key_type(key) != key_type:",
+           "            if False:", TARGET_TESTS),
+    Mutant("statesource/flink/target.py",
+           "            if info is not None:\n"
+           "                _check_replaceable(where, info, state)",
+           "            if False:\n                _check_replaceable(where, info, state)",
+           TARGET_TESTS),
+    Mutant("statesource/flink/target.py", "    if existing != state:", "    if False:",
+           TARGET_TESTS),
+    Mutant("statesource/flink/target.py",
+           "    if info.is_timer:\n        raise IncompatibleCheckpointError(f\"{where} is a timer",
+           "    if False:\n        raise IncompatibleCheckpointError(f\"{where} is a timer",
+           TARGET_TESTS),
+    Mutant("statesource/flink/target.py",
+           "        self.remove([f for op in self._edit.operators for s in op.keyed_states\n"
+           "                     for f in s.files])\n", "", TARGET_TESTS),
+    Mutant("statesource/flink/target.py",
+           "        dropped = [uid for uid in self._base_operators if self._edit.operator(uid) is"
+           " None]", "        dropped: list[str] = []", TARGET_TESTS),
+    Mutant("statesource/flink/target.py",
+           "            drops = tuple(name for name in before.state_names() if name not in kept)",
+           "            drops = ()", TARGET_TESTS),
+    Mutant("statesource/flink/target.py",
+           "                metadata = dataclasses.replace(rewrite.metadata(operators),\n"
+           "                                               checkpoint_id=self.checkpoint_id)",
+           "                metadata = rewrite.metadata(operators)", TARGET_TESTS),
+    Mutant("statesource/flink/target.py",
+           "    infos = tuple(dataclasses.replace(s.info, state_id=i) for i, s in"
+           " enumerate(states))", "    infos = tuple(s.info for s in states)", TARGET_TESTS),
+    Mutant("statesource/flink/target.py",
+           "    handles = writer.write_keyed_files(header, framers, op.max_parallelism,"
+           " op.parallelism)", "    handles = writer.write_keyed_files(header, framers,"
+           " op.max_parallelism, op.max_parallelism)", TARGET_TESTS),
+    Mutant("statesource/flink/target.py", "        skip = prefix_bytes(self.max_parallelism)",
+           "        skip = 1", TARGET_TESTS),
+    Mutant("statesource/flink/target.py", "                if pairs:  # null values",
+           "                if True:  # null values", TARGET_TESTS),
+    # staged sections and their framing
+    Mutant("statesource/flink/staged.py", "        out.flush()\n        os.fsync(out.fileno())",
+           "        out.flush()", TARGET_TESTS),
+    Mutant("statesource/flink/staged.py", "            if len(data) != written.size_bytes:",
+           "            if False:", TARGET_TESTS),
+    Mutant("statesource/flink/staged.py", "                if zlib.crc32(body) != loc.crc32:",
+           "                if False:", TARGET_TESTS),
+    Mutant("statesource/flink/staged.py",
+           "    if os.path.basename(written.path) != written.path or written.path in"
+           " (\"\", \".\", \"..\"):", "    if written.path in (\"\", \".\", \"..\"):",
+           TARGET_TESTS),
+    Mutant("statesource/flink/staged.py",
+           "        with contextlib.suppress(FileNotFoundError):\n"
+           "            os.remove(_inside(work, written))", "        pass", TARGET_TESTS),
+    Mutant("statesource/flink/staged.py",
+           "            locations.append(KeyGroupLocation(key_group, 0, 1, size, len(body),",
+           "            locations.append(KeyGroupLocation(key_group, 0, 1, size, len(body) - 1,",
+           TARGET_TESTS),
+    Mutant("statesource/flink/canonical_writer.py",
+           "    return framer.getvalue()[_SHORT.size:-len(_END)]",
+           "    return framer.getvalue()[_SHORT.size:]", FRAMING_TESTS),
+    Mutant("statesource/flink/canonical_writer.py",
+           "        if self._done or state_id in self._sections or not 0 <= state_id <="
+           " _MAX_STATE_ID:", "        if self._done or not 0 <= state_id <= _MAX_STATE_ID:",
+           FRAMING_TESTS),
+    Mutant("statesource/flink/canonical_writer.py",
+           "        self._last[state_id] = len(section) + 4",
+           "        self._last[state_id] = len(section)", FRAMING_TESTS),
+    Mutant("statesource/flink/canonical_writer.py",
+           "        if not body:\n            raise InvalidArgumentError(",
+           "        if False:\n            raise InvalidArgumentError(", FRAMING_TESTS),
+    # the rewrite's edit plan
+    Mutant("statesource/flink/rescale.py",
+           "            for op in snapshot.operators if op.label not in gone))",
+           "            for op in snapshot.operators))", TARGET_TESTS),
+    Mutant("statesource/flink/rescale.py",
+           "                REPLACED if s == state_id else s for s in i.state_ids)) for i in"
+           " inputs)", "                s for s in i.state_ids)) for i in inputs)", TARGET_TESTS),
+    Mutant("statesource/flink/rescale.py", "            state_id = len(names)\n",
+           "            state_id = len(names) - 1\n", TARGET_TESTS),
+    Mutant("statesource/flink/rescale.py",
+           "    if header is None or not (edit.erase or edit.staged or len(dropped_operator_states)"
+           "\n                              < len(edit.drops)):",
+           "    if header is None or not (edit.erase or edit.staged):", TARGET_TESTS),
+    # delta runs: metadata and validation
+    Mutant("statesource/format/metadata.py", "        if sequence < 0:",
+           "        if sequence < -1:", DELTA_TESTS, DELTA_K),
+    Mutant("statesource/format/metadata.py", "            if delta.sequence < previous:",
+           "            if False:", DELTA_TESTS, DELTA_K),
+    Mutant("statesource/format/metadata.py", "            if delta.path in base_paths:",
+           "            if False:", DELTA_TESTS, DELTA_K),
+    Mutant("statesource/format/metadata.py",
+           "                if last_sequence.get(location.key_group) == delta.sequence:",
+           "                if False:", DELTA_TESTS, DELTA_K),
+    Mutant("statesource/format/metadata.py",
+           "            if version >= DELTA_FILES_VERSION else []",
+           "            if version > DELTA_FILES_VERSION else []", DELTA_TESTS, DELTA_K),
+    Mutant("statesource/format/metadata.py",
+           "        if any(state.delta_files for state in states):\n"
+           "            return DELTA_FILES_VERSION", "        if False:\n"
+           "            return DELTA_FILES_VERSION", DELTA_TESTS, DELTA_K),
+    Mutant("statesource/format/metadata.py",
+           "        return {\"sequence\": self.sequence, **self.file.to_json()}",
+           "        return {\"sequence\": 0, **self.file.to_json()}", DELTA_TESTS, DELTA_K),
+    Mutant("statesource/format/keyorder.py",
+           "    if not np.array_equal(combined.column(KEY_GROUP).to_numpy(), expected):",
+           "    if False:", DELTA_TESTS, "another_key_group"),
+    # the incremental writer's base
+    Mutant("statesource/checkpointing/incremental.py",
+           "        if not isinstance(token, BaseCheckpoint) or token.root != self.root \\\n"
+           "                or token.operator != uid:",
+           "        if not isinstance(token, BaseCheckpoint) or token.root != self.root:",
+           BASE_TESTS),
+    Mutant("statesource/checkpointing/incremental.py",
+           "        if (op.key_type, op.max_parallelism) != (backend.key_type,"
+           " backend.max_parallelism):", "        if op.key_type != backend.key_type:",
+           BASE_TESTS),
+    Mutant("statesource/checkpointing/incremental.py",
+           "                if not state.declaration.same_types(declaration):",
+           "                if False:", BASE_TESTS),
+    # the driver-side steps
+    Mutant("statesource/spark/driver.py", "    if not token.isalnum():", "    if not token:",
+           DRIVER_TESTS),
+    Mutant("statesource/spark/driver.py", "    os.unlink(path)\n", "", DRIVER_TESTS),
+    Mutant("statesource/spark/driver.py", "        return pickle.dumps((False, error))",
+           "        return pickle.dumps((True, error))", DRIVER_TESTS),
+    Mutant("statesource/spark/driver.py",
+           "    if isinstance(result, _ResultBytes):\n        return bytes(result)\n", "",
+           DRIVER_TESTS),
+    Mutant("statesource/spark/driver.py",
+           "    os.makedirs(directory, mode=0o700, exist_ok=True)",
+           "    os.makedirs(directory, exist_ok=True)", DRIVER_TESTS),
+    Mutant("statesource/spark/driver.py", "    if not text:\n", "    if text is None:\n",
+           DRIVER_TESTS),
+    Mutant("statesource/spark/driver.py", "    if not succeeded:\n        raise value",
+           "    if False:\n        raise value", DRIVER_TESTS),
 ]
 
 
-def run(mutant: Mutant) -> tuple[bool, float]:
-    """Plant ``mutant``, run its tests, restore; returns (killed, seconds)."""
+def run(mutant: Mutant) -> tuple[bool | None, float]:
+    """Plant ``mutant``, run its tests, restore; returns (killed, seconds), killed None for
+    a stale mutant (its snippet does not occur exactly once)."""
     path = REPO / mutant.module
     source = path.read_text()
     if source.count(mutant.original) != 1:
-        raise SystemExit(f"{mutant.module}: the snippet occurs {source.count(mutant.original)}"
-                         f" times, not once:\n{mutant.original}")
+        return None, 0.0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO), str(REPO / "statesource" / "spark" / "autoload")])}
     command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                *mutant.tests]
     if mutant.k:
         command += ["-k", mutant.k]
+    missing = [test for test in mutant.tests if not (REPO / test).exists()]
+    if missing:
+        raise SystemExit(f"{mutant.module}: no test file {', '.join(missing)}")
     started = time.monotonic()
     try:
         path.write_text(source.replace(mutant.original, mutant.mutated))
         done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
                               timeout=TIMEOUT_SECONDS, check=False)
+        if done.returncode in _NOT_RUN:  # a usage error or no test selected: no verdict
+            raise SystemExit(f"{mutant.module}: pytest exited {done.returncode}, running no"
+                             f" test:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
         killed = done.returncode != 0
     except subprocess.TimeoutExpired:
         killed = True
@@ -174,22 +372,32 @@ def run(mutant: Mutant) -> tuple[bool, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="run the mutants whose module contains this")
+    parser.add_argument("--start", type=int, default=1,
+                        help="run the mutants from this position of the list (1-based)")
     args = parser.parse_args()
-    mutants = [m for m in MUTANTS if args.only is None or args.only in m.module]
-    survivors = []
+    mutants = [m for m in MUTANTS[args.start - 1:]
+               if args.only is None or args.only in m.module]
+    survivors, stale = [], []
     for index, mutant in enumerate(mutants, 1):
         killed, seconds = run(mutant)
         shown = mutant.mutated.strip().splitlines()
         first_line = shown[0] if shown else "(removed)"
-        print(f"[{index}/{len(mutants)}] {'killed ' if killed else 'SURVIVED'} {seconds:5.0f}s"
+        verdict = "stale   " if killed is None else "killed  " if killed else "SURVIVED"
+        print(f"[{index}/{len(mutants)}] {verdict} {seconds:5.0f}s"
               f" {mutant.module}: {first_line[:70]}", flush=True)
-        if not killed:
+        if killed is None:
+            stale.append(mutant)
+        elif not killed:
             survivors.append(mutant)
-    killed_count = len(mutants) - len(survivors)
-    print(f"killed {killed_count} of {len(mutants)} ({100 * killed_count / len(mutants):.0f}%)")
+    ran = len(mutants) - len(stale)
+    killed_count = ran - len(survivors)
+    print(f"killed {killed_count} of {ran} ({100 * killed_count / max(ran, 1):.0f}%)"
+          + (f"; {len(stale)} stale" if stale else ""))
     for mutant in survivors:
         print(f"survivor: {mutant.module}: {mutant.original.strip()!r}"
               f" -> {mutant.mutated.strip()!r}")
+    for mutant in stale:
+        print(f"stale: {mutant.module}: {mutant.original.strip()!r}")
     return 0
 
 

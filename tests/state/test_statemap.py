@@ -730,7 +730,7 @@ def test_release_on_another_thread():
     assert m.snapshot_versions == frozenset() and m.highest_required_snapshot_version == 0
 
 
-def test_peek_many_finds_what_peek_finds_also_mid_rehash():
+def test_changed_entries_finds_what_peek_finds_also_mid_rehash():
     state_map = CopyOnWriteStateMap(capacity=4)
     seen_rehash = False
     for i in range(3000):
@@ -740,5 +740,7 @@ def test_peek_many_finds_what_peek_finds_also_mid_rehash():
         if i % 50 == 0:
             seen_rehash |= state_map._new_table is not None
             wanted = [(k, k % 3) for k in range(0, i + 5, 3)] + [(k, 9) for k in range(5)]
-            assert state_map.peek_many(wanted) == [state_map.peek(k, n) for k, n in wanted]
+            priors = {entry: ("prior", entry) for entry in wanted}
+            assert state_map.changed_entries(priors) == tuple(
+                (k, n, state_map.peek(k, n), ("prior", (k, n))) for k, n in wanted)
     assert seen_rehash

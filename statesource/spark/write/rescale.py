@@ -31,7 +31,7 @@ from statesource.format.commit import CheckpointInfo
 from statesource.format.metadata import DataFile, KeyedStateMeta, OperatorMeta
 from statesource.format.source import FLINK
 from statesource.format.storage import Location, resolve
-from statesource.format.target import CheckpointStateSink, remove_files
+from statesource.format.target import CheckpointStateSink, missing_files, remove_files
 from statesource.keygroups import check_max_parallelism
 from statesource.model import Progress
 from statesource.rescale import (
@@ -43,6 +43,7 @@ from statesource.rescale import (
 from statesource.skew import Distribution, describe_per_subtask
 from statesource.sources import kind_of
 from statesource.spark.driver import call_on_driver, commit_on_driver
+from statesource.spark.executor import check_written_visible
 from statesource.spark.schema import OPERATOR_INDEX
 from statesource.spark.write.plan import StateWrite
 from statesource.spark.write.rewrite import state_meta
@@ -156,6 +157,7 @@ def commit_re_keyed(target: RescaleTarget, keyed: dict[str, tuple[KeyedStateMeta
             operator_states=operator_states, max_parallelism=max_parallelism)
 
     try:
+        check_written_visible(functools.partial(missing_files, target.root), written)
         info, _ = commit_rescaled(target, rescale)
     except BaseException:
         remove_files(target.root, written)

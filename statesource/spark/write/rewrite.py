@@ -37,7 +37,7 @@ from statesource.format.target import SnapshotTarget
 from statesource.model import StateDeclaration
 from statesource.sources import open_target as target_of
 from statesource.spark.driver import call_on_driver, commit_on_driver
-from statesource.spark.executor import restated
+from statesource.spark.executor import check_written_visible, restated
 from statesource.spark.options import CHECKPOINT_OPTIONS, WriteOptions, parse_write_options
 from statesource.spark.write.plan import StateWrite, plan_state
 from statesource.spark.write.shuffle import write_state_files
@@ -219,6 +219,7 @@ def publish_staged(target: SnapshotTarget, written: list[DataFile], unused: list
     """On the driver: remove superseded files, publish; on failure remove what was written."""
     target.remove(unused)
     try:
+        check_written_visible(target.missing, written)
         return target.publish()
     except BaseException:
         target.remove(written)
