@@ -24,33 +24,26 @@ def write_state(root: Path, base: int, checkpoint_id: int) -> str:
             "print('published', info.checkpoint_id)\n")
 
 
-def test_write_state_paused_at_publish_survives_retain(root, tmp_path):
-    writer = Paused(tmp_path / "hook", PUBLISH, write_state(root, 1, 4))
+def test_two_write_states_of_one_id_paused_at_publish_survive_retain_and_one_wins(
+        root, tmp_path):
+    """Two Spark drivers write checkpoint 4 from bases 1 and 2 and pause at the publish, in
+    the drivers' Python workers; ``retain --keep 1`` runs meanwhile and must spare the files
+    they reference. Resumed, exactly one publishes, and the other is told why."""
+    writers = [Paused(tmp_path / f"hook{base}", PUBLISH, write_state(root, base, 4))
+               for base in (1, 2)]
     retain(root, "--keep", "1")
-    done = writer.resume()
-    assert done.returncode == 0 and "published 4" in done.stdout, done.stderr
-    assert verify_all(root) == [3, 4]
-    retain(root, "--keep", "2")
-    assert files_on_disk(root) == referenced(root)
-
-
-def test_two_write_states_of_one_id_one_wins(root, tmp_path):
-    writers = [Paused(tmp_path / f"hook{base}", PUBLISH, write_state(root, base, 9))
-               for base in (2, 3)]
     results = [writer.resume() for writer in writers]
-    assert sorted(r.returncode for r in results) == [0, 1]
-    loser = next(r for r in results if r.returncode)
-    assert "CheckpointExistsError" in loser.stderr
-    assert verify_all(root) == [1, 2, 3, 9]
-    retain(root, "--keep", "4", "--older-than", "0s")
+    assert sorted(r.returncode for r in results) == [0, 1], [r.stderr for r in results]
+    assert "published 4" in next(r for r in results if not r.returncode).stdout
+    assert "CheckpointExistsError" in next(r for r in results if r.returncode).stderr
+    assert verify_all(root) == [3, 4]
+    retain(root, "--keep", "2", "--older-than", "0s")
     assert files_on_disk(root) == referenced(root)
 
 
-@pytest.mark.parametrize(("command", "point"), [
-    ("write_state", PUBLISH),
-    ("write_state", "os:link"),
-    ("max-parallelism", PUBLISH),
-    ("max-parallelism", "statesource.format.pins:Pin.release"),
+@pytest.mark.parametrize(("command", "point"), [  # every step between: test_retain_races.py
+    ("write_state", "os:link"),  # the last step before the checkpoint is visible
+    ("max-parallelism", "statesource.format.pins:Pin.release"),  # the first one after
 ])
 def test_kill_9_of_a_spark_writer_at_a_publish_step(root, tmp_path, command, point):
     code = (write_state(root, 3, 4) if command == "write_state"
