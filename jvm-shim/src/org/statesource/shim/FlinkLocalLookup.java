@@ -4,8 +4,11 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
+import java.util.stream.IntStream;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.read.LocalScan;
@@ -111,16 +114,12 @@ final class FlinkLocalLookup implements LocalScan {
   /** The plan's entries of the key groups the first filter's keys hash to, ascending. */
   private static int[] entries(ReadPlan plan, Object[][] keys) {
     Object[] first = Arrays.stream(keys).filter(Objects::nonNull).findFirst().orElseThrow();
-    List<Integer> found = new ArrayList<>();
-    for (int entry = 0; entry < plan.keyGroup.length; entry++) {
-      for (Object key : first) {
-        if (plan.keyGroup[entry] == FlinkKeyGroups.keyGroup(key, plan.maxParallelism)) {
-          found.add(entry);
-          break;
-        }
-      }
+    Set<Integer> groups = new HashSet<>();
+    for (Object key : first) {
+      groups.add(FlinkKeyGroups.keyGroup(key, plan.maxParallelism));
     }
-    return found.stream().mapToInt(Integer::intValue).toArray();
+    return IntStream.range(0, plan.keyGroup.length)
+        .filter(entry -> groups.contains(plan.keyGroup[entry])).toArray();
   }
 
   @Override
