@@ -61,7 +61,8 @@ def export_savepoint(root: Path, entries: dict[str, tuple]) -> Path:
 
 def corrupted_copy(source: Path, target: Path, at: float, data: bytes) -> Path:
     """A copy of ``source`` with ``data`` written over the key groups of one keyed-state
-    file (past its header, which both decoders share), at a place ``at`` picks."""
+    file (past its header, which both decoders share), at a place ``at`` picks; the ids of the
+    operators whose state that file holds are listed beside the copy (:func:`damaged`)."""
     snapshot = FlinkSnapshot.open(str(source))
     handles = sorted({snapshot.file_location(h.stream).path: h for op in snapshot.operators
                       for h in snapshot.keyed_handles(op) if h.stream.inline is None}.items())
@@ -73,4 +74,16 @@ def corrupted_copy(source: Path, target: Path, at: float, data: bytes) -> Path:
     offset = start + int(at * 99991) % (len(raw) - start)
     raw[offset:offset + len(data)] = data
     victim.write_bytes(bytes(raw[:len(victim.read_bytes())]))
+    _damaged_list(target).write_text("\n".join(
+        op.operator_id for op in snapshot.operators for h in snapshot.keyed_handles(op)
+        if h.stream.inline is None and snapshot.file_location(h.stream).path == path))
     return target
+
+
+def _damaged_list(copy: Path) -> Path:
+    return copy.with_name(copy.name + ".damaged")
+
+
+def damaged(copy: Path) -> set[str]:
+    """The operators whose state :func:`corrupted_copy` damaged in ``copy``."""
+    return set(_damaged_list(copy).read_text().split())

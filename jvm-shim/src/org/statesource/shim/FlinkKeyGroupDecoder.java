@@ -1,7 +1,11 @@
 package org.statesource.shim;
 
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 
@@ -25,86 +29,148 @@ final class FlinkKeyGroupDecoder {
   private final Set<ByteBuffer> userKeys = new HashSet<>();
   /** Where the last key read ended (with its length, where one follows it). */
   private int keyEnd;
+  /** Where the parts of the last pair checked lie, and whether it is its state's last. */
+  private int pairKey;
+  private int pairKeyEnd;
+  private int pairValue;
+  private boolean lastOfState;
 
   FlinkKeyGroupDecoder(FlinkStatePlan plan) {
     this.plan = plan;
   }
 
   /**
-   * Appends the state's rows of the key group in {@code data[0, size)} to {@code out} (key,
-   * namespace, the value columns, the TTL timestamp; null: not wanted); how many.
+   * Fills the empty {@code out} (key, namespace, the value columns, the TTL timestamp; null:
+   * not wanted) with the state's rows of the key group in {@code data[0, size)}; how many.
    */
   int decode(byte[] data, int size, int keyGroup, WritableColumnVector[] out) {
     FlinkCursor frame = new FlinkCursor(data).at(0, size);
-    FlinkCursor keys = new FlinkCursor(data);
-    FlinkCursor values = new FlinkCursor(data);
-    entries.clear();
-    ByteBuffer lastEntry = null;
-    int rows = 0;
-    int prefix = plan.prefixBytes;
     int stateId = frame.i16() & 0xFFFF;
     while (stateId != END_OF_KEY_GROUP) {
       if (stateId >= plan.states) {
         throw new FlinkDataException("unknown state id " + stateId, frame.pos - 2);
       }
-      boolean wanted = stateId == plan.stateId;
+      if (stateId == plan.stateId) {
+        return wantedSection(data, size, keyGroup, frame.pos, out);
+      }
       int pos = frame.pos;
-      while (true) {
-        long keyStart = pos + 4L;
-        if (keyStart > size) {
-          throw new FlinkDataException("truncated: no room for a key length", pos);
-        }
-        int keyLength = FlinkCursor.intAt(data, pos);
-        long valueAt = keyStart + keyLength;
-        if (keyLength < prefix || valueAt + 4 > size) {
-          throw new FlinkDataException("invalid key length " + keyLength, pos);
-        }
-        long valueStart = valueAt + 4;
-        int valueLength = FlinkCursor.intAt(data, (int) valueAt);
-        long end = valueStart + valueLength;
-        if (valueLength < 0 || end > size) {
-          throw new FlinkDataException("invalid value length " + valueLength, (int) valueAt);
-        }
-        int first = data[(int) keyStart] & 0xFF;
-        int found = first & 0x7F;
-        if (prefix == 2) {
-          found = (found << 8) | (data[(int) keyStart + 1] & 0xFF);
-        }
-        if (found != keyGroup) {
-          throw new FlinkDataException("entry of key group " + found + " in key group "
-              + keyGroup, (int) keyStart);
-        }
-        if (wanted) {
-          keys.at((int) keyStart + prefix, (int) valueAt);
-          values.at((int) valueStart, (int) end);
-          if (plan.kind == FlinkStatePlan.MAP) {
-            lastEntry = mapPair(keys, values, out, lastEntry);
-            rows++;
-          } else if (plan.kind == FlinkStatePlan.TIMER) {
-            timerPair(keys, values, out);
-            rows++;
-          } else if (plan.kind == FlinkStatePlan.LIST) {
-            rows += listPair(keys, values, out);
-          } else {
-            valuePair(keys, values, out);
-            rows++;
-          }
-        }
-        pos = (int) end;
-        if ((first & META_DATA_FOLLOWS) != 0) {
-          break;
-        }
-      }
-      if (wanted) {
-        return rows;
-      }
+      do {
+        pos = pairAt(data, pos, size, keyGroup);
+      } while (!lastOfState);
       frame.pos = pos;
       stateId = frame.i16() & 0xFFFF;
     }
     if (frame.pos != size) {
       throw new FlinkDataException("bytes after the end of the key group", frame.pos);
     }
+    return 0;
+  }
+
+  private int wantedSection(byte[] data, int size, int keyGroup, int start,
+      WritableColumnVector[] out) {
+    FlinkCursor keys = new FlinkCursor(data);
+    FlinkCursor values = new FlinkCursor(data);
+    entries.clear();
+    ByteBuffer lastEntry = null;
+    int rows = 0;
+    int pos = start;
+    do {
+      pos = pairAt(data, pos, size, keyGroup);
+      keys.at(pairKey + plan.prefixBytes, pairKeyEnd);
+      values.at(pairValue, pos);
+      if (plan.kind == FlinkStatePlan.MAP) {
+        lastEntry = mapPair(keys, values, out, lastEntry);
+        if (lastEntry == null) {
+          for (WritableColumnVector column : out) {
+            if (column != null) {
+              column.reset();
+            }
+          }
+          return gathered(data, size, keyGroup, start, out);
+        }
+        rows++;
+      } else if (plan.kind == FlinkStatePlan.TIMER) {
+        timerPair(keys, values, out);
+        rows++;
+      } else if (plan.kind == FlinkStatePlan.LIST) {
+        rows += listPair(keys, values, out);
+      } else {
+        valuePair(keys, values, out);
+        rows++;
+      }
+    } while (!lastOfState);
     return rows;
+  }
+
+  /**
+   * A map state whose pairs of one entry lie apart (no Flink writes them so, yet its restore
+   * would put them in one map): its rows entry by entry, in the order the entries first occur
+   * and each entry's pairs in file order, as the per-value decoder gathers them.
+   */
+  private int gathered(byte[] data, int size, int keyGroup, int start,
+      WritableColumnVector[] out) {
+    FlinkCursor keys = new FlinkCursor(data);
+    Map<ByteBuffer, List<Integer>> pairsOfEntry = new LinkedHashMap<>();
+    int pos = start;
+    do {
+      int pair = pos;
+      pos = pairAt(data, pos, size, keyGroup);
+      keys.at(pairKey + plan.prefixBytes, pairKeyEnd);
+      int entryStart = keys.pos;
+      keyAndNamespace(keys, null, null);
+      int entryEnd = plan.namespace.isVoid() ? keyEnd : keys.pos;
+      pairsOfEntry.computeIfAbsent(ByteBuffer.wrap(data, entryStart, entryEnd - entryStart)
+          .slice(), entry -> new ArrayList<>()).add(pair);
+    } while (!lastOfState);
+    FlinkCursor values = new FlinkCursor(data);
+    entries.clear();
+    ByteBuffer lastEntry = null;
+    int rows = 0;
+    for (List<Integer> pairs : pairsOfEntry.values()) {
+      for (int pair : pairs) {
+        int end = pairAt(data, pair, size, keyGroup);
+        keys.at(pairKey + plan.prefixBytes, pairKeyEnd);
+        values.at(pairValue, end);
+        lastEntry = mapPair(keys, values, out, lastEntry);
+        rows++;
+      }
+    }
+    return rows;
+  }
+
+  /**
+   * Checks the pair at {@code pos} (lengths inside the key group, the key's key-group prefix)
+   * and notes where its parts lie; where it ends.
+   */
+  private int pairAt(byte[] data, int pos, int size, int keyGroup) {
+    long start = pos + 4L;
+    if (start > size) {
+      throw new FlinkDataException("truncated: no room for a key length", pos);
+    }
+    int keyLength = FlinkCursor.intAt(data, pos);
+    long keyEndsAt = start + keyLength;
+    if (keyLength < plan.prefixBytes || keyEndsAt + 4 > size) {
+      throw new FlinkDataException("invalid key length " + keyLength, pos);
+    }
+    int valueLength = FlinkCursor.intAt(data, (int) keyEndsAt);
+    long end = keyEndsAt + 4 + valueLength;
+    if (valueLength < 0 || end > size) {
+      throw new FlinkDataException("invalid value length " + valueLength, (int) keyEndsAt);
+    }
+    int first = data[(int) start] & 0xFF;
+    int found = first & 0x7F;
+    if (plan.prefixBytes == 2) {
+      found = (found << 8) | (data[(int) start + 1] & 0xFF);
+    }
+    if (found != keyGroup) {
+      throw new FlinkDataException("entry of key group " + found + " in key group "
+          + keyGroup, (int) start);
+    }
+    pairKey = (int) start;
+    pairKeyEnd = (int) keyEndsAt;
+    pairValue = pairKeyEnd + 4;
+    lastOfState = (first & META_DATA_FOLLOWS) != 0;
+    return (int) end;
   }
 
   /** Key and namespace (each followed by its length where both vary in size). */
@@ -175,9 +241,8 @@ final class FlinkKeyGroupDecoder {
 
   /**
    * One user key and its value (a null flag first; after a null, Flink still writes the null,
-   * which is skipped). Where the per-value decoder would gather the pairs of one entry that lie
-   * apart into one map, this reader refuses instead; a user key repeated within an entry is
-   * refused by both.
+   * which is skipped); the pair's entry, or null where that entry's pairs lie apart (nothing
+   * appended). A user key repeated within an entry is refused, as the per-value decoder does.
    */
   private ByteBuffer mapPair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out,
       ByteBuffer lastEntry) {
@@ -187,9 +252,7 @@ final class FlinkKeyGroupDecoder {
     ByteBuffer entry = ByteBuffer.wrap(keys.data, keyStart, entryEnd - keyStart).slice();
     if (!entry.equals(lastEntry)) {
       if (!entries.add(entry)) {
-        throw new FlinkDataException("state '" + plan.stateName + "': the pairs of one map"
-            + " entry lie apart (not as Flink writes them); the JVM reader does not gather them:"
-            + " read this state with format('flinkstate-python')", keyStart);
+        return null;
       }
       userKeys.clear();
     }
