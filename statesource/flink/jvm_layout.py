@@ -1,14 +1,17 @@
 """What the JVM reader needs to decode a keyed state of a Flink savepoint itself.
 
-The JVM shim decodes canonical key groups straight into Spark's column vectors
+The JVM shim decodes key groups straight into Spark's column vectors
 (jvm-shim/.../FlinkKeyGroupReader.java). Everything else stays here: the
 metadata, the serializer snapshots and which of them the shim can decode are
 interpreted by the same column decoders the Python fast path uses
 (:func:`~statesource.flink.columnar.state_decoder`), and each decoder becomes
 a compact type descriptor (FlinkValueDecoder.java reads it), for keyed and
-timer states alike. A state those decoders do not take, a native snapshot or
-checkpoint, or state stored inline in ``_metadata`` gets a reason instead, and the Python reader
-reads it.
+timer states alike. Native snapshots and checkpoints (the heap backend's own
+layout) carry every state's descriptors, since nothing delimits a value there
+and a key group is walked through each section before the wanted one. A state
+those decoders do not take (in a native snapshot, also one whose section comes
+before it), or state stored inline in ``_metadata``, gets a reason instead, and
+the Python reader reads it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from statesource.flink.columnar import StateColumns, Ttl
+from statesource.flink.header import StateInfo
+from statesource.flink.metadata import OperatorSnapshot
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.vectors import (
     Bytes,
@@ -55,7 +60,7 @@ class KeyGroupRange:
 
 @dataclass(frozen=True)
 class JvmLayout:
-    """One keyed state of a canonical savepoint as the shim decodes it."""
+    """One keyed state of a Flink snapshot as the shim decodes it."""
 
     state: dict[str, Any]
     """The plan's ``flink`` part (FlinkStatePlan.java)."""
@@ -74,18 +79,18 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
         return f"operator {op.label!r} has no keyed state"
     info = snapshot.keyed_state_info(op, state)
     handles = snapshot.keyed_handles(op)
-    if not all(h.savepoint for h in handles):
-        return "native snapshots and checkpoints are decoded by the Python source"
     if any(h.stream.inline is not None for h in handles):
         return "state stored inline in _metadata is decoded by the Python source"
-    columns = checkpoint.column_decoder(op, info)
-    if columns is None:
-        return f"state {info.name!r} has serializers the column decoders do not take"
+    native = not all(h.savepoint for h in handles)
+    if native and any(h.savepoint for h in handles):
+        return "the operator's key groups mix the canonical and the native layout"
+    common = {"compressed": header.compressed, "states": len(header.states)}
     try:
-        described = _state(columns)
+        described = {**_described(checkpoint, op, info), **common, "native": native}
+        if native:
+            described["sections"] = _sections(checkpoint, op, info, common)
     except NotForJvm as reason:
-        return f"state {info.name!r}: {reason}"
-    described.update(compressed=header.compressed, states=len(header.states))
+        return str(reason)
     files: list[tuple[str, str, int]] = []
     index: dict[str, int] = {}
     ranges = []
@@ -100,6 +105,36 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
         ranges.append(KeyGroupRange(piece.key_group, index[name], piece.begin,
                                     piece.end - piece.begin))
     return JvmLayout(described, files, ranges)
+
+
+def _sections(checkpoint: FlinkCheckpoint, op: OperatorSnapshot, wanted: StateInfo,
+              common: dict[str, Any]) -> list[dict[str, Any] | None]:
+    """Every state's descriptors, by state id: nothing delimits a native value, so a key
+    group is walked through each section before the wanted one, and Flink writes them in
+    state-id order (a state after the wanted one the shim cannot pass is None)."""
+    header = checkpoint.snapshot.header(op)
+    assert header is not None
+    sections: list[dict[str, Any] | None] = []
+    for other in header.states:
+        try:
+            sections.append({**_described(checkpoint, op, other), **common})
+        except NotForJvm as reason:
+            if other.state_id < wanted.state_id:
+                raise NotForJvm(f"{reason}, and its section precedes {wanted.name!r}'s in"
+                                " every native key group") from None
+            sections.append(None)
+    return sections
+
+
+def _described(checkpoint: FlinkCheckpoint, op: OperatorSnapshot, info: StateInfo
+               ) -> dict[str, Any]:
+    columns = checkpoint.column_decoder(op, info)
+    if columns is None:
+        raise NotForJvm(f"state {info.name!r} has serializers the column decoders do not take")
+    try:
+        return _state(columns)
+    except NotForJvm as reason:
+        raise NotForJvm(f"state {info.name!r}: {reason}") from None
 
 
 def _state(columns: StateColumns) -> dict[str, Any]:

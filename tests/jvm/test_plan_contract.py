@@ -130,19 +130,27 @@ def test_java_reads_every_field_python_writes(read_in_java, root, options):
 
 FLINK_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 FLINK_PLANS = {
-    "Flink POJO values": ("types", dict(operator="typed", state="point_pojo")),
-    "Flink Snappy, TimeWindow, Tuple key": ("mp128-snappy",
+    "Flink POJO values": ("types/canonical", dict(operator="typed", state="point_pojo")),
+    "Flink Snappy, TimeWindow, Tuple key": ("mp128-snappy/canonical",
                                             dict(operator="windows", state="window-contents")),
-    "Flink TTL map": ("encoding", dict(operator="edges", state="ttl_map")),
-    "Flink Row values": ("encoding", dict(operator="edges", state="rows")),
+    "Flink TTL map": ("encoding/canonical", dict(operator="edges", state="ttl_map")),
+    "Flink Row values": ("encoding/canonical", dict(operator="edges", state="rows")),
+    "Flink native, every state's section": ("encoding/native",
+                                            dict(operator="edges", state="ttl_map")),
+    "Flink native Snappy timers": ("mp128-snappy/native",
+                                   dict(operator="windows",
+                                        state="_timer_state/event_window-timers")),
 }
 
 
-@pytest.mark.parametrize(("variant", "options"), FLINK_PLANS.values(), ids=list(FLINK_PLANS))
-def test_java_reads_every_field_of_a_flink_plan(read_in_java, variant, options):
-    text = wire_plan(path=str(FLINK_FIXTURES / variant / "canonical"), **options)
+@pytest.mark.parametrize(("snapshot", "options"), FLINK_PLANS.values(), ids=list(FLINK_PLANS))
+def test_java_reads_every_field_of_a_flink_plan(read_in_java, snapshot, options):
+    text = wire_plan(path=str(FLINK_FIXTURES / snapshot), **options)
     plan = json.loads(text)
     assert plan["servable"] is True and plan["flink"]["stateName"] == options["state"]
+    assert plan["flink"]["native"] == snapshot.endswith("native")
+    assert len(plan["flink"].get("sections", ())) == (
+        plan["flink"]["states"] if plan["flink"]["native"] else 0)
     [answer] = read_in_java(text)
     assert "refused" not in answer, answer["refused"]
     assert answer["plan"]["flink"] == plan["flink"]

@@ -9,14 +9,14 @@ confined data files, each key group's byte range, CRC-32 and row count, the
 partition slices) travels back as metadata of the schema's first field; the
 JVM then reads the byte ranges itself and returns Arrow columnar batches.
 
-A keyed state of a Flink savepoint is planned as its canonical key groups' byte
-ranges and a type descriptor per column (:mod:`statesource.flink.jvm_layout`):
-the JVM decodes Flink's bytes itself, straight into Spark's column vectors.
+A keyed or timer state of a Flink savepoint or checkpoint is planned as its key
+groups' byte ranges and a type descriptor per column
+(:mod:`statesource.flink.jvm_layout`): the JVM decodes Flink's bytes itself,
+straight into Spark's column vectors.
 
-A request the JVM reader does not serve (a native Flink snapshot or checkpoint,
-serializers its decoders lack, a timer or operator state, the change feed, a
-remote filesystem, nested collections, Arrow types Spark's ArrowColumnVector
-lacks) is planned as
+A request the JVM reader does not serve (serializers its decoders lack, operator
+state, the change feed, a remote filesystem, nested collections, Arrow types
+Spark's ArrowColumnVector lacks) is planned as
 ``servable: false`` with a reason, and the provider hands it to this Python
 source unchanged.
 
@@ -59,7 +59,7 @@ PYTHON_SOURCE_NAME = "flinkstate-python"
 PLAN_OPTION = "statesource.jvmplan"
 """Set (to anything) by the JVM provider to ask for a plan; Spark lower-cases option keys."""
 PLAN_METADATA = "statesource.jvmPlan"
-PLAN_VERSION = 2
+PLAN_VERSION = 3
 """The version of the plan's JSON; ReadPlan.VERSION in the shim reads this version only."""
 
 

@@ -24,6 +24,9 @@ final class FlinkKeyGroupDecoder {
   private static final int META_DATA_FOLLOWS = 0x80;
   private static final byte LIST_DELIMITER = ',';
 
+  /** Where a section passed over goes: nowhere. */
+  private static final WritableColumnVector[] PASSED = new WritableColumnVector[5];
+
   private final FlinkStatePlan plan;
   private final Set<ByteBuffer> entries = new HashSet<>();
   private final Set<ByteBuffer> userKeys = new HashSet<>();
@@ -100,6 +103,131 @@ final class FlinkKeyGroupDecoder {
       }
     } while (!lastOfState);
     return rows;
+  }
+
+  /**
+   * Fills the empty {@code out} with the state's rows of the native key group whose sections
+   * are {@code data[start, size)}; how many. Each section is a state id, an entry count and
+   * the entries, (namespace, key, value) with the state's own serializers (a timer: the
+   * timestamp, key and namespace); nothing delimits a value, so every section before the
+   * wanted one is decoded to be passed, checked as the per-value decoder checks it.
+   */
+  int decodeNative(byte[] data, int start, int size, WritableColumnVector[] out) {
+    FlinkCursor in = new FlinkCursor(data).at(start, size);
+    FlinkCursor again = new FlinkCursor(data).at(start, size);
+    while (!in.atEnd()) {
+      int at = in.pos;
+      int stateId = in.i16() & 0xFFFF;
+      if (stateId >= plan.states) {
+        throw new FlinkDataException("unknown state id " + stateId, at);
+      }
+      boolean wanted = stateId == plan.stateId;
+      FlinkStatePlan section = plan.sections[stateId];
+      if (section == null) {
+        throw new FlinkDataException("state id " + stateId + ", whose values the JVM reader"
+            + " cannot pass, comes before state id " + plan.stateId + " (not as Flink writes"
+            + " them)", at);
+      }
+      WritableColumnVector[] into = wanted ? out : PASSED;
+      int entries = count(in, "entry count");
+      int rows = 0;
+      for (int i = 0; i < entries; i++) {
+        rows += nativeEntry(section, in, again, into);
+      }
+      if (wanted) {
+        return rows;
+      }
+    }
+    return 0;
+  }
+
+  /** One native entry's rows: a list's one per element, a map's one per user key. */
+  private int nativeEntry(FlinkStatePlan section, FlinkCursor in, FlinkCursor again,
+      WritableColumnVector[] out) {
+    if (section.kind == FlinkStatePlan.TIMER) {
+      long timestamp = in.i64() ^ Long.MIN_VALUE;
+      section.key.read(in, out[0]);
+      section.namespace.read(in, out[1]);
+      if (out[2] != null) {
+        out[2].appendLong(timestamp);
+      }
+      return 1;
+    }
+    int entry = in.pos;
+    if (section.kind == FlinkStatePlan.VALUE) {
+      section.namespace.read(in, out[1]);
+      section.key.read(in, out[0]);
+      if (section.ttl) {
+        ttl(in, out[3]);
+      }
+      section.value.read(in, out[2]);
+      return 1;
+    }
+    section.namespace.read(in, null);
+    section.key.read(in, null);
+    boolean list = section.kind == FlinkStatePlan.LIST;
+    int items = count(in, list ? "list length" : "map size");
+    userKeys.clear();
+    for (int i = 0; i < items; i++) {
+      if (out[0] != null || out[1] != null) {
+        again.pos = entry;
+        section.namespace.read(again, out[1]);
+        section.key.read(again, out[0]);
+      }
+      if (list) {
+        if (section.ttl) {
+          ttl(in, out[3]);
+        }
+        section.value.read(in, out[2]);
+      } else {
+        nativeMapPair(section, in, out);
+      }
+    }
+    return items;
+  }
+
+  /** A native map's user key (refused where it repeats), null flag and value. */
+  private void nativeMapPair(FlinkStatePlan section, FlinkCursor in,
+      WritableColumnVector[] out) {
+    int userKey = in.pos;
+    section.userKey.read(in, out[2]);
+    if (!userKeys.add(ByteBuffer.wrap(in.data, userKey, in.pos - userKey).slice())) {
+      throw new FlinkDataException("state '" + section.stateName + "': duplicate user key in"
+          + " one map", userKey);
+    }
+    mapValue(section, in, out);
+  }
+
+  /**
+   * A map value after its null flag (columns 3 and 4 of {@code out}: the value and its TTL
+   * timestamp); whether it was null (in a canonical pair, Flink's null follows, unread).
+   */
+  private static boolean mapValue(FlinkStatePlan section, FlinkCursor in,
+      WritableColumnVector[] out) {
+    if (in.bool()) {
+      if (out[3] != null) {
+        FlinkValueDecoder.appendNull(out[3]);
+      }
+      if (section.ttl && out[4] != null) {
+        out[4].appendNull();
+      }
+      return true;
+    }
+    if (section.ttl) {
+      ttl(in, out[4]);
+    }
+    section.value.read(in, out[3]);
+    return false;
+  }
+
+  /** A non-negative int count, at most what is left (each item at least a byte). */
+  private static int count(FlinkCursor in, String what) {
+    int at = in.pos;
+    int value = in.i32();
+    if (value < 0 || value > in.limit - in.pos) {
+      throw new FlinkDataException("invalid " + what + " " + value, at);
+    }
+    return value;
   }
 
   /**
@@ -263,19 +391,8 @@ final class FlinkKeyGroupDecoder {
       throw new FlinkDataException("state '" + plan.stateName + "': duplicate user key in one"
           + " map entry", userKeyStart);
     }
-    if (values.bool()) {
+    if (mapValue(plan, values, out)) {
       values.pos = values.limit;
-      if (out[3] != null) {
-        FlinkValueDecoder.appendNull(out[3]);
-      }
-      if (plan.ttl && out[4] != null) {
-        out[4].appendNull();
-      }
-    } else {
-      if (plan.ttl) {
-        ttl(values, out[4]);
-      }
-      plan.value.read(values, out[3]);
     }
     checkEnds(keys, values, keyStart);
     return entry;

@@ -106,20 +106,38 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
     }
     int length = read(entry);
     byte[] data = buffer;
+    int start = state.nativeFormat ? nativeStart(entry, length) : 0;
     int size = length;
     if (state.compressed) {
       try {
-        data = FlinkSnappy.unframe(buffer, length, unframed);
+        data = FlinkSnappy.unframe(buffer, start, length, unframed);
       } catch (FlinkDataException fault) {
         throw refused(entry, fault, false);
       }
+      start = 0;
       size = unframed[0];
     }
     try {
-      return decoder.decode(data, size, plan.keyGroup[entry], slots);
+      return state.nativeFormat ? decoder.decodeNative(data, start, size, slots)
+          : decoder.decode(data, size, plan.keyGroup[entry], slots);
     } catch (FlinkDataException fault) {
       throw refused(entry, fault, state.compressed);
     }
+  }
+
+  /**
+   * Where a native key group's sections begin: past its id, which must be the plan's (swapped
+   * offsets would decode under the wrong key group).
+   */
+  private int nativeStart(int entry, int length) {
+    int expected = plan.keyGroup[entry];
+    if (length < 4 || FlinkCursor.intAt(buffer, 0) != expected) {
+      String found = length < 4 ? "no room for its id" : "found "
+          + FlinkCursor.intAt(buffer, 0);
+      throw refused(entry, new FlinkDataException("expected key group " + expected + ", "
+          + found, 0), false);
+    }
+    return 4;
   }
 
   /** The key group's bytes into {@link #buffer}; their count. */

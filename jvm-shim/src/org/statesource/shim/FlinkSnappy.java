@@ -21,11 +21,11 @@ final class FlinkSnappy {
   private FlinkSnappy() {
   }
 
-  /** The uncompressed bytes of every stream in {@code data[0, length)}, and their count. */
-  static byte[] unframe(byte[] data, int length, int[] size) {
+  /** The uncompressed bytes of every stream in {@code data[start, length)}, and their count. */
+  static byte[] unframe(byte[] data, int start, int length, int[] size) {
     byte[] out = new byte[Math.max(16, length * 2)];
     int written = 0;
-    int pos = 0;
+    int pos = start;
     CRC32C crc = new CRC32C();
     while (pos < length) {
       if (pos + 4 > length) {

@@ -2,12 +2,13 @@ package org.statesource.shim;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.Serializable;
 
 /**
- * The {@code flink} part of a plan: how to decode one keyed state from the canonical key groups
- * of a Flink savepoint (statesource/flink/jvm_layout.py writes it).
+ * The {@code flink} part of a plan: how to decode one keyed state from the key groups of a Flink
+ * savepoint or checkpoint (statesource/flink/jvm_layout.py writes it).
  *
  * <p>Fields: {@code compressed} (Snappy framed key groups), {@code prefixBytes} (1 or 2: the
  * key-group prefix of every key), {@code states} (how many states the header lists),
@@ -15,7 +16,11 @@ import java.io.Serializable;
  * or {@code timer}: the key is the sign-flipped timestamp, key and namespace, the value empty),
  * {@code ambiguous} (a varint length follows key and namespace), {@code ttl} (values carry
  * their last-access timestamp), and the type descriptors ({@link FlinkValueDecoder})
- * {@code key}, {@code namespace}, {@code userKey} (map state only) and {@code value}; and,
+ * {@code key}, {@code namespace}, {@code userKey} (map state only) and {@code value};
+ * {@code native} (the heap backend's own layout, whose values carry no lengths) and, there,
+ * {@code sections}: every state's plan by state id (the same fields, without these two; null
+ * for a state after the wanted one that the shim cannot pass), since a native key group is
+ * walked through every section before the wanted one; and,
  * where the read options name the snapshot directly, {@code stamp}: its {@code _metadata}'s
  * real {@code path}, {@code sizeBytes} and {@code modifiedNs}, for {@link FlinkPlanCache}.
  */
@@ -40,6 +45,11 @@ final class FlinkStatePlan implements Serializable {
   final FlinkValueDecoder userKey;
   final FlinkValueDecoder value;
   private final JsonNode[] descriptors;
+  /** Whether this is the plan itself, not one of its sections. */
+  private final boolean whole;
+  final boolean nativeFormat;
+  /** Native only: the plan of each state's section, by state id. */
+  final FlinkStatePlan[] sections;
   final Stamp stamp;
 
   /** The {@code _metadata} a plan was made from, as it was. */
@@ -47,9 +57,14 @@ final class FlinkStatePlan implements Serializable {
   }
 
   FlinkStatePlan(JsonNode node) {
+    this(node, true);
+  }
+
+  private FlinkStatePlan(JsonNode node, boolean whole) {
     if (!node.isObject()) {
       throw new IllegalStateException("flinkstate plan: field flink is not an object");
     }
+    this.whole = whole;
     compressed = required(node, "compressed").asBoolean();
     prefixBytes = required(node, "prefixBytes").asInt();
     states = required(node, "states").asInt();
@@ -72,6 +87,8 @@ final class FlinkStatePlan implements Serializable {
     descriptors = new JsonNode[] {node.get("key"), node.get("namespace"),
         kind == MAP ? node.get("userKey") : null,
         kind == TIMER ? null : node.get("value")};
+    nativeFormat = !whole || required(node, "native").asBoolean();
+    sections = whole && nativeFormat ? sections(required(node, "sections")) : null;
     JsonNode stamped = node.get("stamp");
     stamp = stamped == null || stamped.isNull() ? null : new Stamp(
         required(stamped, "path").asText(), required(stamped, "sizeBytes").asLong(),
@@ -82,6 +99,25 @@ final class FlinkStatePlan implements Serializable {
     if (stateId < 0 || stateId >= states) {
       throw new IllegalStateException("flinkstate plan: state id " + stateId + " of " + states);
     }
+  }
+
+  private FlinkStatePlan[] sections(JsonNode listed) {
+    if (!listed.isArray() || listed.size() != states) {
+      throw new IllegalStateException("flinkstate plan: sections are not a list of " + states
+          + " states: " + listed);
+    }
+    FlinkStatePlan[] plans = new FlinkStatePlan[states];
+    for (int id = 0; id < states; id++) {
+      if (listed.get(id).isNull() && id > stateId) {
+        continue;
+      }
+      plans[id] = new FlinkStatePlan(listed.get(id), false);
+      if (plans[id].stateId != id) {
+        throw new IllegalStateException("flinkstate plan: section " + id + " has state id "
+            + plans[id].stateId);
+      }
+    }
+    return plans;
   }
 
   /**
@@ -110,6 +146,19 @@ final class FlinkStatePlan implements Serializable {
     for (int i = 0; i < names.length; i++) {
       if (descriptors[i] != null) {
         out.set(names[i], descriptors[i]);
+      }
+    }
+    if (whole) {
+      out.put("native", nativeFormat);
+    }
+    if (sections != null) {
+      ArrayNode listed = out.putArray("sections");
+      for (FlinkStatePlan section : sections) {
+        if (section == null) {
+          listed.addNull();
+        } else {
+          listed.add(section.describe(mapper));
+        }
       }
     }
     if (stamp != null) {

@@ -52,7 +52,7 @@ final class ReadPlan implements Serializable {
   private static final long serialVersionUID = 2L;
 
   /** The plan version this shim reads: PLAN_VERSION in statesource/spark/jvm/plan.py. */
-  static final int VERSION = 2;
+  static final int VERSION = 3;
 
   private static final String[] GROUP_FIELDS =
       {"keyGroup", "file", "batchCount", "offset", "length", "rows", "crc32"};
