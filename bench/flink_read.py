@@ -28,7 +28,11 @@ the savepoint is made and kept in the system's temp directory for later runs,
 then imported (``statesource import-flink``), and each keyed state of operator
 ``stateful`` is read in full from both: decode throughput in MB/s of Flink
 snapshot bytes and rows/s, and the ratio to the baseline, reading the imported
-checkpoint in the same run. Then a point lookup: one key group's rows.
+checkpoint in the same run. Then a point lookup: one key group's rows. Then,
+with Spark ``local[2]``, every keyed state scanned from the canonical and the
+native savepoint the job took of the same state (the JVM reader where the shim
+loads), and from the native one through the Python source, against Parquet of
+the same rows in the same run.
 
 Last, the change feed between two retained Flink checkpoints of
 tests/fixtures/flink/ChangesJob.java (``--feed-keys`` keys, seven keyed states;
@@ -55,7 +59,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow.compute as pc
 from flink_generated import OPERATOR, PARALLELISM, STATES, generated
@@ -73,13 +79,19 @@ JOBS = ROOT / "tests" / "fixtures" / "flink"
 FEED_STATE = "count"
 
 
+def _flink_classpath(flink_python: str) -> str:
+    """The jars of ``pyflink/lib`` as ``flink_python`` finds it (apache-flink-libraries
+    installs ``pyflink`` as a namespace package: no ``__file__``)."""
+    lib = subprocess.run([flink_python, "-c", "import os, pyflink; print(os.path.join("
+                          "list(pyflink.__path__)[0], 'lib'))"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    return ":".join(str(p) for p in sorted(Path(lib).glob("*.jar")))
+
+
 def _run_job(job: str, scratch: str, flink_python: str, *args: str) -> str:
     """Compile and run one job of tests/fixtures/flink with the jars of ``flink_python``'s
     pyflink; its standard output."""
-    lib = subprocess.run([flink_python, "-c", "import pyflink, os; print(os.path.join("
-                          "os.path.dirname(pyflink.__file__), 'lib'))"],
-                         check=True, capture_output=True, text=True).stdout.strip()
-    classpath = ":".join(str(p) for p in sorted(Path(lib).glob("*.jar")))
+    classpath = _flink_classpath(flink_python)
     subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", scratch,
                     str(JOBS / f"{job}.java")], check=True)
     return subprocess.run(["java", "--add-opens", "java.base/java.util=ALL-UNNAMED",
@@ -88,14 +100,65 @@ def _run_job(job: str, scratch: str, flink_python: str, *args: str) -> str:
                           check=True, capture_output=True, text=True).stdout
 
 
+def native_of(savepoint: Path) -> Path:
+    """Where :func:`make_savepoint` keeps the native savepoint taken beside ``savepoint``."""
+    return savepoint.with_name(savepoint.name + "-native")
+
+
 def make_savepoint(target: Path, events: int, keys: int, flink_python: str) -> Path:
-    """A canonical savepoint of FixtureJob over ``events`` events and ``keys`` keys."""
+    """A canonical savepoint of FixtureJob over ``events`` events and ``keys`` keys, and the
+    native one the job takes of the same state (at :func:`native_of`)."""
     with tempfile.TemporaryDirectory() as scratch:
         _run_job("FixtureJob", scratch, flink_python, "128", "false", f"{scratch}/out",
                  str(events), "20kb", str(keys))
-        (savepoint,) = Path(scratch, "out", "canonical").iterdir()
-        shutil.copytree(savepoint, target)
+        for kind, kept in (("canonical", target), ("native", native_of(target))):
+            (savepoint,) = Path(scratch, "out", kind).iterdir()
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(savepoint, kept)
     return target
+
+
+def bench_spark_scans(savepoint: Path, repeats: int) -> None:
+    """Spark scans of every keyed state of operator ``stateful`` (to the ``noop`` sink):
+    the canonical and the native savepoint through ``flinkstate`` (the JVM reader where the
+    shim loads), the native one through the Python source, against Parquet of the same rows,
+    written once from the savepoint."""
+    from statesource.spark import session
+    from statesource.spark.jvm.plan import FlinkStatePythonSource
+
+    states = [s.name for s in FlinkCheckpoint.open(str(savepoint)).operator("stateful")
+              .keyed_states]
+    spark = session("bench-flink-native", master="local[2]",
+                    **{"spark.ui.showConsoleProgress": "false"})
+    spark.dataSource.register(FlinkStatePythonSource)
+    try:
+        def reader(fmt: str, path: Path) -> Callable[[str], Any]:
+            return lambda name: (spark.read.format(fmt).option("operator", "stateful")
+                                 .option("state", name).load(str(path)))
+
+        with tempfile.TemporaryDirectory(prefix="statesource-bench-native-") as scratch:
+            for name in states:
+                reader("flinkstate", savepoint)(name).write.parquet(f"{scratch}/{name}")
+            routes = {"Parquet": lambda name: spark.read.parquet(f"{scratch}/{name}"),
+                      "canonical, flinkstate": reader("flinkstate", savepoint),
+                      "native, flinkstate": reader("flinkstate", native_of(savepoint)),
+                      "native, flinkstate-python": reader("flinkstate-python",
+                                                          native_of(savepoint))}
+            plan = routes["native, flinkstate"](states[0])._jdf.queryExecution().executedPlan()
+            print("native savepoint read by the " + (
+                "JVM reader" if "Flink key groups" in plan.toString() else "Python source"))
+            seconds = {}
+            for label, read in routes.items():
+                def scan(read: Callable[[str], Any] = read) -> None:
+                    for name in states:
+                        read(name).write.format("noop").mode("overwrite").save()
+                scan()  # warm up: the first job pays for starting Python workers
+                seconds[label] = best_of(repeats, scan)
+        for label, taken in seconds.items():
+            print(f"Spark local[2] full scan, every state of 'stateful', {label}: {taken:.2f} s:"
+                  f" {taken / seconds['Parquet']:.2f}x of Parquet")
+    finally:
+        spark.stop()
 
 
 def make_checkpoints(target: Path, keys: int, flink_python: str) -> list[int]:
@@ -157,15 +220,12 @@ def avro_vs_pojo(flink_source: Path, flink_python: str, events: int, repeats: in
     savepoint = Path(tempfile.gettempdir()) / f"statesource-bench-flink-avro-{events}"
     if not savepoint.exists():
         print(f"making an Avro savepoint of {events:,} events over 50,000 keys ...")
-        lib = subprocess.run([flink_python, "-c", "import pyflink, os; print(os.path.join("
-                              "os.path.dirname(pyflink.__file__), 'lib'))"],
-                             check=True, capture_output=True, text=True).stdout.strip()
         import pyspark
 
         sys.path.insert(0, str(JOBS))
         from generate import types_savepoints
 
-        classpath = ":".join(str(p) for p in sorted(Path(lib).glob("*.jar")))
+        classpath = _flink_classpath(flink_python)
         with tempfile.TemporaryDirectory() as scratch:
             out = types_savepoints(classpath, scratch, flink_source,
                                    Path(pyspark.__file__).parent / "jars", events, 50_000)
@@ -315,7 +375,7 @@ def main() -> None:
             return
     savepoint = args.savepoint or Path(tempfile.gettempdir()) / (
         f"statesource-bench-flink-{args.events}-{args.keys}")
-    if not savepoint.exists():
+    if not savepoint.exists() or not args.savepoint and not native_of(savepoint).exists():
         print(f"making a savepoint of {args.events:,} events over {args.keys:,} keys ...")
         make_savepoint(savepoint, args.events, args.keys, args.flink_python)
     flink = FlinkCheckpoint.open(str(savepoint))
@@ -358,6 +418,8 @@ def main() -> None:
         print(f"point lookup (state 'events', key 7, key group {group}): Flink savepoint"
               f" {flink_lookup * 1000:.1f} ms, statesource checkpoint {base_lookup * 1000:.1f} ms"
               f" (ratio {base_lookup / flink_lookup:.3f}x)")
+    if native_of(savepoint).exists():
+        bench_spark_scans(savepoint, args.repeats)
     if args.feed_keys:
         bench_change_feed(args.feed_keys, args.flink_python, args.repeats)
 
