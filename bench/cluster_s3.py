@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -130,6 +131,7 @@ def main() -> None:
                   f" {results[f'{operation} local']:.2f} s = {ratio:.2f}x")
     finally:
         processes.stop_all()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

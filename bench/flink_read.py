@@ -94,7 +94,9 @@ def _run_job(job: str, scratch: str, flink_python: str, *args: str) -> str:
     classpath = _flink_classpath(flink_python)
     subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", scratch,
                     str(JOBS / f"{job}.java")], check=True)
-    return subprocess.run(["java", "--add-opens", "java.base/java.util=ALL-UNNAMED",
+    # Flink unpacks its RPC jar (24 MB) into java.io.tmpdir and leaves it there.
+    return subprocess.run(["java", f"-Djava.io.tmpdir={scratch}",
+                           "--add-opens", "java.base/java.util=ALL-UNNAMED",
                            "--add-opens", "java.base/java.lang=ALL-UNNAMED",
                            "-cp", f"{scratch}:{classpath}", job, *args],
                           check=True, capture_output=True, text=True).stdout

@@ -6,16 +6,15 @@
 from __future__ import annotations
 
 import sys
-import tempfile
 
-from produce_and_checkpoint import produce
+from produce_and_checkpoint import produce, scratch_dir
 from pyspark.sql.functions import col
 
 from statesource.format import Checkpoint
 from statesource.keygroups import KeyGroupRange, assign_to_key_group
 from statesource.spark import session
 
-path = sys.argv[1] if len(sys.argv) > 1 else produce(tempfile.mkdtemp(prefix="statesource-"))
+path = sys.argv[1] if len(sys.argv) > 1 else produce(scratch_dir())
 key = sys.argv[2] if len(sys.argv) > 2 else "customer-42"
 
 # Without Spark: compute the key's Flink key group and read only that key group's bytes.

@@ -5,12 +5,21 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import sys
 import tempfile
 
 from statesource import CheckpointWriter
 from statesource.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend
+
+
+def scratch_dir(prefix: str = "statesource-") -> str:
+    """A temporary directory for an example's checkpoints, removed when the example ends."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def produce(checkpoint_dir: str, events: int = 20_000) -> str:

@@ -6,15 +6,14 @@
 from __future__ import annotations
 
 import sys
-import tempfile
 
-from produce_and_checkpoint import produce
+from produce_and_checkpoint import produce, scratch_dir
 
 from statesource import Checkpoint, restore_keyed_backend
 from statesource.keygroups import assign_to_key_group, operator_index_for_key_group
 from statesource.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 
-path = sys.argv[1] if len(sys.argv) > 1 else produce(tempfile.mkdtemp(prefix="statesource-"))
+path = sys.argv[1] if len(sys.argv) > 1 else produce(scratch_dir())
 parallelism = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 customer = "customer-7"
 

@@ -2,26 +2,26 @@
 
     python examples/rewrite_state.py [CHECKPOINT_DIR]
 
-Works on a copy of CHECKPOINT_DIR; every step commits one new checkpoint and
-leaves the earlier ones as they were.
+Works on a copy of CHECKPOINT_DIR (in a temporary directory, removed at the
+end); every step commits one new checkpoint and leaves the earlier ones as they
+were.
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from produce_and_checkpoint import produce
+from produce_and_checkpoint import produce, scratch_dir
 from pyspark.sql import functions as F
 
 from statesource import Checkpoint, restore_keyed_backend
 from statesource.spark import rewrite, session, write_state
 from statesource.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 
-source = sys.argv[1] if len(sys.argv) > 1 else produce(tempfile.mkdtemp(prefix="statesource-"))
-path = str(Path(tempfile.mkdtemp(prefix="statesource-rewrite-")) / "checkpoints")
+source = sys.argv[1] if len(sys.argv) > 1 else produce(scratch_dir())
+path = str(Path(scratch_dir("statesource-rewrite-")) / "checkpoints")
 shutil.copytree(source, path)
 spark = session()
 op = "orders-by-customer"

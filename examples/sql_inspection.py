@@ -6,13 +6,12 @@
 from __future__ import annotations
 
 import sys
-import tempfile
 
-from produce_and_checkpoint import produce
+from produce_and_checkpoint import produce, scratch_dir
 
 from statesource.spark import session
 
-path = sys.argv[1] if len(sys.argv) > 1 else produce(tempfile.mkdtemp(prefix="statesource-"))
+path = sys.argv[1] if len(sys.argv) > 1 else produce(scratch_dir())
 spark = session()
 
 # Views are registered from DataFrames, so the path is never pasted into SQL text.

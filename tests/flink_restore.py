@@ -224,7 +224,8 @@ def restore(savepoint_dir: str | Path, spec: dict[str, Any], *,
             if not jars:
                 raise FlinkRestoreError(f"no {name} jar in {lib.parent / 'opt'}")
             classpath += map(str, jars)
-        command = [_tool("java") or "java", *JVM_FLAGS,
+        # Flink unpacks its RPC jar (24 MB) into java.io.tmpdir and leaves it there.
+        command = [_tool("java") or "java", *JVM_FLAGS, f"-Djava.io.tmpdir={work_dir}",
                    f"-Dlog4j2.configurationFile={log4j}",
                    "-cp", os.pathsep.join(classpath), "RestoreDump", str(spec_file), str(out)]
         try:

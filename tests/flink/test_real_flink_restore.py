@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -55,11 +56,21 @@ def test_fixture_savepoint_restores_with_the_expected_state(variant, kind):
     check_fixture(rows, truth, parallelism=2)
 
 
+def _flink_temp_files() -> set[str]:
+    """What a Flink JVM unpacks into java.io.tmpdir and leaves: its RPC jar (24 MB), the
+    MiniCluster's directories, RocksDB's native library."""
+    return {p.name for p in Path(tempfile.gettempdir()).iterdir()
+            if p.name.startswith(("flink-rpc-akka", "minicluster_", "librocksdbjni"))}
+
+
 def test_canonical_savepoint_rescaled_on_rocksdb():
-    """Another parallelism and another backend: Flink re-splits key groups and operator state."""
+    """Another parallelism and another backend: Flink re-splits key groups and operator state;
+    and the restore leaves nothing in the temp directory."""
     truth = json.loads((FIXTURES / "mp256" / "expected.json").read_text())
+    before = _flink_temp_files()
     rows = restore(FIXTURES / "mp256" / "canonical", fixture_spec(256, 3, "rocksdb"),
                    java_sources=[FIXTURE_JOB])
+    assert _flink_temp_files() <= before
     assert {d["keyedBackend"] for d in subtasks(rows, "stateful").values()} == {
         "RocksDBKeyedStateBackend"}
     check_fixture(rows, truth, parallelism=3, heap=False)

@@ -46,9 +46,9 @@ class Store:
     a checkpoint back tells exactly which files it saw.
     """
 
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="statesource-retention-"))
-        self.location = resolve(str(self.root))
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.location = resolve(str(root))
         self.model: dict[int, dict[str, int]] = {}  # id -> {state name: file number}
         self.states: dict[int, OperatorStateMeta] = {}  # file number -> its entry
         self.next_id = 1
@@ -115,7 +115,7 @@ operations = st.lists(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(operations)
 def test_retention_never_loses_a_kept_file_and_a_rerun_finishes(ops):
-    store = Store()
+    store = Store(Path(tempfile.mkdtemp(prefix="statesource-retention-")))
     try:
         for op in ops:
             if op[0] == "commit":
@@ -141,9 +141,7 @@ def test_retention_never_loses_a_kept_file_and_a_rerun_finishes(ops):
 
 
 def test_retain_leaves_files_of_a_checkpoint_being_written(tmp_path):
-    store = Store()
-    store.root = tmp_path
-    store.location = resolve(str(tmp_path))
+    store = Store(tmp_path)
     for _ in range(3):
         store.commit(1, [])
     in_flight = store.write_file(4, 99)  # written, not yet committed
@@ -156,8 +154,7 @@ def test_retain_leaves_files_of_a_checkpoint_being_written(tmp_path):
 
 
 def test_dry_run_deletes_nothing_and_reports_the_plan(tmp_path, capsys):
-    store = Store()
-    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    store = Store(tmp_path)
     store.commit(2, [])
     store.commit(1, [0])
     store.commit(1, [])
@@ -175,8 +172,7 @@ def test_dry_run_deletes_nothing_and_reports_the_plan(tmp_path, capsys):
 
 
 def test_bad_arguments_and_unreadable_checkpoints_change_nothing(tmp_path, capsys):
-    store = Store()
-    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    store = Store(tmp_path)
     store.commit(1, [])
     store.commit(1, [])
     with pytest.raises(InvalidArgumentError, match="keep 0"):
@@ -201,8 +197,7 @@ def _leftover(root: Path, checkpoint_id: int, name: str, age_seconds: float) -> 
 
 
 def test_retain_removes_files_of_failed_attempts_older_than_the_commit(tmp_path, capsys):
-    store = Store()
-    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    store = Store(tmp_path)
     for _ in range(3):
         store.commit(1, [])
     for checkpoint_id in (1, 2, 3):  # metadata published "now"; attempts crashed before
@@ -232,8 +227,7 @@ def test_retain_removes_files_of_failed_attempts_older_than_the_commit(tmp_path,
 
 
 def test_orphans_of_a_retired_checkpoint_left_by_an_interrupted_run_are_removed(tmp_path):
-    store = Store()
-    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    store = Store(tmp_path)
     store.commit(1, [])
     store.commit(1, [])
     metadata = tmp_path / "chk-1" / "_metadata.json"
@@ -247,8 +241,7 @@ def test_orphans_of_a_retired_checkpoint_left_by_an_interrupted_run_are_removed(
 def test_retain_never_deletes_what_is_not_a_data_file(tmp_path):
     """Metadata is untrusted: a retired checkpoint naming another checkpoint's metadata
     as a data file must not make ``retain`` delete it."""
-    store = Store()
-    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    store = Store(tmp_path)
     store.commit(1, [])
     store.commit(1, [])
     metadata = tmp_path / "chk-1" / "_metadata.json"
@@ -264,13 +257,12 @@ def test_retain_never_deletes_what_is_not_a_data_file(tmp_path):
 
 
 def _store_at(tmp_path: Path) -> Store:
-    store = Store()
-    store.root, store.location = tmp_path, resolve(str(tmp_path))
+    store = Store(tmp_path)
     return store
 
 
 def test_directories_emptied_by_a_later_retirement_are_removed(tmp_path):
-    store = _store_at(tmp_path)
+    store = Store(tmp_path)
     store.commit(1, [])  # chk-1 writes file 0
     store.commit(1, [0])  # chk-2 carries it over
     retain(str(tmp_path), 1)
@@ -281,7 +273,7 @@ def test_directories_emptied_by_a_later_retirement_are_removed(tmp_path):
 
 
 def test_a_pinned_file_of_a_retired_checkpoint_stays_until_the_pin_goes(tmp_path):
-    store = _store_at(tmp_path)
+    store = Store(tmp_path)
     store.commit(2, [])
     store.commit(1, [])
     pin = pin_files(store.location, 9, [store.states[0].path])
@@ -296,7 +288,7 @@ def test_a_pinned_file_of_a_retired_checkpoint_stays_until_the_pin_goes(tmp_path
 
 
 def test_expired_pins_and_their_temporaries_are_removed(tmp_path):
-    store = _store_at(tmp_path)
+    store = Store(tmp_path)
     store.commit(1, [])
     store.commit(1, [])
     pin = pin_files(store.location, 9, [store.states[0].path])
@@ -314,7 +306,7 @@ def test_expired_pins_and_their_temporaries_are_removed(tmp_path):
 
 
 def test_an_unreadable_pin_stops_retain_before_anything_is_deleted(tmp_path):
-    store = _store_at(tmp_path)
+    store = Store(tmp_path)
     store.commit(1, [])
     store.commit(1, [])
     (tmp_path / "_pins").mkdir()
@@ -339,7 +331,7 @@ def test_older_than_must_be_a_duration(tmp_path, capsys):
 
 
 def test_abandoned_attempts_go_only_once_older_than_the_threshold(tmp_path):
-    store = _store_at(tmp_path)
+    store = Store(tmp_path)
     store.commit(1, [])
     old = _leftover(tmp_path, 7, "old.arrow", 7200)
     young = _leftover(tmp_path, 8, "young.arrow", 60)
@@ -353,7 +345,7 @@ def test_abandoned_attempts_go_only_once_older_than_the_threshold(tmp_path):
 
 
 def test_an_old_shared_file_in_a_directory_without_metadata_is_no_abandoned_file(tmp_path):
-    store = _store_at(tmp_path)
+    store = Store(tmp_path)
     store.commit(1, [])
     store.commit(1, [0])  # chk-2 carries chk-1's file over
     retain(str(tmp_path), 1)  # chk-1 is gone but for its file, which chk-2 lists
@@ -368,7 +360,7 @@ def test_a_commit_pins_what_it_carries_over_while_retain_runs_at_its_publish(tmp
                                                                               monkeypatch):
     """The commit's own pin, for writers that took none earlier (an incremental checkpoint):
     a retain at the very moment of publishing leaves the carried files alone."""
-    store = _store_at(tmp_path)
+    store = Store(tmp_path)
     store.commit(1, [])
     store.commit(1, [])
     publish = commit_module._publish
@@ -384,7 +376,7 @@ def test_a_commit_pins_what_it_carries_over_while_retain_runs_at_its_publish(tmp
 
 
 def test_metadata_gone_without_retirement_is_corruption_not_retention(tmp_path):
-    store = _store_at(tmp_path)
+    store = Store(tmp_path)
     store.commit(1, [])
     store.commit(1, [])
     checkpoint = Checkpoint.open(str(tmp_path), checkpoint_id=1)
@@ -403,7 +395,7 @@ def test_metadata_gone_without_retirement_is_corruption_not_retention(tmp_path):
 
 
 def test_files_of_an_id_a_running_writer_pinned_are_not_abandoned(tmp_path):
-    store = _store_at(tmp_path)
+    store = Store(tmp_path)
     store.commit(1, [])
     slow = _leftover(tmp_path, 7, "slow.arrow", 7200)  # a long write, still running
     pin = pin_files(store.location, 7, [store.states[0].path])
