@@ -47,7 +47,6 @@ from statesource.flink.vectors import (
 from statesource.format.columns import TTL_ARROW_TYPE
 from statesource.model import StateKind
 from statesource.types import (
-    BOOLEAN,
     BYTE,
     BYTES,
     CHAR,
@@ -60,13 +59,13 @@ from statesource.types import (
 )
 
 LIST_DELIMITER = ord(",")
-_BYTE_EXACT = (STRING, LONG, INT, SHORT, BYTE, BOOLEAN, CHAR, BYTES, VOID, TIMEWINDOW)
+_BYTE_EXACT = (STRING, LONG, INT, SHORT, BYTE, CHAR, BYTES, VOID, TIMEWINDOW)
 
 
 def _byte_exact(flink_type: FlinkType) -> bool:
     """Whether values are equal exactly when their serialized bytes are, so that a map's
     entries and user keys can be told apart by their bytes (not so floating point: 0.0 and
-    -0.0 differ in bytes, not in Python)."""
+    -0.0 differ in bytes, not in Python; nor booleans: any byte but 0 is true)."""
     if isinstance(flink_type, (TupleFlinkType, RowFlinkType)):
         return all(_byte_exact(f) for f in flink_type.fields)
     if isinstance(flink_type, PojoFlinkType):

@@ -9,9 +9,9 @@ a compact type descriptor (FlinkValueDecoder.java reads it), for keyed and
 timer states alike. Native snapshots and checkpoints (the heap backend's own
 layout) carry every state's descriptors, since nothing delimits a value there
 and a key group is walked through each section before the wanted one. A state
-those decoders do not take (in a native snapshot, also one whose section comes
-before it), or state stored inline in ``_metadata``, gets a reason instead, and
-the Python reader reads it.
+those decoders do not take (in a native snapshot: any state of its operator),
+or state stored inline in ``_metadata``, gets a reason instead, and the Python
+reader reads it.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
     try:
         described = {**_described(checkpoint, op, info), **common, "native": native}
         if native:
-            described["sections"] = _sections(checkpoint, op, info, common)
+            described["sections"] = _sections(checkpoint, op, common)
     except NotForJvm as reason:
         return str(reason)
     files: list[tuple[str, str, int]] = []
@@ -107,22 +107,20 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
     return JvmLayout(described, files, ranges)
 
 
-def _sections(checkpoint: FlinkCheckpoint, op: OperatorSnapshot, wanted: StateInfo,
-              common: dict[str, Any]) -> list[dict[str, Any] | None]:
+def _sections(checkpoint: FlinkCheckpoint, op: OperatorSnapshot, common: dict[str, Any]
+              ) -> list[dict[str, Any]]:
     """Every state's descriptors, by state id: nothing delimits a native value, so a key
     group is walked through each section before the wanted one, and Flink writes them in
-    state-id order (a state after the wanted one the shim cannot pass is None)."""
+    no fixed order (the heap backend iterates a hash map of its states)."""
     header = checkpoint.snapshot.header(op)
     assert header is not None
-    sections: list[dict[str, Any] | None] = []
+    sections = []
     for other in header.states:
         try:
             sections.append({**_described(checkpoint, op, other), **common})
         except NotForJvm as reason:
-            if other.state_id < wanted.state_id:
-                raise NotForJvm(f"{reason}, and its section precedes {wanted.name!r}'s in"
-                                " every native key group") from None
-            sections.append(None)
+            raise NotForJvm(f"{reason}; a native key group is walked through every state's"
+                            " section") from None
     return sections
 
 

@@ -298,7 +298,7 @@ class _PairDecoder:
         if self.kind is StateKind.MAP:
             assert isinstance(value, MapType)
             user_key = hashable_record(value.key.read(kr))
-            if vr.boolean():
+            if value.null_flag(vr):
                 # After the null flag Flink still writes the null, as the value's serializer
                 # writes one (a String's is one zero byte): what follows the flag is skipped.
                 vr.pos = vr.end

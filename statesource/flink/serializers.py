@@ -146,8 +146,17 @@ class MapType(FlinkType):
             key = hashable_record(read_key(r)) if hashable else read_key(r)
             if key in entries:
                 raise duplicate_user_key(f"{r.source}, byte offset {r.base + at}", key)
-            entries[key] = None if r.boolean() else read_value(r)
+            entries[key] = None if self.null_flag(r) else read_value(r)
         return entries
+
+    def null_flag(self, r: BinaryReader) -> bool:
+        """A value's null flag; set in a map with TTL it is corrupt, as Flink wraps every
+        value of one (a null too) with its timestamp."""
+        at = r.pos
+        null = r.boolean()
+        if null and isinstance(self.value, TtlType):
+            raise r.error("a null value in a map with TTL, where Flink wraps every value", at)
+        return null
 
     def avro(self) -> Any:
         if self.key.avro() == "string":

@@ -19,6 +19,17 @@ final class FlinkCursor {
   final byte[] data;
   int pos;
   int limit;
+  /**
+   * Set while passing over values no row holds: a Java string may hold a lone surrogate,
+   * which only a row's text cannot (the per-value decoder refuses it when it makes a row).
+   */
+  boolean passing;
+  /**
+   * Set on reading bytes Flink never writes for a value (a varint whose last group is zero, a
+   * boolean or flag other than 0 and 1): equal values then differ in bytes, so bytes no longer
+   * tell map keys apart.
+   */
+  boolean loose;
 
   FlinkCursor(byte[] data) {
     this.data = data;
@@ -52,7 +63,9 @@ final class FlinkCursor {
   }
 
   boolean bool() {
-    return u8() != 0;
+    int flag = u8();
+    loose |= flag > 1;
+    return flag != 0;
   }
 
   short i16() {
@@ -87,6 +100,7 @@ final class FlinkCursor {
       int b = u8();
       value |= (long) (b & 0x7F) << shift;
       if (b < 0x80) {
+        loose |= b == 0 && shift > 0;
         break;
       }
     }

@@ -122,15 +122,11 @@ final class FlinkKeyGroupDecoder {
         throw new FlinkDataException("unknown state id " + stateId, at);
       }
       boolean wanted = stateId == plan.stateId;
-      FlinkStatePlan section = plan.sections[stateId];
-      if (section == null) {
-        throw new FlinkDataException("state id " + stateId + ", whose values the JVM reader"
-            + " cannot pass, comes before state id " + plan.stateId + " (not as Flink writes"
-            + " them)", at);
-      }
+      FlinkStatePlan section = wanted ? plan : plan.sections[stateId];
       WritableColumnVector[] into = wanted ? out : PASSED;
       int entries = count(in, "entry count");
       int rows = 0;
+      in.passing = !wanted;
       for (int i = 0; i < entries; i++) {
         rows += nativeEntry(section, in, again, into);
       }
@@ -163,14 +159,18 @@ final class FlinkKeyGroupDecoder {
       section.value.read(in, out[2]);
       return 1;
     }
+    boolean passing = in.passing;
+    in.passing = true;  // read again, and checked, for each element's row
     section.namespace.read(in, null);
     section.key.read(in, null);
+    in.passing = passing;
     boolean list = section.kind == FlinkStatePlan.LIST;
     int items = count(in, list ? "list length" : "map size");
     userKeys.clear();
     for (int i = 0; i < items; i++) {
-      if (out[0] != null || out[1] != null) {
+      if (i == 0 || out[0] != null || out[1] != null) {
         again.pos = entry;
+        again.passing = passing;
         section.namespace.read(again, out[1]);
         section.key.read(again, out[0]);
       }
@@ -190,7 +190,9 @@ final class FlinkKeyGroupDecoder {
   private void nativeMapPair(FlinkStatePlan section, FlinkCursor in,
       WritableColumnVector[] out) {
     int userKey = in.pos;
+    in.loose = false;
     section.userKey.read(in, out[2]);
+    exact(in, userKey, section.stateName);
     if (!userKeys.add(ByteBuffer.wrap(in.data, userKey, in.pos - userKey).slice())) {
       throw new FlinkDataException("state '" + section.stateName + "': duplicate user key in"
           + " one map", userKey);
@@ -204,12 +206,14 @@ final class FlinkKeyGroupDecoder {
    */
   private static boolean mapValue(FlinkStatePlan section, FlinkCursor in,
       WritableColumnVector[] out) {
+    int at = in.pos;
     if (in.bool()) {
+      if (section.ttl) {
+        throw new FlinkDataException("state '" + section.stateName + "': a null value in a"
+            + " map with TTL, where Flink wraps every value", at);
+      }
       if (out[3] != null) {
         FlinkValueDecoder.appendNull(out[3]);
-      }
-      if (section.ttl && out[4] != null) {
-        out[4].appendNull();
       }
       return true;
     }
@@ -218,6 +222,18 @@ final class FlinkKeyGroupDecoder {
     }
     section.value.read(in, out[3]);
     return false;
+  }
+
+  /**
+   * Map keys are told apart by their bytes, as the per-value decoder tells them apart by their
+   * values: refused where the bytes just read could encode a value another way.
+   */
+  private static void exact(FlinkCursor in, int at, String state) {
+    if (in.loose) {
+      throw new FlinkDataException("state '" + state + "': a map key encoded as Flink"
+          + " never encodes it (a variable-length integer with a zero last group), which the"
+          + " JVM reader cannot compare: read this state with format('flinkstate-python')", at);
+    }
   }
 
   /** A non-negative int count, at most what is left (each item at least a byte). */
@@ -245,7 +261,9 @@ final class FlinkKeyGroupDecoder {
       pos = pairAt(data, pos, size, keyGroup);
       keys.at(pairKey + plan.prefixBytes, pairKeyEnd);
       int entryStart = keys.pos;
+      keys.loose = false;
       keyAndNamespace(keys, null, null);
+      exact(keys, entryStart, plan.stateName);
       int entryEnd = plan.namespace.isVoid() ? keyEnd : keys.pos;
       pairsOfEntry.computeIfAbsent(ByteBuffer.wrap(data, entryStart, entryEnd - entryStart)
           .slice(), entry -> new ArrayList<>()).add(pair);
@@ -375,6 +393,7 @@ final class FlinkKeyGroupDecoder {
   private ByteBuffer mapPair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out,
       ByteBuffer lastEntry) {
     int keyStart = keys.pos;
+    keys.loose = false;
     keyAndNamespace(keys, out[0], out[1]);
     int entryEnd = plan.namespace.isVoid() ? keyEnd : keys.pos;
     ByteBuffer entry = ByteBuffer.wrap(keys.data, keyStart, entryEnd - keyStart).slice();
@@ -386,6 +405,7 @@ final class FlinkKeyGroupDecoder {
     }
     int userKeyStart = keys.pos;
     plan.userKey.read(keys, out[2]);
+    exact(keys, keyStart, plan.stateName);
     if (!userKeys.add(ByteBuffer.wrap(keys.data, userKeyStart, keys.pos - userKeyStart)
         .slice())) {
       throw new FlinkDataException("state '" + plan.stateName + "': duplicate user key in one"

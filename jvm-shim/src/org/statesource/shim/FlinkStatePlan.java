@@ -18,9 +18,9 @@ import java.io.Serializable;
  * their last-access timestamp), and the type descriptors ({@link FlinkValueDecoder})
  * {@code key}, {@code namespace}, {@code userKey} (map state only) and {@code value};
  * {@code native} (the heap backend's own layout, whose values carry no lengths) and, there,
- * {@code sections}: every state's plan by state id (the same fields, without these two; null
- * for a state after the wanted one that the shim cannot pass), since a native key group is
- * walked through every section before the wanted one; and,
+ * {@code sections}: every state's plan by state id (the same fields, without these two; the
+ * wanted state's own section is decoded by this plan itself), since a native key group is
+ * walked through every section before the wanted one, in no fixed order; and,
  * where the read options name the snapshot directly, {@code stamp}: its {@code _metadata}'s
  * real {@code path}, {@code sizeBytes} and {@code modifiedNs}, for {@link FlinkPlanCache}.
  */
@@ -108,9 +108,6 @@ final class FlinkStatePlan implements Serializable {
     }
     FlinkStatePlan[] plans = new FlinkStatePlan[states];
     for (int id = 0; id < states; id++) {
-      if (listed.get(id).isNull() && id > stateId) {
-        continue;
-      }
       plans[id] = new FlinkStatePlan(listed.get(id), false);
       if (plans[id].stateId != id) {
         throw new IllegalStateException("flinkstate plan: section " + id + " has state id "
@@ -154,11 +151,7 @@ final class FlinkStatePlan implements Serializable {
     if (sections != null) {
       ArrayNode listed = out.putArray("sections");
       for (FlinkStatePlan section : sections) {
-        if (section == null) {
-          listed.addNull();
-        } else {
-          listed.add(section.describe(mapper));
-        }
+        listed.add(section.describe(mapper));
       }
     }
     if (stamp != null) {

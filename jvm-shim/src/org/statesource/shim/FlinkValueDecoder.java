@@ -167,7 +167,7 @@ abstract class FlinkValueDecoder implements Serializable {
     void read(FlinkCursor in, WritableColumnVector out) {
       int at = in.pos;
       char unit = (char) in.i16();
-      if (Character.isSurrogate(unit)) {
+      if (Character.isSurrogate(unit) && !in.passing) {
         throw new FlinkDataException("a lone surrogate " + Integer.toHexString(unit)
             + " as a char, which no string holds", at);
       }
@@ -226,6 +226,7 @@ abstract class FlinkValueDecoder implements Serializable {
               tooLarge |= (next & 0x7F) != 0;
             }
             if (next < 0x80) {
+              in.loose |= next == 0;
               break;
             }
           }
@@ -240,7 +241,7 @@ abstract class FlinkValueDecoder implements Serializable {
         if (Character.isHighSurrogate(unit) && n + 1 < length
             && Character.isLowSurrogate(units[n + 1])) {
           n++;
-        } else if (Character.isSurrogate(unit)) {
+        } else if (Character.isSurrogate(unit) && !in.passing) {
           throw new FlinkDataException("a lone surrogate " + Integer.toHexString(unit)
               + " in a string, which no UTF-8 text holds", at);
         }
