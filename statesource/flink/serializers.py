@@ -140,22 +140,26 @@ class MapType(FlinkType):
     def read(self, r: BinaryReader) -> dict[Any, Any]:
         read_key, read_value = self.key.read, self.value.read
         hashable = not isinstance(self.key, _Primitive)
+        ttl = isinstance(self.value, TtlType)
         entries: dict[Any, Any] = {}
         for _ in range(r.count("map size")):
             at = r.pos
             key = hashable_record(read_key(r)) if hashable else read_key(r)
             if key in entries:
                 raise duplicate_user_key(f"{r.source}, byte offset {r.base + at}", key)
-            entries[key] = None if self.null_flag(r) else read_value(r)
+            if r.boolean():
+                if ttl:
+                    raise _null_in_ttl_map(r)
+                entries[key] = None
+            else:
+                entries[key] = read_value(r)
         return entries
 
     def null_flag(self, r: BinaryReader) -> bool:
-        """A value's null flag; set in a map with TTL it is corrupt, as Flink wraps every
-        value of one (a null too) with its timestamp."""
-        at = r.pos
+        """A value's null flag (see :func:`_null_in_ttl_map`)."""
         null = r.boolean()
         if null and isinstance(self.value, TtlType):
-            raise r.error("a null value in a map with TTL, where Flink wraps every value", at)
+            raise _null_in_ttl_map(r)
         return null
 
     def avro(self) -> Any:
@@ -242,6 +246,13 @@ class NullableType(FlinkType):
 
     def describe(self) -> str:
         return f"nullable {self.inner.describe()}"
+
+
+def _null_in_ttl_map(r: BinaryReader) -> CorruptCheckpointError:
+    """A map with TTL whose value's null flag (just read) is set: corrupt, as Flink wraps
+    every value of one, a null too, with its timestamp."""
+    return r.error("a null value in a map with TTL, where Flink wraps every value",
+                   r.pos - 1)
 
 
 class TtlType(FlinkType):
