@@ -902,13 +902,16 @@ def _native_section(r: BinaryReader, header: KeyedHeader, info: StateInfo) -> Pa
         elif kind is StateKind.MAP:
             assert isinstance(value, MapType)
             read_user_key, read_user_value = value.key.read, value.value.read
+            null_bytes: bytes | None = None  # what Flink writes after a null, made once a map
             for _ in range(r.count("map size")):
                 start = r.pos
                 read_user_key(r)
                 user_key = bytes(data[start:r.pos])
                 start = r.pos
                 if r.boolean():
-                    null = _null_value(value.value)
+                    if null_bytes is None:
+                        null_bytes = _null_value(value.value)
+                    null = null_bytes
                 else:
                     read_user_value(r)
                     null = b""

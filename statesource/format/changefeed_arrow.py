@@ -61,7 +61,7 @@ def diff_tables(pairs: Sequence[KeyGroupPair], declaration: StateDeclaration,
     tables = [[stored.empty_table() if side is None else side for side in (before, after)]
               for _, before, after in pairs]
     lengths = np.array([[pair[i].num_rows for pair in tables] for i in (0, 1)],
-                       dtype=np.int64).reshape(2, len(pairs))
+                       dtype=np.int64)
     # One chunk per side: every later step then costs one call, not one per key group.
     before, after = (_side(pa.concat_tables([pair[i] for pair in tables]).combine_chunks(),
                            declaration, namespaced) for i in (0, 1))

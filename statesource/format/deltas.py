@@ -159,11 +159,8 @@ class SortedRuns:
         self.empty = not tables
         if self.empty:
             return
-        sequence = np.repeat(
-            np.concatenate([np.arange(len(runs[kg])) for kg in sorted(runs)]),
-            [run.num_rows for run in tables])
         combined = pa.concat_tables(tables)
-        check_run_key_groups(runs, combined)
+        sequence = check_run_key_groups(runs, combined)  # ascends with the runs of a key group
         if not priors:
             state_rows = combined.column(DELTA_KIND).to_numpy() != PRIOR
             combined, sequence = combined.filter(pa.array(state_rows)), sequence[state_rows]

@@ -290,10 +290,9 @@ def test_a_null_value_in_a_ttl_map_is_refused_on_both_paths(jvm, tmp_path):
                                    len(snapshot.header(op).states), (info.state_id,))
         if found:
             break
+    flag = int(found[0].value_start[0])  # the first value's null flag
+    _rewrite(snapshot, piece, flag, flag + 1, b"\x01")
     victim = Path(snapshot.file_location(piece.handle.stream).path)
-    raw = bytearray(victim.read_bytes())
-    raw[piece.begin + int(found[0].value_start[0])] = 1  # the first value's null flag
-    victim.write_bytes(bytes(raw))
     on_jvm = _read(jvm, "flinkstate", path, "edges", "ttl_map")
     on_python = _read(jvm, "flinkstate-python", path, "edges", "ttl_map")
     assert len(on_jvm) == len(on_python) == 2, (on_jvm, on_python)

@@ -10,7 +10,8 @@ import java.util.Set;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 
 /**
- * One keyed state's rows of one canonical key group, appended to Spark column vectors.
+ * One keyed state's rows of one key group, canonical or native ({@link #decodeNative}),
+ * appended to Spark column vectors.
  *
  * <p>A canonical key group is a state id (u16), then that state's pairs (int length + key, int
  * length + value; the key starts with the key-group prefix, its first byte flagged 0x80 on the
@@ -141,22 +142,14 @@ final class FlinkKeyGroupDecoder {
   private int nativeEntry(FlinkStatePlan section, FlinkCursor in, FlinkCursor again,
       WritableColumnVector[] out) {
     if (section.kind == FlinkStatePlan.TIMER) {
-      long timestamp = in.i64() ^ Long.MIN_VALUE;
-      section.key.read(in, out[0]);
-      section.namespace.read(in, out[1]);
-      if (out[2] != null) {
-        out[2].appendLong(timestamp);
-      }
+      timer(section, in, out);
       return 1;
     }
     int entry = in.pos;
     if (section.kind == FlinkStatePlan.VALUE) {
       section.namespace.read(in, out[1]);
       section.key.read(in, out[0]);
-      if (section.ttl) {
-        ttl(in, out[3]);
-      }
-      section.value.read(in, out[2]);
+      ttlAndValue(section, in, out[2], out[3]);
       return 1;
     }
     boolean passing = in.passing;
@@ -175,10 +168,7 @@ final class FlinkKeyGroupDecoder {
         section.key.read(again, out[0]);
       }
       if (list) {
-        if (section.ttl) {
-          ttl(in, out[3]);
-        }
-        section.value.read(in, out[2]);
+        ttlAndValue(section, in, out[2], out[3]);
       } else {
         nativeMapPair(section, in, out);
       }
@@ -217,10 +207,7 @@ final class FlinkKeyGroupDecoder {
       }
       return true;
     }
-    if (section.ttl) {
-      ttl(in, out[4]);
-    }
-    section.value.read(in, out[3]);
+    ttlAndValue(section, in, out[3], out[4]);
     return false;
   }
 
@@ -231,8 +218,9 @@ final class FlinkKeyGroupDecoder {
   private static void exact(FlinkCursor in, int at, String state) {
     if (in.loose) {
       throw new FlinkDataException("state '" + state + "': a map key encoded as Flink"
-          + " never encodes it (a variable-length integer with a zero last group), which the"
-          + " JVM reader cannot compare: read this state with format('flinkstate-python')", at);
+          + " never encodes it (a varint whose last group is zero, a flag byte other than 0 and"
+          + " 1), which the JVM reader cannot compare: read this state with"
+          + " format('flinkstate-python')", at);
     }
   }
 
@@ -342,23 +330,25 @@ final class FlinkKeyGroupDecoder {
   private void valuePair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out) {
     int keyStart = keys.pos;
     keyAndNamespace(keys, out[0], out[1]);
-    if (plan.ttl) {
-      ttl(values, out[3]);
-    }
-    plan.value.read(values, out[2]);
+    ttlAndValue(plan, values, out[2], out[3]);
+    checkEnds(keys, values, keyStart);
+  }
+
+  private void timerPair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out) {
+    int keyStart = keys.pos;
+    timer(plan, keys, out);
     checkEnds(keys, values, keyStart);
   }
 
   /** A timer: the timestamp (sign bit flipped, so that bytes sort as numbers), key, namespace. */
-  private void timerPair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out) {
-    int keyStart = keys.pos;
-    long timestamp = keys.i64() ^ Long.MIN_VALUE;
-    plan.key.read(keys, out[0]);
-    plan.namespace.read(keys, out[1]);
+  private static void timer(FlinkStatePlan section, FlinkCursor in,
+      WritableColumnVector[] out) {
+    long timestamp = in.i64() ^ Long.MIN_VALUE;
+    section.key.read(in, out[0]);
+    section.namespace.read(in, out[1]);
     if (out[2] != null) {
       out[2].appendLong(timestamp);
     }
-    checkEnds(keys, values, keyStart);
   }
 
   private int listPair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out) {
@@ -367,10 +357,7 @@ final class FlinkKeyGroupDecoder {
     while (true) {
       keys.pos = keyStart;
       keyAndNamespace(keys, out[0], out[1]);
-      if (plan.ttl) {
-        ttl(values, out[3]);
-      }
-      plan.value.read(values, out[2]);
+      ttlAndValue(plan, values, out[2], out[3]);
       elements++;
       if (values.atEnd()) {
         break;
@@ -416,6 +403,15 @@ final class FlinkKeyGroupDecoder {
     }
     checkEnds(keys, values, keyStart);
     return entry;
+  }
+
+  /** A value, after its last-access timestamp where the state has TTL. */
+  private static void ttlAndValue(FlinkStatePlan section, FlinkCursor in,
+      WritableColumnVector value, WritableColumnVector timestamp) {
+    if (section.ttl) {
+      ttl(in, timestamp);
+    }
+    section.value.read(in, value);
   }
 
   private static void ttl(FlinkCursor values, WritableColumnVector out) {

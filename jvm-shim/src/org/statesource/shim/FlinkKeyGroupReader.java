@@ -131,11 +131,13 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
    */
   private int nativeStart(int entry, int length) {
     int expected = plan.keyGroup[entry];
-    if (length < 4 || FlinkCursor.intAt(buffer, 0) != expected) {
-      String found = length < 4 ? "no room for its id" : "found "
-          + FlinkCursor.intAt(buffer, 0);
-      throw refused(entry, new FlinkDataException("expected key group " + expected + ", "
-          + found, 0), false);
+    if (length < 4) {
+      throw refused(entry, new FlinkDataException("no room for the key-group id", 0), false);
+    }
+    int found = FlinkCursor.intAt(buffer, 0);
+    if (found != expected) {
+      throw refused(entry, new FlinkDataException("expected key group " + expected
+          + ", found " + found, 0), false);
     }
     return 4;
   }
