@@ -149,7 +149,7 @@ final class FlinkKeyGroupDecoder {
     if (section.kind == FlinkStatePlan.VALUE) {
       section.namespace.read(in, out[1]);
       section.key.read(in, out[0]);
-      ttlAndValue(section, in, out[2], out[3]);
+      ttlAndValue(section, in, out, 2);
       return 1;
     }
     boolean passing = in.passing;
@@ -168,7 +168,7 @@ final class FlinkKeyGroupDecoder {
         section.key.read(again, out[0]);
       }
       if (list) {
-        ttlAndValue(section, in, out[2], out[3]);
+        ttlAndValue(section, in, out, 2);
       } else {
         nativeMapPair(section, in, out);
       }
@@ -207,7 +207,7 @@ final class FlinkKeyGroupDecoder {
       }
       return true;
     }
-    ttlAndValue(section, in, out[3], out[4]);
+    ttlAndValue(section, in, out, 3);
     return false;
   }
 
@@ -330,7 +330,7 @@ final class FlinkKeyGroupDecoder {
   private void valuePair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out) {
     int keyStart = keys.pos;
     keyAndNamespace(keys, out[0], out[1]);
-    ttlAndValue(plan, values, out[2], out[3]);
+    ttlAndValue(plan, values, out, 2);
     checkEnds(keys, values, keyStart);
   }
 
@@ -357,7 +357,7 @@ final class FlinkKeyGroupDecoder {
     while (true) {
       keys.pos = keyStart;
       keyAndNamespace(keys, out[0], out[1]);
-      ttlAndValue(plan, values, out[2], out[3]);
+      ttlAndValue(plan, values, out, 2);
       elements++;
       if (values.atEnd()) {
         break;
@@ -405,13 +405,16 @@ final class FlinkKeyGroupDecoder {
     return entry;
   }
 
-  /** A value, after its last-access timestamp where the state has TTL. */
+  /**
+   * A value into {@code out[column]}, after its last-access timestamp (into the next column,
+   * which only a state with TTL has) where the state has TTL.
+   */
   private static void ttlAndValue(FlinkStatePlan section, FlinkCursor in,
-      WritableColumnVector value, WritableColumnVector timestamp) {
+      WritableColumnVector[] out, int column) {
     if (section.ttl) {
-      ttl(in, timestamp);
+      ttl(in, out[column + 1]);
     }
-    section.value.read(in, value);
+    section.value.read(in, out[column]);
   }
 
   private static void ttl(FlinkCursor values, WritableColumnVector out) {
