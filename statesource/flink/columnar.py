@@ -42,6 +42,7 @@ from statesource.flink.vectors import (
     check,
     decode_some,
     decoder_for,
+    fixed_end,
     ranges_array,
 )
 from statesource.format.columns import TTL_ARROW_TYPE
@@ -132,15 +133,22 @@ class StateColumns:
 
     def _timers(self, buf: np.ndarray, key_group: int, s: Section, pos: Positions
                 ) -> pa.Table:
-        check(pos + 8 <= s.key_end)
         check(s.value_end == s.value_start)
+        table, end = self.timers(np.full(len(s), key_group, dtype=np.int32), buf, pos,
+                                 s.key_end)
+        check(end == s.key_end)
+        return table
+
+    def timers(self, key_groups: np.ndarray, buf: np.ndarray, pos: Positions,
+               limit: Positions) -> tuple[pa.Table, Positions]:
+        """The timers at ``pos`` (sign-flipped timestamp, key, namespace), and their ends."""
+        check(pos + 8 <= limit)
         flipped = be_ints(buf, pos, np.dtype(np.uint64)) ^ np.uint64(1 << 63)
-        keys, pos = self.key.decode(buf, pos + 8, s.key_end)
-        namespaces, pos = self.namespace.decode(buf, pos, s.key_end)
-        check(pos == s.key_end)
+        keys, pos = self.key.decode(buf, pos + 8, limit)
+        namespaces, pos = self.namespace.decode(buf, pos, limit)
         return pa.Table.from_arrays(
-            [pa.array(np.full(len(s), key_group, dtype=np.int32)), keys, namespaces,
-             pa.array(flipped.view(np.int64))], schema=self.schema)
+            [pa.array(key_groups), keys, namespaces, pa.array(flipped.view(np.int64))],
+            schema=self.schema), pos
 
     def _list(self, buf: np.ndarray, s: Section) -> tuple[pa.Array, np.ndarray]:
         """Every element of every list, list by list, and the pair each belongs to.
@@ -185,15 +193,21 @@ class StateColumns:
         values, end = decode_some(self.value, buf, s.value_start + 1, s.value_end, present)
         check(end[present] == s.value_end[present])
         body = s.key_start + self.prefix_bytes
-        entries = _identity(keys if isinstance(self.namespace, Void) else None, buf, body,
+        entries = identity(keys if isinstance(self.namespace, Void) else None, buf, body,
                             entry_end - body)
-        _check_grouped(entries, _identity(user_keys, buf, entry_end, s.key_end - entry_end))
+        check_grouped(entries, identity(user_keys, buf, entry_end, s.key_end - entry_end))
         return self._assemble(key_group, keys, namespaces, [user_keys, values])
 
     def _assemble(self, key_group: int, keys: pa.Array, namespaces: pa.Array,
                   values: list[pa.Array]) -> pa.Table:
-        rows = len(keys)
-        columns = [pa.array(np.full(rows, key_group, dtype=np.int32)), keys, namespaces]
+        return self.assemble(np.full(len(keys), key_group, dtype=np.int32), keys, namespaces,
+                             values)
+
+    def assemble(self, key_groups: np.ndarray, keys: pa.Array, namespaces: pa.Array,
+                 values: list[pa.Array]) -> pa.Table:
+        """The table of rows whose columns are decoded (``values``: the TTL wrapper's struct
+        last, where the state has TTL)."""
+        columns = [pa.array(key_groups), keys, namespaces]
         if self.ttl:
             *values, last = values
             assert isinstance(last, pa.StructArray)
@@ -205,7 +219,7 @@ class StateColumns:
         return pa.Table.from_arrays(columns, schema=self.schema)
 
 
-def _check_grouped(entries: pa.Array, user_keys: pa.Array) -> None:
+def check_grouped(entries: pa.Array, user_keys: pa.Array) -> None:
     """That each entry's pairs are together, and no entry repeats a user key (given each
     pair's entry and user key in forms equal exactly when the values are)."""
     if len(entries) < 2:
@@ -225,7 +239,7 @@ def _check_grouped(entries: pa.Array, user_keys: pa.Array) -> None:
 _IDENTICAL_TYPES = (pa.string(), pa.binary(), pa.int64(), pa.int32(), pa.int16(), pa.int8())
 
 
-def _identity(decoded: pa.Array | None, buf: np.ndarray, start: Positions,
+def identity(decoded: pa.Array | None, buf: np.ndarray, start: Positions,
               lengths: np.ndarray) -> pa.Array:
     """Values as they are where their type compares exactly (and has no nulls), else their
     bytes: what tells map entries and user keys apart as the per-value decoder does."""
@@ -248,6 +262,9 @@ class Ttl(Decoder):
         timestamps = pa.array(be_ints(buf, pos, np.dtype(np.int64)))
         values, end = self.value.decode(buf, pos + 8, limit)
         return pa.StructArray.from_arrays([timestamps, values], fields=list(self.arrow_type)), end
+
+    def skip(self, buf: np.ndarray, pos: Positions, limit: Positions) -> Positions:
+        return self.value.skip(buf, fixed_end(pos, 8, limit), limit)
 
 
 def state_decoder(header: KeyedHeader, info: StateInfo, schema: pa.Schema,

@@ -31,6 +31,7 @@ from statesource.flink.framing import canonical_sections
 from statesource.flink.header import StateInfo
 from statesource.flink.keyed import KeyGroupState
 from statesource.flink.metadata import OperatorSnapshot
+from statesource.flink.native_columns import native_tables
 from statesource.flink.operator_state import read_operator_states
 from statesource.flink.snappy import unframe
 from statesource.flink.snapshot import FlinkSnapshot, KeyGroupBytes
@@ -153,10 +154,28 @@ class FlinkCheckpoint:
         op = self._op(operator)
         info = self.snapshot.keyed_state_info(op, state)
         wanted = None if key_groups is None else set(key_groups)
-        for piece in self.snapshot.key_group_bytes(op):
-            if wanted is None or piece.key_group in wanted:
-                yield from self.piece_tables(op, info, piece,
-                                             self.snapshot.piece_bytes(piece, listener))
+        pieces = [piece for piece in self.snapshot.key_group_bytes(op)
+                  if wanted is None or piece.key_group in wanted]
+        for batch in _batches(pieces):
+            data = [self.snapshot.piece_bytes(piece, listener) for piece in batch]
+            tables = self._native_tables(op, info, batch, data)
+            if tables is not None:
+                yield from (table for table in tables if table.num_rows)
+                continue
+            for piece, piece_data in zip(batch, data):
+                yield from self.piece_tables(op, info, piece, piece_data)
+
+    def _native_tables(self, op: OperatorSnapshot, info: StateInfo, pieces: list[KeyGroupBytes],
+                       data: list[bytes]) -> list[pa.Table] | None:
+        """The state's rows in native key groups read together, column-wise (None: where
+        they are canonical, or are declined, and are read one by one)."""
+        if len(pieces) < 2 or pieces[0].handle.savepoint:
+            return None
+        header = self.snapshot.header(op)
+        assert header is not None
+        states = [self._columns(op, state) for state in header.states]
+        return native_tables(states, info.state_id, [piece.key_group for piece in pieces],
+                             data, header.compressed)
 
     def piece_tables(self, op: OperatorSnapshot, info: StateInfo, piece: KeyGroupBytes,
                      data: bytes) -> Iterator[pa.Table]:
@@ -298,6 +317,30 @@ class FlinkCheckpoint:
                                          {r: s.avro for r, s in share.schemas.items()},
                                          share.rows, share.rows, share.size_bytes))
         return rows
+
+
+NATIVE_BATCH_BYTES = 64 << 20
+"""The most bytes of native key groups decoded together (the more key groups, the fewer
+steps per entry they share; see :mod:`statesource.flink.native_columns`)."""
+
+
+def _batches(pieces: list[KeyGroupBytes]) -> Iterator[list[KeyGroupBytes]]:
+    """The pieces in order: native ones in runs of up to :data:`NATIVE_BATCH_BYTES`, canonical
+    ones alone."""
+    batch: list[KeyGroupBytes] = []
+    size = 0
+    for piece in pieces:
+        length = piece.end - piece.begin
+        if batch and (piece.handle.savepoint or size + length > NATIVE_BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(piece)
+        size += length
+        if piece.handle.savepoint:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def _timer_tables(info: StateInfo, decoded: Iterable[tuple[int, dict[int, KeyGroupState]]]

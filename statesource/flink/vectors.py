@@ -42,7 +42,7 @@ class NotColumnar(Exception):
 
 
 def check(condition: np.ndarray | bool) -> None:
-    if not np.all(condition):
+    if not (condition.all() if isinstance(condition, np.ndarray) else condition):
         raise NotColumnar
 
 
@@ -56,6 +56,18 @@ class Decoder:
         """The values at ``pos`` (each within ``limit``), and the positions after them."""
         raise NotImplementedError
 
+    def skip(self, buf: np.ndarray, pos: Positions, limit: Positions) -> Positions:
+        """The positions after the values at ``pos``, checked as :meth:`decode` checks them
+        (where values are not framed, finding their ends is most of reading them)."""
+        return self.decode(buf, pos, limit)[1]
+
+
+def fixed_end(pos: Positions, width: int, limit: Positions) -> Positions:
+    """The positions ``width`` bytes after ``pos``, each within its ``limit``."""
+    end = pos + width
+    check(end <= limit)
+    return end
+
 
 class Fixed(Decoder):
     """A big-endian number of fixed width, as an Arrow array of ``arrow_type``."""
@@ -68,12 +80,16 @@ class Fixed(Decoder):
 
     def decode(self, buf: np.ndarray, pos: Positions, limit: Positions
                ) -> tuple[pa.Array, Positions]:
-        end = pos + self.dtype.itemsize
-        check(end <= limit)
+        end = fixed_end(pos, self.dtype.itemsize, limit)
         values = be_ints(buf, pos, self.dtype)
         if self.convert is not None:
             values = self.convert(values)
         return pa.array(values, self.arrow_type), end
+
+    def skip(self, buf: np.ndarray, pos: Positions, limit: Positions) -> Positions:
+        if self.convert is not None:  # its values are checked too
+            return super().skip(buf, pos, limit)
+        return fixed_end(pos, self.dtype.itemsize, limit)
 
 
 class Void(Decoder):
@@ -83,10 +99,12 @@ class Void(Decoder):
 
     def decode(self, buf: np.ndarray, pos: Positions, limit: Positions
                ) -> tuple[pa.Array, Positions]:
-        end = pos + 1
-        check(end <= limit)
+        return pa.nulls(len(pos)), self.skip(buf, pos, limit)
+
+    def skip(self, buf: np.ndarray, pos: Positions, limit: Positions) -> Positions:
+        end = fixed_end(pos, 1, limit)
         check(buf[pos] == 0)
-        return pa.nulls(len(pos)), end
+        return end
 
 
 def gather(buf: np.ndarray, starts: Positions, lengths: np.ndarray) -> tuple[np.ndarray,
@@ -107,11 +125,15 @@ def ranges_array(arrow_type: pa.DataType, buf: np.ndarray, starts: Positions,
     """A string or binary array of the byte ranges (null where not ``present``); with
     ``ascii_only``, text with any byte above 0x7F is not taken."""
     data, offsets = gather(buf, starts, lengths)
-    check(not ascii_only or data.size == 0 or data.max() < 0x80)
+    check(not ascii_only or _ascii(data))
     validity = None if present is None or present.all() else \
         pa.py_buffer(np.packbits(present, bitorder="little"))
     return pa.Array.from_buffers(arrow_type, len(starts),
                                  [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _ascii(data: np.ndarray) -> bool:
+    return data.size == 0 or bool(data.max() < 0x80)
 
 
 def _varint(buf: np.ndarray, pos: Positions, limit: Positions) -> tuple[np.ndarray, Positions]:
@@ -144,12 +166,24 @@ class FlinkString(Decoder):
 
     def decode(self, buf: np.ndarray, pos: Positions, limit: Positions
                ) -> tuple[pa.Array, Positions]:
+        start, lengths, present = self._text(buf, pos, limit)
+        return (ranges_array(pa.string(), buf, start, lengths, present, ascii_only=True),
+                start + lengths)
+
+    def skip(self, buf: np.ndarray, pos: Positions, limit: Positions) -> Positions:
+        start, lengths, _ = self._text(buf, pos, limit)
+        check(_ascii(gather(buf, start, lengths)[0]))
+        return start + lengths
+
+    @staticmethod
+    def _text(buf: np.ndarray, pos: Positions, limit: Positions
+              ) -> tuple[Positions, np.ndarray, np.ndarray]:
+        """Where each text's bytes start, how many there are, and which are not null."""
         encoded, start = _varint(buf, pos, limit)
         present = encoded > 0
         lengths = np.where(present, encoded - 1, 0)
-        end = start + lengths
-        check(end <= limit)
-        return ranges_array(pa.string(), buf, start, lengths, present, ascii_only=True), end
+        check(start + lengths <= limit)
+        return start, lengths, present
 
 
 class Bytes(Decoder):
@@ -198,6 +232,27 @@ def decode_some(decoder: Decoder, buf: np.ndarray, pos: Positions, limit: Positi
     return taken, after
 
 
+def skip_some(decoder: Decoder, buf: np.ndarray, pos: Positions, limit: Positions,
+              present: np.ndarray) -> Positions:
+    """The positions after the values at the ``present`` positions (elsewhere: kept)."""
+    chosen = np.flatnonzero(present)
+    after = pos.copy()
+    after[chosen] = decoder.skip(buf, pos[chosen], limit[chosen])
+    return after
+
+
+def _read(decoder: Decoder, buf: np.ndarray, pos: Positions, limit: Positions,
+          present: np.ndarray | None, keep: bool) -> tuple[pa.Array | None, Positions]:
+    """The values (``keep``: else None) at the ``present`` positions (None: all), and the
+    positions after them: a decode, or a skip where only the ends are wanted."""
+    if present is None:
+        return decoder.decode(buf, pos, limit) if keep else (None,
+                                                              decoder.skip(buf, pos, limit))
+    if keep:
+        return decode_some(decoder, buf, pos, limit, present)
+    return None, skip_some(decoder, buf, pos, limit, present)
+
+
 class Nullable(Decoder):
     """``NullableSerializer``: a null flag, then the value or ``padding`` bytes."""
 
@@ -208,9 +263,18 @@ class Nullable(Decoder):
 
     def decode(self, buf: np.ndarray, pos: Positions, limit: Positions
                ) -> tuple[pa.Array, Positions]:
+        values, after = self._value(buf, pos, limit, True)
+        assert values is not None
+        return values, after
+
+    def skip(self, buf: np.ndarray, pos: Positions, limit: Positions) -> Positions:
+        return self._value(buf, pos, limit, False)[1]
+
+    def _value(self, buf: np.ndarray, pos: Positions, limit: Positions, keep: bool
+               ) -> tuple[pa.Array | None, Positions]:
         check(pos < limit)
         present = ~_flag(buf[pos])
-        values, after = decode_some(self.inner, buf, pos + 1, limit, present)
+        values, after = _read(self.inner, buf, pos + 1, limit, present, keep)
         after[~present] += self.padding
         check(after <= limit)
         return values, after
@@ -228,6 +292,14 @@ class Struct(Decoder):
 
     def decode(self, buf: np.ndarray, pos: Positions, limit: Positions
                ) -> tuple[pa.Array, Positions]:
+        children, pos = self._fields(buf, pos, limit, True)
+        return pa.StructArray.from_arrays(children, fields=list(self.arrow_type)), pos
+
+    def skip(self, buf: np.ndarray, pos: Positions, limit: Positions) -> Positions:
+        return self._fields(buf, pos, limit, False)[1]
+
+    def _fields(self, buf: np.ndarray, pos: Positions, limit: Positions, keep: bool
+                ) -> tuple[list[pa.Array | None], Positions]:
         if self.pojo_flags:
             check(pos < limit)
             # A null POJO, or a subclass of it, is the per-value decoder's to read or refuse.
@@ -235,13 +307,14 @@ class Struct(Decoder):
             pos = pos + 1
         children = []
         for field in self.fields:
+            present = None
             if self.flagged:
                 check(pos < limit)
-                values, pos = decode_some(field, buf, pos + 1, limit, ~_flag(buf[pos]))
-            else:
-                values, pos = field.decode(buf, pos, limit)
+                present = ~_flag(buf[pos])
+                pos = pos + 1
+            values, pos = _read(field, buf, pos, limit, present, keep)
             children.append(values)
-        return pa.StructArray.from_arrays(children, fields=list(self.arrow_type)), pos
+        return children, pos
 
 
 _ROW_KINDS = pa.array([kind.short_string for kind in sorted(RowKind, key=lambda k: k.byte_value)])
@@ -286,12 +359,14 @@ class TimeWindow(Decoder):
 
     def decode(self, buf: np.ndarray, pos: Positions, limit: Positions
                ) -> tuple[pa.Array, Positions]:
-        end = pos + 16
-        check(end <= limit)
+        end = self.skip(buf, pos, limit)
         start_values = pa.array(be_ints(buf, pos, np.dtype(np.int64)))
         end_values = pa.array(be_ints(buf, pos + 8, np.dtype(np.int64)))
         return pa.StructArray.from_arrays([start_values, end_values],
                                           fields=list(self.arrow_type)), end
+
+    def skip(self, buf: np.ndarray, pos: Positions, limit: Positions) -> Positions:
+        return fixed_end(pos, 16, limit)
 
 
 def _flag(values: np.ndarray) -> np.ndarray:

@@ -137,6 +137,18 @@ def test_corrupt_snappy_key_groups_fail_or_read_the_same(tmp_path_factory, at, d
     _compare_all(broken)
 
 
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(variant=st.sampled_from(["mp256", "mp128-snappy"]), at=st.floats(0, 1, exclude_max=True),
+       data=st.binary(min_size=1, max_size=6))
+def test_corrupt_native_key_groups_fail_or_read_the_same(tmp_path_factory, variant, at, data):
+    """Native key groups, read many at once (:mod:`statesource.flink.native_columns`): a
+    damaged one declines the batch, and the per-value decoder reads or refuses each."""
+    broken = corrupted_copy(FIXTURES / variant / "native",
+                            tmp_path_factory.mktemp("broken") / "sp", at, data)
+    _compare_all(broken)
+
+
 # -- generated states --------------------------------------------------------------------------
 
 @settings(max_examples=25, deadline=None,
