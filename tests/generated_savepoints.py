@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from statesource.checkpointing import CheckpointWriter
 from statesource.flink.export import export_flink
+from statesource.flink.framing import canonical_sections
 from statesource.flink.snapshot import FlinkSnapshot
 from statesource.keygroups import assign_to_key_group, key_group_range_for_operator
 from statesource.state.clock import ManualClock
@@ -32,11 +33,14 @@ ENTRIES = st.dictionaries(
 
 def export_savepoint(root: Path, entries: dict[str, tuple]) -> Path:
     """A canonical savepoint (via export_flink) of String keys with a value, a list and a
-    map state, from ``key -> (value, list, map)``."""
+    map state, from ``key -> (value, list, map)``; and two states made from the key: its
+    reverse (``text``) and its length under a String namespace (``named``, whose composite
+    keys hold the length after key and namespace)."""
     clock = ManualClock(1_700_000_000_000)
     states = [ValueStateDescriptor("value", "long"), ListStateDescriptor("list", "long"),
               MapStateDescriptor("map", "string", ["null", "string"]),
-              ValueStateDescriptor("text", "string")]
+              ValueStateDescriptor("text", "string"),
+              ValueStateDescriptor("named", "long", namespace_type="string")]
     backends = []
     for index in range(2):
         owned = key_group_range_for_operator(128, 2, index)
@@ -52,11 +56,36 @@ def export_savepoint(root: Path, entries: dict[str, tuple]) -> Path:
             for user_key, user_value in mapping.items():
                 handles[2].put(user_key, user_value)
             handles[3].update(key[::-1])
+            backend.set_current_namespace(f"n{key}")
+            handles[4].update(len(key))
         backends.append(backend)
     with CheckpointWriter(str(root / "checkpoints")) as writer:
         writer.write(1, {"op": backends})
     export_flink(root / "checkpoints", root / "savepoint")
     return root / "savepoint"
+
+
+def wrong_length_after_a_key(root: Path) -> tuple[Path, str]:
+    """A savepoint (:func:`export_savepoint`) whose first composite key of state ``named``
+    has a wrong length after its key (sound framing otherwise), and that file's name."""
+    savepoint = export_savepoint(root, {f"key{i}": (i, [], {}) for i in range(20)})
+    snapshot = FlinkSnapshot.open(str(savepoint))
+    op = snapshot.operator("op")
+    info = snapshot.keyed_state_info(op, "named")
+    piece = snapshot.key_group_bytes(op)[0]
+    data = snapshot.piece_bytes(piece)
+    (section,) = canonical_sections(data, piece.key_group, 1, len(snapshot.header(op).states),
+                                    (info.state_id,))
+    # The key group's one-byte prefix; the key: a varint of its n characters + 1, then their
+    # n bytes (n + 1 bytes in all, the varint's value); then that length in one byte.
+    start = int(section.key_start[0])
+    length = data[start + 1]
+    assert data[start + 1 + length] == length
+    victim = Path(snapshot.file_location(piece.handle.stream).path)
+    raw = bytearray(victim.read_bytes())
+    raw[piece.begin + start + 1 + length] = length + 1
+    victim.write_bytes(bytes(raw))
+    return savepoint, victim.name
 
 
 def corrupted_copy(source: Path, target: Path, at: float, data: bytes) -> Path:

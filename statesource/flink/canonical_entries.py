@@ -42,23 +42,13 @@ from statesource.flink.canonical_writer import key_group_prefix, prefix_bytes
 from statesource.flink.encoders import Write, inside, misfit, type_name, value_writer, write_part
 from statesource.flink.flink_type import FlinkType
 from statesource.flink.header import StateInfo
-from statesource.flink.keyed import LIST_DELIMITER
+from statesource.flink.keyed import LIST_DELIMITER, variable_int_bytes
 from statesource.flink.serializers import ListType, MapType
 from statesource.keygroups import assign_to_key_group
 from statesource.model import StateKind
 
 Pairs = list[tuple[bytes, bytes]]
 _NULL, _PRESENT = 1, 0
-
-
-def variable_int_bytes(value: int) -> bytes:
-    """Flink's ``writeVariableIntBytes``: the low byte, then the next ones while any is left."""
-    out = bytearray()
-    while True:
-        out.append(value & 0xFF)
-        value >>= 8
-        if not value:
-            return bytes(out)
 
 
 class CompositeKeys:

@@ -125,10 +125,14 @@ class StateColumns:
               ) -> tuple[pa.Array, Positions]:
         """The key or the namespace, and, where both vary in size, the length after it."""
         values, end = decoder.decode(buf, pos, limit)
-        if self.ambiguous:
+        if self.ambiguous:  # the length, low byte first, while any is left
             length = end - pos
-            end = end + 1 + (length >= 1 << 8) + (length >= 1 << 16) + (length >= 1 << 24)
-            check(end <= limit)
+            width = 1 + (length >= 1 << 8) + (length >= 1 << 16) + (length >= 1 << 24)
+            check(end + width <= limit)
+            for index in range(int(width.max(initial=0))):
+                written = width > index
+                check(buf[end[written] + index] == (length[written] >> 8 * index) & 0xFF)
+            end = end + width
         return values, end
 
     def _timers(self, buf: np.ndarray, key_group: int, s: Section, pos: Positions

@@ -101,9 +101,15 @@ def canonical_sections(data: bytes, source: str, base: int, key_group: int, pref
     return sections
 
 
-def _length_bytes(length: int) -> int:
-    """Bytes of Flink's key-length suffix (little-endian bytes until the rest is zero)."""
-    return max(1, (length.bit_length() + 7) // 8)
+def variable_int_bytes(value: int) -> bytes:
+    """Flink's ``writeVariableIntBytes``: the low byte, then the next ones while any is left
+    (the length after the key and after the namespace, where both vary in size)."""
+    out = bytearray()
+    while True:
+        out.append(value & 0xFF)
+        value >>= 8
+        if not value:
+            return bytes(out)
 
 
 def decode_key_group(data: bytes, source: str, base: int, header: KeyedHeader,
@@ -281,17 +287,27 @@ class _PairDecoder:
         else:
             key = self.key.read(kr)
             if self.ambiguous:
-                kr.skip(_length_bytes(kr.pos - key_start))
+                self._length_after("key", kr, key_start)
             namespace_start = kr.pos
             namespace = self.namespace.read(kr)
             if self.ambiguous:
-                kr.skip(_length_bytes(kr.pos - namespace_start))
+                self._length_after("namespace", kr, namespace_start)
             stored = self._value(kr, vr)
         if not kr.at_end() or not vr.at_end():
             raise kr.error(f"state {self.info.name!r}: trailing bytes in an entry", key_start)
         out.keys.append(key)
         out.namespaces.append(namespace)
         out.stored.append(stored)
+
+    def _length_after(self, part: str, kr: BinaryReader, start: int) -> None:
+        """Check the length Flink writes after a part (other bytes would make equal entries
+        differ in bytes, and the JVM and the column decoders tell entries apart by them)."""
+        at = kr.pos
+        length = at - start
+        written = variable_int_bytes(length)
+        if kr.take(len(written)) != written:
+            raise kr.error(f"state {self.info.name!r}: the length after the {part} is not"
+                           f" its {length} bytes", at)
 
     def _value(self, kr: BinaryReader, vr: BinaryReader) -> Any:
         value = self.value

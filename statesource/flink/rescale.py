@@ -53,7 +53,6 @@ from statesource.errors import (
     TypeMismatchError,
 )
 from statesource.flink.binary import BinaryReader
-from statesource.flink.canonical_entries import variable_int_bytes
 from statesource.flink.canonical_writer import KeyGroupFramer, prefix_bytes
 from statesource.flink.declarations import native_blockers
 from statesource.flink.encoders import encode
@@ -66,6 +65,7 @@ from statesource.flink.keyed import (
     META_DATA_FOLLOWS,
     check_key_group_range,
     native_key_group_reader,
+    variable_int_bytes,
 )
 from statesource.flink.metadata import (
     KeyedHandle,

@@ -15,12 +15,21 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from generated_savepoints import ENTRIES, corrupted_copy, export_savepoint
+from generated_savepoints import (
+    ENTRIES,
+    corrupted_copy,
+    export_savepoint,
+    wrong_length_after_a_key,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flink_snapshots import SAVEPOINTS, only
-from statesource.errors import IncompatibleCheckpointError, StateSourceError
+from statesource.errors import (
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    StateSourceError,
+)
 from statesource.flink.canonical_entries import StateEntries
 from statesource.flink.canonical_writer import frame_key_group
 from statesource.flink.census import count_snapshot
@@ -156,7 +165,7 @@ def test_corrupt_native_key_groups_fail_or_read_the_same(tmp_path_factory, varia
 @given(entries=ENTRIES)
 def test_generated_states_read_the_same(tmp_path_factory, entries):
     savepoint = export_savepoint(tmp_path_factory.mktemp("generated"), entries)
-    assert _compare_all(savepoint) == 4
+    assert _compare_all(savepoint) == 5
     rows = sum(t.num_rows for t in FlinkCheckpoint.open(str(savepoint)).read_keyed_state(
         "value", operator="op"))
     assert rows == len(entries)
@@ -263,6 +272,15 @@ def test_inspect_of_a_canonical_savepoint_decodes_column_wise():
 
 
 # -- a String key with a String namespace: each followed by its length, in one or two bytes ----
+
+def test_a_wrong_length_after_a_key_is_refused(tmp_path):
+    """Flink writes the key's length after it: other bytes would make equal entries differ
+    in bytes, so both decoders refuse them, naming the file."""
+    savepoint, victim = wrong_length_after_a_key(tmp_path)
+    for reader in (FlinkCheckpoint, _PerValue):
+        with pytest.raises(CorruptCheckpointError, match=f"{victim}.*the length after the key"):
+            list(reader.open(str(savepoint)).read_keyed_state("named", operator="op"))
+
 
 @pytest.mark.parametrize("size", [1, 255, 256, 300, 511, 512, 60000])
 def test_lengths_after_key_and_namespace_are_read_column_wise(size):

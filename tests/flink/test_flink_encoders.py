@@ -47,7 +47,7 @@ from statesource.flink import operator_state, serializers
 from statesource.flink.avro import AVRO_SNAPSHOT, AvroFlinkType, read_avro_snapshot
 from statesource.flink.binary import BinaryReader
 from statesource.flink.binary_writer import BinaryWriter
-from statesource.flink.canonical_entries import StateEntries, variable_int_bytes
+from statesource.flink.canonical_entries import StateEntries
 from statesource.flink.canonical_writer import frame_key_group
 from statesource.flink.declarations import native_blockers, stored_converter
 from statesource.flink.encoders import encode, flip_sign_bit, type_name, value_writer
@@ -58,6 +58,7 @@ from statesource.flink.keyed import (
     KeyGroupState,
     canonical_sections,
     decode_key_group,
+    variable_int_bytes,
 )
 from statesource.flink.metadata import OperatorSnapshot
 from statesource.flink.snappy import unframe

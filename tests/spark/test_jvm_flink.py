@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 from conftest import jvm_reader_loaded
-from generated_savepoints import ENTRIES, corrupted_copy, damaged, export_savepoint
+from generated_savepoints import (
+    ENTRIES,
+    corrupted_copy,
+    damaged,
+    export_savepoint,
+    wrong_length_after_a_key,
+)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -104,7 +110,7 @@ def test_every_state_reads_the_same_on_both_paths(jvm, path):
 @given(entries=ENTRIES)
 def test_generated_states_read_the_same(jvm, tmp_path_factory, entries):
     """Any text (the JVM decodes UTF-16 units itself), null map values, empty lists."""
-    assert _compare_all(jvm, export_savepoint(tmp_path_factory.mktemp("jvm-gen"), entries)) == 4
+    assert _compare_all(jvm, export_savepoint(tmp_path_factory.mktemp("jvm-gen"), entries)) == 5
 
 
 @settings(max_examples=9, deadline=None,
@@ -298,6 +304,17 @@ def test_a_null_value_in_a_ttl_map_is_refused_on_both_paths(jvm, tmp_path):
     assert len(on_jvm) == len(on_python) == 2, (on_jvm, on_python)
     for error in (on_jvm[1], on_python[1]):
         assert "a null value in a map with TTL" in error and victim.name in error, error
+
+
+def test_a_wrong_length_after_a_key_is_refused_on_both_paths(jvm, tmp_path):
+    """The length Flink writes after a key, changed: both paths refuse it, naming the file
+    (the JVM tells map entries apart by their bytes, which other lengths would change)."""
+    savepoint, victim = wrong_length_after_a_key(tmp_path)
+    on_jvm = _read(jvm, "flinkstate", savepoint, "op", "named")
+    on_python = _read(jvm, "flinkstate-python", savepoint, "op", "named")
+    assert len(on_jvm) == len(on_python) == 2, (on_jvm, on_python)
+    for error in (on_jvm[1], on_python[1]):
+        assert "the length after the key" in error and victim in error, error
 
 
 def _first_entry(snapshot: FlinkSnapshot, op, state: str | None = None):

@@ -313,18 +313,30 @@ final class FlinkKeyGroupDecoder {
     int start = keys.pos;
     plan.key.read(keys, key);
     if (plan.ambiguous) {
-      keys.skip(lengthBytes(keys.pos - start));
+      lengthAfter(keys, keys.pos - start, "key");
     }
     keyEnd = keys.pos;
     int namespaceStart = keys.pos;
     plan.namespace.read(keys, namespace);
     if (plan.ambiguous) {
-      keys.skip(lengthBytes(keys.pos - namespaceStart));
+      lengthAfter(keys, keys.pos - namespaceStart, "namespace");
     }
   }
 
-  private static int lengthBytes(int length) {
-    return Math.max(1, (32 - Integer.numberOfLeadingZeros(length) + 7) / 8);
+  /**
+   * The length Flink writes after a part, low byte first while any is left: other bytes would
+   * make equal entries differ in bytes, which is how map entries are told apart here.
+   */
+  private static void lengthAfter(FlinkCursor keys, int length, String part) {
+    int at = keys.pos;
+    int left = length;
+    do {
+      if (keys.u8() != (left & 0xFF)) {
+        throw new FlinkDataException("the length after the " + part + " is not its " + length
+            + " bytes", at);
+      }
+      left >>>= 8;
+    } while (left != 0);
   }
 
   private void valuePair(FlinkCursor keys, FlinkCursor values, WritableColumnVector[] out) {
