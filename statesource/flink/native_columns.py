@@ -75,8 +75,9 @@ def _joined(key_groups: Sequence[int], data: Sequence[bytes], compressed: bool
             except CorruptCheckpointError:
                 raise NotColumnar from None
         bodies.append(body)
-    end = np.cumsum([len(body) for body in bodies], dtype=np.int64)
-    start = end - np.array([len(body) for body in bodies], dtype=np.int64)
+    lengths = np.array([len(body) for body in bodies], dtype=np.int64)
+    end = np.cumsum(lengths)
+    start = end - lengths
     return np.frombuffer(b"".join(bodies), np.uint8), start, end
 
 
@@ -90,9 +91,9 @@ class _Parts:
         for name, positions in parts.items():
             self.steps[name].append(positions)
 
-    def joined(self, name: str, dtype: type = np.int64) -> np.ndarray:
+    def joined(self, name: str) -> np.ndarray:
         steps = self.steps[name]
-        return np.concatenate(steps) if steps else np.empty(0, dtype=dtype)
+        return np.concatenate(steps) if steps else np.empty(0, dtype=np.int64)
 
 
 class _Walk:
@@ -146,17 +147,18 @@ class _Walk:
         else:
             key_at = columns.namespace.skip(buf, pos, limit)
             value_at = columns.key.skip(buf, key_at, limit)
-            owners = np.arange(self.entry_count, self.entry_count + len(pos))
-            end = self._value(columns, value_at, limit, owners, keep)
+            owners = np.arange(self.entry_count, self.entry_count + len(pos)) if keep else None
+            end = self._value(columns, value_at, limit, owners)
         if keep:
             self.entries.note(lane=lanes, start=pos, key=key_at, value=value_at)
             self.entry_count += len(pos)
         return end
 
     def _value(self, columns: StateColumns, pos: Positions, limit: Positions,
-               owners: np.ndarray, keep: bool) -> Positions:
+               owners: np.ndarray | None) -> Positions:
         """The ends of the values at ``pos``: lists and maps are a count, then their items,
-        read a round each (an item of every list or map that has one)."""
+        read a round each (an item of every list or map that has one); where the values are
+        kept, their entries are ``owners``, and where each item starts is noted."""
         value = columns.value
         assert value is not None
         if columns.kind is not StateKind.LIST and columns.kind is not StateKind.MAP:
@@ -171,7 +173,7 @@ class _Walk:
                 flags = at
             else:
                 end, flags = self._pair(columns, at, limit[live])
-            if keep:
+            if owners is not None:
                 self.items.note(owner=owners[live], start=at, flag=flags)
             return end
 
