@@ -111,12 +111,18 @@ class DeltaEncoder:
                   ) -> tuple[tuple[list, list, list], list, tuple[list, list, list]]:
         """Upserts (keys, namespaces, states now), removals ((key, namespace) pairs) and
         priors (keys, namespaces, states at the base), each state as its checkpoint
-        holds it. (One comprehension per column: a run's cost is these few passes.)"""
+        holds it. (Whole columns where every entry is an update, else one comprehension per
+        column: a run's cost is these few passes.)"""
         if self._current.filters or self._prior.filters:
             current_live, prior_live = self._current.live, self._prior.live
             changed = [(key, namespace, None if now is None else current_live(now),
                         None if before is None else prior_live(before))
                        for key, namespace, now, before in changed]
+        if not changed:
+            return ([], [], []), [], ([], [], [])
+        keys, namespaces, nows, befores = (list(column) for column in zip(*changed))
+        if None not in nows and None not in befores:  # updates only, the usual case
+            return (keys, namespaces, nows), [], (keys, namespaces, befores)
         upserts = ([key for key, _, now, _ in changed if now is not None],
                    [namespace for _, namespace, now, _ in changed if now is not None],
                    [now for _, _, now, _ in changed if now is not None])

@@ -37,6 +37,14 @@ def json_int(value: Any) -> int:
     return value
 
 
+def json_int_list(value: Any) -> list[int]:
+    """A JSON array of integers only (one pass for a whole column of a key-group index)."""
+    values = json_list(value)
+    if not set(map(type, values)) <= {int}:
+        json_int(next(item for item in values if type(item) is not int))
+    return values
+
+
 def json_list(value: Any) -> list:
     """A JSON array (iterating a string or an object instead would misread it)."""
     if not isinstance(value, list):

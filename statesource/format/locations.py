@@ -7,12 +7,13 @@ because every producer builds these entries and every reader plans from them.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from statesource.errors import CorruptCheckpointError
-from statesource.format.json_fields import json_field, json_int, json_list, json_object
+from statesource.format.json_fields import json_field, json_int, json_int_list, json_object
 from statesource.format.storage import check_relative_path
 from statesource.keygroups import KeyGroupRange
 
@@ -37,7 +38,7 @@ class KeyGroupLocation:
     crc32: int
 
 
-_INDEX_FIELDS = {
+_INDEX_FIELDS = {  # JSON column name -> KeyGroupLocation field, in the dataclass's order
     "keyGroup": "key_group",
     "batchStart": "batch_start",
     "batchCount": "batch_count",
@@ -47,6 +48,8 @@ _INDEX_FIELDS = {
     "entries": "entries",
     "crc32": "crc32",
 }
+
+_location_fields = operator.attrgetter(*_INDEX_FIELDS.values())
 
 
 @dataclass(frozen=True)
@@ -62,31 +65,24 @@ class DataFile:
     locations: tuple[KeyGroupLocation, ...]
 
     def to_json(self) -> dict[str, Any]:
+        columns = list(zip(*map(_location_fields, self.locations))) or [()] * len(_INDEX_FIELDS)
         return {
             "path": self.path,
             "keyGroupStart": self.key_group_range.start,
             "keyGroupEnd": self.key_group_range.end,
             "sizeBytes": self.size_bytes,
-            "keyGroups": {
-                json_name: [getattr(loc, attr) for loc in self.locations]
-                for json_name, attr in _INDEX_FIELDS.items()
-            },
+            "keyGroups": {name: list(column) for name, column in zip(_INDEX_FIELDS, columns)},
         }
 
     @classmethod
     def from_json(cls, data: object, paths: PathReader) -> DataFile:
         keys = json_object(json_field(data, "keyGroups"))
-        columns = {name: json_list(json_field(keys, name)) for name in _INDEX_FIELDS}
-        lengths = set(map(len, columns.values()))
-        if len(lengths) != 1:
+        columns = [json_int_list(json_field(keys, name)) for name in _INDEX_FIELDS]
+        if len(set(map(len, columns))) != 1:
             raise ValueError(
                 f"key-group index columns of {json_field(data, 'path')} differ in length"
             )
-        locations = tuple(
-            KeyGroupLocation(**{attr: json_int(columns[name][i])
-                                for name, attr in _INDEX_FIELDS.items()})
-            for i in range(lengths.pop())
-        )
+        locations = tuple(KeyGroupLocation(*fields) for fields in zip(*columns))
         data_file = cls(paths(json_field(data, "path")),
                         KeyGroupRange(json_int(json_field(data, "keyGroupStart")),
                                       json_int(json_field(data, "keyGroupEnd"))),

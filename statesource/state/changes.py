@@ -23,7 +23,10 @@ entries (see :meth:`KeyGroupChanges.note`); past that it is marked changed
 
 The hot path is :meth:`KeyGroupChanges.note` on each write: a flag store, a
 dict lookup, and on the first write of an entry since the snapshot a lookup of
-its prior state (copied when the state is mutable). Only the owning thread
+its prior state (copied when the state is mutable). While a key group's entries
+are tracked, its map also records the state each write leaves
+(:meth:`~statesource.state.statemap.CopyOnWriteStateMap.record_writes`), so
+that a snapshot finds the changed entries' states without a lookup each. Only the owning thread
 writes and captures the live changes; the captured ones and the base are shared
 with the checkpoint thread that reports completion, under :attr:`ChangeTracker.lock`.
 """
@@ -46,6 +49,9 @@ EntryPriors = dict[tuple[Any, Any], Any]
 Capture = tuple[bytes, dict[int, EntryPriors]]
 """Per key-group index a changed flag, and the tracked entries of the flagged key groups
 that are not changed whole."""
+WrittenStates = dict[int, dict[tuple[Any, Any], Any]]
+"""Per key-group index, the state the last write since the previous snapshot left at each
+entry it wrote (None: removed)."""
 
 
 class StateMapLike(Protocol):
@@ -53,13 +59,17 @@ class StateMapLike(Protocol):
 
     def peek(self, key: Any, namespace: Any) -> Any: ...
 
+    def record_writes(self) -> dict[tuple[Any, Any], Any]: ...
+
+    def stop_recording(self) -> None: ...
+
     def __len__(self) -> int: ...
 
 
 class KeyGroupChanges:
     """One state's changes: live ones, and those captured by unconfirmed snapshots."""
 
-    __slots__ = ("live", "live_entries", "_copier", "_captured")
+    __slots__ = ("live", "live_entries", "_recording", "_copier", "_captured")
 
     def __init__(self, key_groups: int, copier: Callable[[Any], Any] | None = None) -> None:
         self.live = bytearray(key_groups)
@@ -67,6 +77,8 @@ class KeyGroupChanges:
         self.live_entries: list[EntryPriors | None] = [None] * key_groups
         """The entries written since the last snapshot, per flagged key group (None on a
         flagged key group: changed whole)."""
+        self._recording: dict[int, tuple[StateMapLike, dict[tuple[Any, Any], Any]]] = {}
+        """Per key-group index whose entries are tracked: its map, recording its writes."""
         self._copier = copier
         self._captured: dict[int, Capture] = {}
 
@@ -84,6 +96,7 @@ class KeyGroupChanges:
                 return
             self.live[index] = 1
             entries = self.live_entries[index] = {}
+            self._recording[index] = (state_map, state_map.record_writes())
         entry = (key, namespace)
         if entry in entries:
             return
@@ -91,14 +104,18 @@ class KeyGroupChanges:
         entries[entry] = prior if prior is None or self._copier is None else self._copier(prior)
         if len(entries) > TRACKED_ENTRIES_FLOOR and len(entries) > len(state_map) // 2:
             self.live_entries[index] = None
+            self._recording.pop(index)[0].stop_recording()
 
     def mark_all(self) -> None:
         """Everything changed whole: a restored state is in no checkpoint of this backend."""
         self.live[:] = b"\x01" * len(self.live)
         self.live_entries = [None] * len(self.live)
+        self._take_written()
 
-    def capture(self, sequence: int) -> Capture:
-        """Take the live changes for snapshot ``sequence``; return every change since the base.
+    def capture(self, sequence: int) -> tuple[bytes, dict[int, EntryPriors], WrittenStates]:
+        """Take the live changes for snapshot ``sequence``; return every change since the base,
+        and the states this snapshot's writes left (each entry of the union not among
+        them was last written before an earlier snapshot, and must be looked up).
 
         Runs on the owning thread, under the tracker's lock. ``live`` is zeroed
         in place because handles hold that very object.
@@ -109,9 +126,19 @@ class KeyGroupChanges:
         self._captured[sequence] = (flags, entries)
         self.live[:] = bytes(len(self.live))
         self.live_entries = [None] * len(self.live)
+        written = self._take_written()
         if len(self._captured) > _MAX_CAPTURES:
             self._merge_oldest()
-        return _union([self._captured[s] for s in sorted(self._captured)])
+        return (*_union([self._captured[s] for s in sorted(self._captured)]), written)
+
+    def _take_written(self) -> WrittenStates:
+        """Stop every map recording; return what each recorded."""
+        written = {}
+        for index, (state_map, states) in self._recording.items():
+            state_map.stop_recording()
+            written[index] = states
+        self._recording = {}
+        return written
 
     def _merge_oldest(self) -> None:
         """Fold the oldest capture into the next one, so that snapshots whose checkpoints
@@ -126,6 +153,7 @@ class KeyGroupChanges:
         """Nothing changed: the state is exactly that of the base."""
         self.live[:] = bytes(len(self.live))
         self.live_entries = [None] * len(self.live)
+        self._take_written()
         self._captured.clear()
 
     def forget_through(self, sequence: int) -> None:

@@ -92,7 +92,7 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
     Keys and namespaces are any hashable values, compared with ``==``.
     """
 
-    __slots__ = ("_copier", "_size", "_mod_count", "_live", "_state_copies")
+    __slots__ = ("_copier", "_size", "_mod_count", "_live", "_state_copies", "_written")
 
     def __init__(
         self, capacity: int = DEFAULT_CAPACITY, copier: Callable[[S], S] | None = None
@@ -107,6 +107,7 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
         self._mod_count = 0  # insertions and removals, for fail-fast iteration
         self._live: set[int] = set()
         self._state_copies = 0
+        self._written: dict[tuple[K, N], S | None] | None = None
 
     # -- operations ---------------------------------------------------------------------
 
@@ -136,7 +137,10 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
 
     def put(self, key: K, namespace: N, state: S) -> None:
         """Map (key, namespace) to ``state``, replacing any previous state object."""
-        h = hash((key, namespace))
+        entry = (key, namespace)
+        h = hash(entry)
+        if self._written is not None:
+            self._written[entry] = state
         if self._new_table is None:
             table = self._table
             bucket = h & self._mask
@@ -158,6 +162,8 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
     def put_and_get_old(self, key: K, namespace: N, state: S) -> S | None:
         """Like :meth:`put`, returning the previous state (copied if a snapshot shares it)."""
         h, table, bucket, slot = self._find(key, namespace)
+        if self._written is not None:
+            self._written[key, namespace] = state
         if not slot:
             self._insert(table, bucket, h, key, namespace, state)
             return None
@@ -172,16 +178,21 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
         this map; if it raises, the map holds the same states as before."""
         h, table, bucket, slot = self._find(key, namespace)
         if not slot:
-            self._insert(table, bucket, h, key, namespace, fn(None, value))
-            return
-        offset, old = self._open_for_update(table, bucket, slot)
-        self._records[offset + STATE] = fn(old, value)
-        self._records[offset + STATE_VERSION] = self._version
+            state = fn(None, value)
+            self._insert(table, bucket, h, key, namespace, state)
+        else:
+            offset, old = self._open_for_update(table, bucket, slot)
+            state = self._records[offset + STATE] = fn(old, value)
+            self._records[offset + STATE_VERSION] = self._version
+        if self._written is not None:
+            self._written[key, namespace] = state
 
     def remove(self, key: K, namespace: N) -> None:
         slot = self._unlink(key, namespace)
         if slot:
             self._drop(slot)
+            if self._written is not None:
+                self._written[key, namespace] = None
 
     def remove_and_get_old(self, key: K, namespace: N) -> S | None:
         """Remove (key, namespace), returning its state (copied if a snapshot shares it)."""
@@ -193,6 +204,8 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
         if self._records[offset + STATE_VERSION] < self._required:
             old = self._copy_state(old)
         self._drop(slot)
+        if self._written is not None:
+            self._written[key, namespace] = None
         return old
 
     def size(self) -> int:
@@ -298,29 +311,38 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
         no copy, so the object may be shared with a snapshot and must not be changed."""
         return self._records[STRIDE * self._peek_slot(key, namespace) + STATE]
 
-    def changed_entries(self, tracked: Mapping[tuple[K, N], Any]
+    def record_writes(self) -> dict[tuple[K, N], S | None]:
+        """From now on, note the state every write leaves at each (key, namespace) (None:
+        removed) in the returned dict, until :meth:`stop_recording`.
+
+        Change tracking asks for this while it tracks a key group's entries: a checkpoint
+        then finds the changed entries' states in the dict, where each was written (and
+        was still in cache), instead of looking every one up again in the map.
+        """
+        self._written = {}
+        return self._written
+
+    def stop_recording(self) -> None:
+        self._written = None
+
+    def changed_entries(self, tracked: Mapping[tuple[K, N], Any],
+                        written: Mapping[tuple[K, N], S | None]
                         ) -> tuple[tuple[K, N, S | None, Any], ...]:
         """``(key, namespace, stored state, prior)`` of each ``(key, namespace) -> prior`` in
-        ``tracked``, in order, the states as :meth:`peek` finds them: one call for a
-        checkpoint's changed entries, which it looks up while the program waits."""
-        records, links = self._records, self._next
-        new, mask, rehashed = self._new_table, self._mask, self._rehash_index
-        table = self._table
+        ``tracked``, in order, the states as :meth:`peek` finds them: from ``written`` (what
+        :meth:`record_writes` noted), else looked up in the map."""
+        if len(written) == len(tracked):
+            states = list(written.values())
+            if list(written) == list(tracked):
+                # The usual case: every tracked entry was written after it was noted, so both
+                # dicts list the same entries in the same order.
+                return tuple((key, namespace, state, prior)
+                             for ((key, namespace), prior), state in zip(tracked.items(), states))
         found: list[tuple[K, N, S | None, Any]] = []
         append = found.append
         for entry, prior in tracked.items():
-            h = hash(entry)  # the (key, namespace) tuple's hash, as the map hashes it
-            key, namespace = entry
-            if new is not None and (h & mask) < rehashed:
-                slot = new[h & (len(new) - 1)]
-            else:
-                slot = table[h & mask]
-            while slot:
-                offset = STRIDE * slot
-                if records[offset] == key and records[offset + NAMESPACE] == namespace:
-                    break
-                slot = links[slot]
-            append((key, namespace, records[STRIDE * slot + STATE] if slot else None, prior))
+            state = written[entry] if entry in written else self.peek(*entry)
+            append((entry[0], entry[1], state, prior))
         return tuple(found)
 
     def _peek_slot(self, key: K, namespace: N) -> int:
@@ -408,6 +430,8 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
         state = self._copy_state(self._records[offset + STATE])
         self._records[offset + STATE] = state
         self._records[offset + STATE_VERSION] = self._version
+        if self._written is not None:
+            self._written[self._records[offset], self._records[offset + NAMESPACE]] = state
         return state
 
     def _open_for_update(self, table: memoryview, bucket: int, slot: int) -> tuple[int, S]:

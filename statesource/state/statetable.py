@@ -46,13 +46,15 @@ class StateTable:
 
         ``sequence`` numbers the backend's snapshot; the changes it captures
         are kept under that number until a checkpoint completes. The changed
-        entries' states are looked up now: the map snapshots keep those very
-        objects unchanged until released (copy-on-write).
+        entries' states are taken now, as their last writes left them (or looked
+        up, if written before an earlier snapshot): the map snapshots keep those
+        very objects unchanged until released (copy-on-write).
         """
         snapshots = tuple(zip(self.key_group_range, (m.snapshot() for m in self.maps)))
-        flags, entries = self.changes.capture(sequence)
+        flags, entries, written = self.changes.capture(sequence)
         start = self.key_group_range.start
-        changed_entries = {start + index: self.maps[index].changed_entries(tracked)
+        changed_entries = {start + index: self.maps[index].changed_entries(
+                               tracked, written.get(index, {}))
                            for index, tracked in entries.items()}
         return StateTableSnapshot(self.descriptor, snapshots, flags, changed_entries)
 

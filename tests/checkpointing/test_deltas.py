@@ -140,6 +140,13 @@ def test_tracking_holds_at_most_half_a_key_groups_entries():
         def peek(self, key, namespace):
             return key
 
+        def record_writes(self):
+            self.recording = True
+            return {}
+
+        def stop_recording(self):
+            self.recording = False
+
         def __len__(self) -> int:
             return self.size
 
@@ -150,8 +157,9 @@ def test_tracking_holds_at_most_half_a_key_groups_entries():
     assert len(changes.live_entries[0]) == 500
     changes.note(0, 500, None, big)
     assert changes.live_entries[0] is None and changes.live[0]  # changed whole from now on
-    flags, entries = changes.capture(1)
-    assert flags == b"\x01" and entries == {}
+    assert not big.recording  # nor are its writes recorded
+    flags, entries, written = changes.capture(1)
+    assert flags == b"\x01" and entries == {} and written == {}
     small = Map(3)
     for key in range(TRACKED_ENTRIES_FLOOR):
         changes.note(0, key, None, small)
@@ -165,13 +173,19 @@ def test_a_failed_checkpoint_keeps_its_entries_and_their_first_priors():
         def peek(self, key, namespace):
             return self.get((key, namespace))
 
+        def record_writes(self):
+            return {}
+
+        def stop_recording(self):
+            pass
+
     live = Map({("a", None): 1})
     changes.note(0, "a", None, live)
     live[("a", None)] = 2
     changes.capture(1)  # its checkpoint fails: nothing completes
     changes.note(0, "a", None, live)
     changes.note(1, "b", None, live)
-    _, entries = changes.capture(2)
+    _, entries, _ = changes.capture(2)
     assert entries == {0: {("a", None): 1}, 1: {("b", None): None}}
 
 

@@ -731,6 +731,7 @@ def test_release_on_another_thread():
 
 
 def test_changed_entries_finds_what_peek_finds_also_mid_rehash():
+    """Without recorded writes, every entry is looked up."""
     state_map = CopyOnWriteStateMap(capacity=4)
     seen_rehash = False
     for i in range(3000):
@@ -741,6 +742,34 @@ def test_changed_entries_finds_what_peek_finds_also_mid_rehash():
             seen_rehash |= state_map._new_table is not None
             wanted = [(k, k % 3) for k in range(0, i + 5, 3)] + [(k, 9) for k in range(5)]
             priors = {entry: ("prior", entry) for entry in wanted}
-            assert state_map.changed_entries(priors) == tuple(
+            assert state_map.changed_entries(priors, {}) == tuple(
                 (k, n, state_map.peek(k, n), ("prior", (k, n))) for k, n in wanted)
     assert seen_rehash
+
+
+@pytest.mark.parametrize("tracked_keys", [
+    [0, 1, 2, 3],  # noted and written in the same order: taken from the record as it stands
+    [3, 2, 1, 0],  # another order
+    [0, 1, 2, 9],  # 9 noted, never written (a removal of nothing); 3 written, not tracked
+    [0, 1, 2],     # fewer tracked than written
+])
+def test_changed_entries_take_recorded_writes_and_look_up_the_rest(tracked_keys):
+    state_map = CopyOnWriteStateMap(capacity=4, copier=list.copy)
+    for key in range(6):
+        state_map.put(key, None, [key])
+    snapshot = state_map.snapshot()  # the tracked entries' writes below copy on write
+    written = state_map.record_writes()
+    state_map.put(0, None, [10])
+    state_map.transform(1, None, 11, lambda old, value: [*old, value])
+    state_map.remove(2, None)
+    state_map.put(3, None, [13])
+    state_map.stop_recording()
+    state_map.put(4, None, [14])  # not recorded
+    priors = {(key, None): ("prior", key) for key in tracked_keys}
+    found = state_map.changed_entries(priors, written)
+    assert found == tuple((key, None, state_map.peek(key, None), ("prior", key))
+                          for key in tracked_keys)
+    assert all(state is state_map.peek(key, None) for key, _, state, _ in found)
+    expected = {0: [10], 1: [1, 11], 2: None, 3: [13], 9: None}
+    assert [state for _, _, state, _ in found] == [expected[key] for key in tracked_keys]
+    snapshot.release()

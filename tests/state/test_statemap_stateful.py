@@ -3,7 +3,9 @@
 States are lists, changed in place through what ``get`` and ``transform`` hand out; the
 copier copies lists. Starting at 4 buckets with a small key space, runs cross several
 rehashes, form chains, and retire and recycle pool slots. Every live snapshot must keep
-showing exactly the model as it was when the snapshot was taken.
+showing exactly the model as it was when the snapshot was taken, and while the map records
+its writes (for incremental checkpoints), what it recorded must be the very state objects
+the map holds.
 
 Reads of the live map migrate entries, so the invariants avoid them: they use only the
 side-effect-free introspection; the full comparison is a rule of its own.
@@ -46,6 +48,7 @@ class StateMapMachine(RuleBasedStateMachine):
         self.map = CopyOnWriteStateMap(4, copier=list.copy)
         self.model: dict[tuple[int, str], list[int]] = {}
         self.snapshots: list = []  # (snapshot, frozen model at snapshot time)
+        self.written: dict | None = None  # what the map records, while it does
 
     # -- operations ------------------------------------------------------------------
 
@@ -127,6 +130,19 @@ class StateMapMachine(RuleBasedStateMachine):
         snapshot.release()
         snapshot.release()
 
+    # -- recording writes ------------------------------------------------------------
+
+    @precondition(lambda self: self.written is None)
+    @rule()
+    def record_writes(self):
+        self.written = self.map.record_writes()
+
+    @precondition(lambda self: self.written is not None)
+    @rule()
+    def stop_recording(self):
+        self.map.stop_recording()
+        self.written = None
+
     # -- invariants ------------------------------------------------------------------
 
     @invariant()
@@ -148,6 +164,13 @@ class StateMapMachine(RuleBasedStateMachine):
         assert chained == Counter(self.model.keys())  # every entry exactly once
         for (key, namespace), state in self.model.items():
             assert state_map.peek(key, namespace) == state
+
+    @invariant()
+    def recorded_writes_are_the_stored_states(self):
+        """Identity, not equality: a checkpoint encodes the recorded object in place of the
+        stored one, and copy-on-write protects exactly the stored one."""
+        for (key, namespace), state in (self.written or {}).items():
+            assert state is self.map.peek(key, namespace)
 
     @invariant()
     def snapshots_are_frozen(self):
