@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+SAVEPOINTS = ROOT.parent / "shared" / "flink-savepoints" / "java"
 for entry in (str(ROOT), str(ROOT / "statesource" / "spark" / "autoload")):
     if entry not in sys.path:
         sys.path.insert(0, entry)
@@ -35,6 +36,11 @@ FLINK_OPERATOR = "stateful"
 OPERATOR = "orders-by-customer"
 VOLATILE = ("timestamp", "path", "time")
 """Metadata-view columns that differ between runs by nature (where, and when)."""
+
+
+def savepoint_dir() -> Path:
+    """A real Flink savepoint (canonical, 108 kB): operator ``stateful`` keyed by strings."""
+    return next((SAVEPOINTS / "canonical").glob("savepoint-*"))
 
 
 def produce(root: str) -> None:

@@ -31,13 +31,7 @@ from statesource.keygroups import assign_to_key_group
 from statesource.spark.functions import register_functions
 from statesource.spark.jvm.session import LOADED_CONF
 from statesource.types import key_type
-from surface import produce, run_surface, run_tool
-
-SAVEPOINTS = Path(__file__).resolve().parents[3] / "shared" / "flink-savepoints" / "java"
-
-
-def savepoint_dir() -> Path:
-    return next((SAVEPOINTS / "canonical").glob("savepoint-*"))
+from surface import produce, run_surface, run_tool, savepoint_dir
 
 
 def upload(s3: S3Server, source: Path, key: str) -> str:
