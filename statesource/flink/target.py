@@ -22,6 +22,12 @@ Flink:
 
 A Flink savepoint is never written in place: the output is a new directory the
 user names, and an existing one is refused before anything runs.
+
+The target is opened where Spark commits (the driver, or the Spark Connect
+server) and travels to the caller pickled, without the open base: what planning
+needs of the base (its operators, their key and state serializers) is read at
+opening and travels with it, so the caller plans sinks without the storage and
+only :meth:`FlinkSavepointTarget.publish`, back on the driver, opens the base again.
 """
 
 from __future__ import annotations
