@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         spark = session("statesource-demo", register_sources=True, key_group_functions=True,
                         **QUIET_SPARK)
         run_report(spark, output, "user-00000", print)
-    print(f"\nThe newest checkpoint is {last.path}\nTry next:")
+    print(f"\nThe newest checkpoint is {last.location}\nTry next:")
     for hint in try_next(output):
         print(f"  {hint}")
     return 0

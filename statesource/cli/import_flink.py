@@ -24,7 +24,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     result = import_flink(args.source, args.destination, checkpoint_id=args.checkpoint_id)
     print(f"imported Flink checkpoint {result.checkpoint.checkpoint_id} into"
-          f" {result.checkpoint.path}")
+          f" {result.checkpoint.location}")  # its URI without credentials
     for timers in result.skipped_timers:
         print(f"  skipped timer state {timers} (statesource checkpoints keep no timers)")
     return 0

@@ -6,7 +6,7 @@ import argparse
 import time
 
 from statesource.jvm import build, shim_status, target
-from statesource.jvm.status import FALLBACKS
+from statesource.jvm.status import FALLBACKS, SERVED
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -43,8 +43,8 @@ def run_status(args: argparse.Namespace) -> int:
     if status.built or status.buildable:
         when = "" if status.built else " (built at first use, or now with `statesource jvm build`)"
         print(f"JVM shim: available{when}")
-        print("the JVM reader serves statesource checkpoints on local (or mounted) files;"
-              " these reads fall back to the Python reader, each saying why in a log line:")
+        print(f"the JVM reader serves {SERVED}; these reads fall back to the Python reader,"
+              " each saying why in a log line:")
         for case in FALLBACKS:
             print(f"  - {case}")
         return 0

@@ -183,7 +183,9 @@ def check_output(output: str | os.PathLike[str]) -> Path:
     if not location.is_local:
         raise InvalidArgumentError(
             f"cannot write a Flink savepoint to {location.filesystem.type_name!r} storage"
-            f" ({output}): only local paths are written for now")
+            f" ({location}): a new savepoint is written to a local or shared file system path"
+            " only (on a cluster, one that the driver and every executor see at the same"
+            " path), not to object storage")
     path = Path(location.path)
     if path.name in ("", ".", ".."):
         raise InvalidArgumentError(f"{output} does not name a new directory")

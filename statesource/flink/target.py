@@ -22,6 +22,12 @@ Flink:
 
 A Flink savepoint is never written in place: the output is a new directory the
 user names, and an existing one is refused before anything runs.
+
+The target is opened where Spark commits (the driver, or the Spark Connect
+server) and travels to the caller pickled, without the open base: what planning
+needs of the base (its operators, their key and state serializers) is read at
+opening and travels with it, so the caller plans sinks without the storage and
+only :meth:`FlinkSavepointTarget.publish`, back on the driver, opens the base again.
 """
 
 from __future__ import annotations
@@ -135,6 +141,7 @@ class FlinkSavepointTarget:
         self.pojos = dict(pojos or {})
         self.work = str(output.parent / staging_name(output.name))
         self._snapshot = base
+        self._headers = self._read_headers()
         self._base_operators = {op.uid: op for op in self._operators()}
         self._edit = CheckpointEdit(CheckpointMeta(checkpoint_id, timestamp_ms,
                                                    tuple(self._base_operators.values())))
@@ -157,7 +164,7 @@ class FlinkSavepointTarget:
 
     def _base(self) -> FlinkSnapshot | None:
         """The base snapshot, opened once per process: the target travels to Spark's commit
-        pickled, without it, and opens it again there."""
+        pickled, without it, and opens it again there (only :meth:`publish` needs it)."""
         if self.base_path is None:
             return None
         if self._snapshot is None:
@@ -166,11 +173,25 @@ class FlinkSavepointTarget:
         return self._snapshot
 
     def __getstate__(self) -> dict[str, Any]:
+        """Without the open base: a copy (the caller's, from the driver that opened it) plans
+        from what was read at opening, so a Spark Connect client never touches the storage."""
         return {**self.__dict__, "_snapshot": None}
+
+    def _read_headers(self) -> dict[str, KeyedHeader | None]:
+        """The base operators' keyed headers (key serializer, states' meta info) by label and
+        operator id: everything :meth:`sink` needs of the base, read once where it opens."""
+        base = self._base()
+        headers: dict[str, KeyedHeader | None] = {}
+        if base is not None:
+            for op in base.operators:
+                for name in (op.label, op.operator_id):
+                    headers.setdefault(name, base.header(op))
+        return headers
 
     def _operators(self) -> list[OperatorMeta]:
         base = self._base()
-        return [] if base is None else [_operator_view(base, op) for op in base.operators]
+        return [] if base is None else [_operator_view(op, base.header(op))
+                                        for op in base.operators]
 
     @property
     def edit(self) -> CheckpointEdit:
@@ -182,9 +203,7 @@ class FlinkSavepointTarget:
         be had: a timer or operator state of that name, a type with no derivable
         serializer, another key type than the operator's."""
         where = f"operator {operator!r}, state {state.name!r}"
-        base = self._base()
-        op = _find(base, operator) if base is not None else None
-        header = base.header(op) if base is not None and op is not None else None
+        header = self._headers.get(operator)
         if header is not None:
             key = header.key
             if _key_type(key) != key_type:
@@ -251,15 +270,10 @@ class FlinkSavepointTarget:
         return missing_sections(self.work, files)
 
 
-def _find(base: FlinkSnapshot, uid: str) -> OperatorSnapshot | None:
-    return next((op for op in base.operators if uid in (op.label, op.operator_id)), None)
-
-
-def _operator_view(base: FlinkSnapshot, op: OperatorSnapshot) -> OperatorMeta:
+def _operator_view(op: OperatorSnapshot, header: KeyedHeader | None) -> OperatorMeta:
     """The operator as the edit sees it: the keyed states statesource can declare (the
     others are carried over untouched, and cannot be replaced), and its operator states by
     name and mode (carried over, or dropped; their elements are not read)."""
-    header = base.header(op)
     if header is not None and _key_type(header.key) is None:
         header = None  # keys statesource cannot type: its states are only carried over
     if header is not None:

@@ -10,16 +10,23 @@ from statesource.errors import JvmShimUnavailableError
 from statesource.jvm.build import ShimTarget, target
 from statesource.jvm.toolchain import find_javac
 
+SERVED = ("statesource checkpoints, and Flink savepoints (canonical and native) and heap"
+          " checkpoints, on local (or mounted) files")
+"""What the JVM reader decodes itself."""
 FALLBACKS = (
     "a checkpoint not on the local file system (s3://, gs://, hdfs://, ...)",
-    "a native Flink savepoint or checkpoint, state stored inline in _metadata, and Flink"
-    " serializers the column decoders lack (Avro, Kryo, ...): decoded in Python",
+    "a Flink state whose serializers the column decoders lack (Avro, Kryo, ...); in a native"
+    " snapshot, every state of an operator holding such a state (a native key group is"
+    " walked through every state's section)",
+    "Flink state stored inline in _metadata",
     "the change feed, operator state",
     "flattenCollections=false (nested rows)",
-    "value types the JVM's Arrow vectors do not read as they are",
+    "value types the JVM's Arrow vectors do not read as they are; key groups with delta runs"
+    " (statesource format version 4)",
 )
-"""What the JVM reader hands to the Python reader (statesource.spark.jvm.plan says which
-case a query is, in a log line); ``statesource jvm status`` lists them."""
+"""What the JVM reader hands to the Python reader (statesource.spark.jvm.plan and
+statesource.flink.jvm_layout decide, and say which case a query is in a log line);
+``statesource jvm status`` lists them."""
 
 
 @dataclass(frozen=True)

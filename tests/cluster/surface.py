@@ -2,16 +2,18 @@
 
 ``run_surface`` does what a user would (read, SQL, the metadata view, pushdown,
 ``write_state`` / ``rewrite`` / ``df.write``, both rescales, the change feed, a Flink
-savepoint, ``import-flink`` and ``retain``) and returns what each step gave, in a form
-that must be equal whichever session (local mode, a standalone cluster, a Spark Connect
-client) and storage (local files, S3) ran it. Run as a script (``spark-submit surface.py
-ROOT SAVEPOINT IMPORTED OUT``) it does the same on the session ``spark-submit`` made and
-writes the result as JSON, then checks what an executor without credentials says.
+savepoint, ``import-flink``, ``retain`` and the Flink-savepoint writer) and returns what
+each step gave, in a form that must be equal whichever session (local mode, a standalone
+cluster, a Spark Connect client) and storage (local files, S3) ran it. Run as a script
+(``spark-submit surface.py ROOT SAVEPOINT IMPORTED SAVEPOINTS OUT``) it does the same on the
+session ``spark-submit`` made and writes the result as JSON, then checks what an executor
+without credentials says.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+SAVEPOINTS = ROOT.parent / "shared" / "flink-savepoints" / "java"
 for entry in (str(ROOT), str(ROOT / "statesource" / "spark" / "autoload")):
     if entry not in sys.path:
         sys.path.insert(0, entry)
@@ -35,6 +38,11 @@ FLINK_OPERATOR = "stateful"
 OPERATOR = "orders-by-customer"
 VOLATILE = ("timestamp", "path", "time")
 """Metadata-view columns that differ between runs by nature (where, and when)."""
+
+
+def savepoint_dir() -> Path:
+    """A real Flink savepoint (canonical, 108 kB): operator ``stateful`` keyed by strings."""
+    return next((SAVEPOINTS / "canonical").glob("savepoint-*"))
 
 
 def produce(root: str) -> None:
@@ -70,10 +78,12 @@ def run_tool(arguments: list[str], env: dict[str, str] | None = None) -> str:
     return done.stdout
 
 
-def run_surface(spark: Any, root: str, savepoint: str, imported: str,
+def run_surface(spark: Any, root: str, savepoint: str, imported: str, savepoints: str,
                 tool: Callable[[list[str]], str]) -> dict[str, Any]:
     """Every step on ``spark``; ``root`` holds :func:`produce`'s checkpoint 1, ``savepoint``
-    a Flink savepoint, ``imported`` is empty. Steps that write check their own ids."""
+    a Flink savepoint, ``imported`` is empty, ``savepoints`` a local directory (new Flink
+    savepoints are written to file systems only) that the driver and executors share. Steps
+    that write check their own ids."""
     from pyspark.sql import functions as F
 
     from statesource.spark import (
@@ -139,6 +149,53 @@ def run_surface(spark: Any, root: str, savepoint: str, imported: str,
     out["import-flink"] = rows(read("count", imported, operator=FLINK_OPERATOR))
     tool(["retain", root, "--keep", "1"])
     out["after retain"] = rows(read("totals").select("key", "value", "operator_index"))
+    return {**out, **write_savepoints(spark, savepoint, savepoints)}
+
+
+def write_savepoints(spark: Any, savepoint: str, savepoints: str) -> dict[str, Any]:
+    """The Flink-savepoint writer on ``spark``: each new savepoint derived from ``savepoint``
+    (left as it is) into its own directory under ``savepoints``, read back through
+    ``flinkstate``."""
+    from pyspark.sql import functions as F
+
+    from statesource.spark import erase_keys, rescale_max_parallelism, rewrite, write_state
+
+    def read(path: str, state: str, *columns: str) -> Any:
+        return (spark.read.format("flinkstate").options(operator=FLINK_OPERATOR, state=state)
+                .load(path).select("key", *columns))
+
+    def new(name: str) -> str:
+        return os.path.join(savepoints, name)
+
+    out: dict[str, Any] = {}
+    count = read(savepoint, "count", "value")
+    written = write_state(count.withColumn("value", F.col("value") * 2), savepoint,
+                          FLINK_OPERATOR, "count", output=new("written"))
+    out["flink write_state"] = [written.checkpoint_id, rows(read(new("written"), "count",
+                                                                 "value"))]
+
+    with rewrite(spark, savepoint, output=new("rewritten")) as staged:
+        staged.replace(count.filter(F.col("key") != "key-3"), FLINK_OPERATOR, "count")
+        staged.drop(FLINK_OPERATOR, "tags")
+    assert staged.info is not None
+    out["flink rewrite"] = rows(read(new("rewritten"), "count", "value"))
+    out["flink rewrite states"] = sorted(s.name for s in staged.info.metadata.operator(
+        FLINK_OPERATOR).keyed_states)
+
+    (count.withColumn("value", F.col("value") + 1).coalesce(1).write.format("flinkstate")
+     .options(operator=FLINK_OPERATOR, state="count", output=new("df-written"))
+     .mode("append").save(savepoint))
+    out["flink df.write"] = rows(read(new("df-written"), "count", "value"))
+
+    rescaled = rescale_max_parallelism(spark, savepoint, 256, output=new("rescaled"))
+    out["flink rescale_max_parallelism"] = [rescaled.max_parallelism, rows(
+        read(new("rescaled"), "count", "value", "key_group"))]
+
+    keys = spark.createDataFrame([("key-1",), ("key-2",), ("key-2",), ("absent",)],
+                                 "key string")
+    erased = erase_keys(keys, savepoint, FLINK_OPERATOR, output=new("erased"))
+    out["flink erase_keys"] = [list(erased.missing), erased.total,
+                               rows(read(new("erased"), "count", "value"))]
     return out
 
 
@@ -155,11 +212,11 @@ def main(arguments: list[str]) -> None:
 
     from statesource.spark import session
 
-    root, savepoint, imported, result = arguments
+    root, savepoint, imported, savepoints, result = arguments
     spark = session("surface")  # no master: spark-submit's; its settings, not local ones
     settings = {name: spark.conf.get(name, None) for name in (
         "spark.master", "spark.sql.shuffle.partitions", "spark.ui.enabled")}
-    out = run_surface(spark, root, savepoint, imported, run_tool)
+    out = run_surface(spark, root, savepoint, imported, savepoints, run_tool)
     out["session settings"] = settings
     conf = {k: v for k, v in spark.sparkContext.getConf().getAll()
             if not k.startswith("spark.executorEnv.AWS_") and not k.startswith("spark.app.")

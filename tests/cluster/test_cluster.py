@@ -5,7 +5,9 @@ The servers are started once per test session by the fixtures below (tests/clust
 processes.py) and stopped at its end. Three runs of tests/cluster/surface.py must agree:
 local mode on local files (in this process), ``spark-submit`` to the standalone cluster on
 S3 (credentials reach executors as ``spark.executorEnv.*``), and a Connect client, holding
-no credentials, on S3 (the Connect server's driver plans and commits every write).
+no credentials, on S3 (the Connect server's driver plans and commits every write). New
+Flink savepoints, derived from one on S3, go to local directories (object stores are
+refused): on localhost, every process of the cluster shares them.
 """
 
 from __future__ import annotations
@@ -31,13 +33,7 @@ from statesource.keygroups import assign_to_key_group
 from statesource.spark.functions import register_functions
 from statesource.spark.jvm.session import LOADED_CONF
 from statesource.types import key_type
-from surface import produce, run_surface, run_tool
-
-SAVEPOINTS = Path(__file__).resolve().parents[3] / "shared" / "flink-savepoints" / "java"
-
-
-def savepoint_dir() -> Path:
-    return next((SAVEPOINTS / "canonical").glob("savepoint-*"))
+from surface import produce, run_surface, run_tool, savepoint_dir
 
 
 def upload(s3: S3Server, source: Path, key: str) -> str:
@@ -75,7 +71,7 @@ def local_results(spark, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     register(spark)
     return run_surface(spark, str(base / "root"), str(savepoint), str(base / "imported"),
-                       run_tool)
+                       str(base / "savepoints"), run_tool)
 
 
 def test_spark_submit_to_the_cluster_on_s3_matches_local_mode(
@@ -84,8 +80,8 @@ def test_spark_submit_to_the_cluster_on_s3_matches_local_mode(
     savepoint = upload(s3, savepoint_dir(), "submit/savepoint")
     result = tmp_path / "result.json"
     started = time.monotonic()
-    done = _spark_submit(cluster, s3, [root, savepoint, s3.uri("submit/imported"), str(result)],
-                         tmp_path)
+    done = _spark_submit(cluster, s3, [root, savepoint, s3.uri("submit/imported"),
+                               str(tmp_path / "savepoints"), str(result)], tmp_path)
     assert done == 0, (tmp_path / "submit.log").read_text()[-5000:]
     out = json.loads(result.read_text())
     refused = out.pop("without executor credentials")
@@ -123,7 +119,8 @@ def test_connect_client_without_storage_access_matches_local_mode(
     environment = dict(os.environ)  # a Connect builder switches pyspark to Connect mode
     client = SparkSession.builder.remote(connect_url).create()
     try:
-        out = run_surface(client, root, savepoint, s3.uri("connect/imported"), s3_tool(s3))
+        out = run_surface(client, root, savepoint, s3.uri("connect/imported"),
+                          str(tmp_path / "savepoints"), s3_tool(s3))
         # The shim cannot be loaded from a client: refused before anything reaches the server,
         # and the key-group functions are the Python ones.
         assert register_functions(client) == "python"

@@ -9,6 +9,7 @@ real Flink restores such savepoints is decided in test_flink_savepoint_rewrite.p
 from __future__ import annotations
 
 import os
+import pickle
 import zlib
 from pathlib import Path
 
@@ -110,6 +111,30 @@ def test_a_replaced_state_holds_the_new_rows_and_every_other_state_is_kept(tmp_p
         str(BASE)).checkpoint_id
 
 
+def test_a_copy_plans_its_sinks_without_opening_the_base(tmp_path, monkeypatch):
+    """The target travels pickled from the driver that opened it to the caller, which may
+    be a Spark Connect client that cannot see the storage: sinks (and their refusals) come
+    from what the driver read; only the publish, back on a driver, opens the base."""
+    output = tmp_path / "out"
+    total = declaration_of("stateful", "total")
+    copy = pickle.loads(pickle.dumps(FlinkSavepointTarget.open(str(BASE), str(output))))
+
+    def unreachable(*arguments: object, **options: object) -> None:
+        raise AssertionError("the caller opened the base savepoint")
+
+    monkeypatch.setattr(FlinkSnapshot, "open", unreachable)
+    rows = {key: key / 8 for key in range(0, 100, 7)}
+    files = stage(copy, "stateful", total, LONG,
+                  pa.record_batch({"key": list(rows), "value": list(rows.values())}), 256, 2)
+    with pytest.raises(IncompatibleCheckpointError, match="keyed by long, the rows by string"):
+        copy.sink("stateful", COUNT, STRING, 256)
+    monkeypatch.undo()
+    publish_staged(pickle.loads(pickle.dumps(copy)), files, [])
+    assert values(output, "stateful", "total") == rows
+    before, after = entries_by_state(BASE), entries_by_state(output)
+    assert [name for name in before if before[name] != after[name]] == [("stateful", "total")]
+
+
 def test_a_dropped_state_is_gone_and_the_rest_is_kept(tmp_path):
     output = tmp_path / "out"
     target = FlinkSavepointTarget.open(str(BASE), str(output), checkpoint_id=9)
@@ -184,6 +209,19 @@ def test_an_existing_output_is_refused(tmp_path):
     (tmp_path / "out").mkdir()
     with pytest.raises(CheckpointExistsError, match="already exists"):
         FlinkSavepointTarget.open(str(BASE), str(tmp_path / "out"))
+
+
+def test_an_object_store_output_is_refused_naming_it_without_its_keys(tmp_path):
+    """Tasks stage sections beside the output and the driver renames a directory: object
+    stores have neither, so the output must be a local or shared file system path."""
+    output = ("s3://AKIDEXAMPLE:s3cr3t@bucket/savepoints/out?endpoint_override=127.0.0.1:9"
+              "&scheme=http&region=us-east-1")
+    with pytest.raises(InvalidArgumentError) as refused:
+        FlinkSavepointTarget.open(str(BASE), output)
+    message = str(refused.value)
+    assert "s3://***@bucket/savepoints/out" in message and "s3cr3t" not in message
+    assert "local or shared file system path only" in message
+    assert "driver and every executor" in message
 
 
 def _staged(tmp_path: Path) -> tuple[FlinkSavepointTarget, list[DataFile]]:

@@ -1,21 +1,29 @@
 """Erasing keys given as a DataFrame (a GDPR request) from a Flink savepoint.
 
-The keys are few next to the state: they are collected to the driver (distinct,
-typed and checked as the operator's key type, as a write's keys are), and the
-savepoint is rewritten by :func:`statesource.flink.edit.erase_keys`, which
-decodes only keys and moves every other pair as bytes.
+The keys are few next to the state: their distinct values come back to the
+caller through Spark, as any query's rows do. Everything that touches the
+storage runs on Spark's driver (or the Spark Connect server) through
+:func:`~statesource.spark.driver.commit_on_driver`, as every commit does, so
+a caller that cannot see the storage can erase: there the keys are typed and
+checked as the operator's key type (as a write's keys are) and the savepoint
+is rewritten by :func:`statesource.flink.edit.erase_keys`, which decodes only
+keys and moves every other pair as bytes.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
+
+import pyarrow as pa
 
 from statesource.errors import InvalidArgumentError
 from statesource.flink.edit import EditedSavepoint, operator_key_type
 from statesource.flink.edit import erase_keys as erase_from_savepoint
 from statesource.format.columns import KEY
 from statesource.model import Progress
+from statesource.spark.driver import commit_on_driver
 from statesource.spark.write.task import key_column
 
 
@@ -23,12 +31,28 @@ def erase_keys(df: Any, snapshot: str | os.PathLike[str], operator: str, *,
                output: str | os.PathLike[str], checkpoint_id: int | None = None,
                progress: Progress | None = None) -> EditedSavepoint:
     """Write the Flink snapshot ``snapshot`` as the new savepoint ``output`` without any
-    entry or timer of ``operator`` whose key is in ``df``'s ``key`` column."""
+    entry or timer of ``operator`` whose key is in ``df``'s ``key`` column.
+
+    ``progress`` hears where the work runs and what it did (the driver's own steps
+    are not reported back)."""
     if KEY not in df.columns:
         raise InvalidArgumentError(
             f"the DataFrame of keys to erase has no column {KEY!r} (columns: {df.columns})")
-    key_type = operator_key_type(snapshot, operator, checkpoint_id=checkpoint_id)
+    report = progress or (lambda _: None)
     keys = df.select(KEY).distinct().toArrow().column(KEY)
+    report(f"erasing {len(keys):,} distinct keys from operator {operator} of {snapshot}"
+           f" into {output} on the driver")
+    done = commit_on_driver(df.sparkSession, functools.partial(
+        erase_on_driver, os.fspath(snapshot), os.fspath(output), operator, keys,
+        checkpoint_id=checkpoint_id))
+    report(f"wrote {done.output}: {done.total:,} entries and timers removed")
+    return done
+
+
+def erase_on_driver(snapshot: str, output: str, operator: str, keys: pa.ChunkedArray, *,
+                    checkpoint_id: int | None) -> EditedSavepoint:
+    """On the driver: ``keys`` typed as ``operator``'s key type, then erased."""
+    key_type = operator_key_type(snapshot, operator, checkpoint_id=checkpoint_id)
     return erase_from_savepoint(snapshot, output, operator,
                                 key_type.from_arrow(key_column(key_type, keys)),
-                                checkpoint_id=checkpoint_id, progress=progress)
+                                checkpoint_id=checkpoint_id)

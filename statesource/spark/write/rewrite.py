@@ -11,7 +11,9 @@ The target is opened and published on the driver (or the Spark Connect
 server), never in the calling process: ``df.write`` plans and commits there
 by itself, and ``write_state`` and :class:`Rewrite` go through
 :mod:`statesource.spark.driver`. The caller only stages: the edit and the
-tasks' file lists travel with the target.
+tasks' file lists travel with the target, and planning a state's sink reads
+nothing, since the target carries what its opening read of the base (a Flink
+savepoint's operators and serializers).
 
 ``df.write`` runs on the DataFrame's own partitioning; when two tasks hold
 rows of one Flink subtask the commit fails and names :func:`write_state`,
