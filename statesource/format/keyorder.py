@@ -102,8 +102,12 @@ class _Merge:
         self.total = int(sum(sizes))
         groups = runs.column(KEY_GROUP).to_numpy()[state]
         position = np.full(len(keys), -1, dtype=np.int64)
-        for kg, keys_of_kg in base_keys.items():
-            start, end = np.searchsorted(groups, [kg, kg + 1])
+        # Bounds of every key group's run rows at once, searched in the column's own type (a
+        # search in another converts the whole column, per call).
+        searched = np.array(list(base_keys), dtype=groups.dtype)
+        bounds = zip(np.searchsorted(groups, searched).tolist(),
+                     np.searchsorted(groups, searched + 1).tolist())
+        for (kg, keys_of_kg), (start, end) in zip(base_keys.items(), bounds):
             wanted = keys[start:end]
             found = np.minimum(np.searchsorted(keys_of_kg, wanted), len(keys_of_kg) - 1)
             hit = keys_of_kg[found] == wanted
