@@ -69,8 +69,10 @@ def rescaled_fixture(tmp_path, variant: str, kind: str, max_parallelism: int, **
     ("mp256", 1024),         # up, the 2-byte key-group prefix stays
     ("mp256", 128),          # down, 2-byte prefix -> 1 byte
     ("mp128-snappy", 256),   # up from a Snappy-compressed savepoint, 1-byte prefix -> 2 bytes
+    ("mp128-snappy", 1024),  # the case: 8 times the key groups, 1 byte -> 2
     ("mp256", 256),          # nothing changed: a round trip
-], ids=["256-to-1024", "256-to-128", "snappy-128-to-256", "256-round-trip"])
+], ids=["256-to-1024", "256-to-128", "snappy-128-to-256", "snappy-128-to-1024",
+        "256-round-trip"])
 def test_a_new_max_parallelism_restores_with_every_key_in_its_new_key_group(
         tmp_path, variant, new):
     output, done = rescaled_fixture(tmp_path, variant, "canonical", new)
