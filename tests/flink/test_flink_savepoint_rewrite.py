@@ -133,6 +133,30 @@ def test_a_savepoint_bootstrapped_from_nothing_restores(spark, tmp_path):
         f"k{i}": 1_700_000_000_000 + i for i in range(30)}
 
 
+def test_a_pojo_valued_state_bootstrapped_from_spark_restores_as_the_jobs_class(spark, tmp_path):
+    """A new value state whose struct values are declared the job's ``Event`` POJO by the
+    write option ``pojoClasses`` (the record derived from column ``value`` is named
+    ``value``): Flink restores each as a ``FixtureJob$Event``."""
+    truth = fixture_truth("mp256")
+    events = {int(k): {**w["last"], "amount": w["last"]["amount"] * 2, "user": None}
+              if int(k) % 5 == 0 else {**w["last"], "amount": w["last"]["amount"] * 2}
+              for k, w in truth["stateful"].items()}
+    rows = spark.createDataFrame(
+        sorted(events.items()),
+        "key long, value struct<id: long, key: long, user: string, amount: double, ts: long>")
+    output = tmp_path / "with-pojos"
+    with pytest.raises(TypeMismatchError, match="declare the POJO it is"):
+        write_state(rows, str(MP256), "stateful", "previous", output=str(output), kind="value")
+    write_state(rows, str(MP256), "stateful", "previous", output=str(output), kind="value",
+                pojoClasses='{"value": "FixtureJob$Event"}')
+    spec = fixture_spec(256)
+    spec["operators"][0]["keyed_states"].append(
+        {"name": "previous", "kind": "value", "value": {"pojo": "FixtureJob$Event"}})
+    restored = restore(output, spec, java_sources=[FIXTURE_JOB])
+    check_fixture(restored, truth, parallelism=2, added={"previous"})
+    assert values(restored, "stateful", "previous") == events
+
+
 def test_keys_erased_by_a_dataframe(spark, tmp_path):
     truth = fixture_truth("mp256")
     erased = sorted(int(k) for k in truth["stateful"])[2:5]
