@@ -16,8 +16,16 @@ from datetime import timedelta
 import pytest
 from pyspark.sql import functions as F
 
-from flink_fixture_checks import FIXTURES, check_fixture, fixture_spec, fixture_truth
+from flink_fixture_checks import (
+    FIXTURES,
+    check_fixture,
+    check_shared_java,
+    fixture_spec,
+    fixture_truth,
+    shared_java_spec,
+)
 from flink_restore import FIXTURE_JOB, restore, rows_of, values
+from flink_snapshots import expected, only
 from statesource.errors import (
     CheckpointExistsError,
     IncompatibleCheckpointError,
@@ -26,6 +34,7 @@ from statesource.errors import (
     TypeMismatchError,
 )
 from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.rescale import is_canonical_savepoint
 from statesource.flink.snapshot import FlinkSnapshot
 from statesource.model import StateDeclaration, StateKind, TtlConfig
 from statesource.schema import ValueSchema
@@ -61,6 +70,32 @@ def test_a_rewritten_value_state_restores_and_nothing_else_changes(spark, tmp_pa
         want["total"] *= 2
     rows = restore(output, fixture_spec(256), java_sources=[FIXTURE_JOB])
     check_fixture(rows, truth, parallelism=2)
+
+
+@pytest.fixture(scope="module")
+def shared_java_native():
+    return only("java/native/savepoint-*")
+
+
+def test_a_rewrite_of_a_native_savepoint_is_canonical_and_restores(spark, tmp_path,
+                                                                   shared_java_native):
+    """A NATIVE base (the shared Java job's): the rewritten operator is converted, so every
+    keyed-state file of the output is a canonical savepoint's, and a real Flink restores the
+    job's expected state with the ``count`` state doubled."""
+    truth = expected("java")
+    count = _read(spark, shared_java_native, "stateful", "count")
+    output = tmp_path / "doubled"
+    write_state(count.select("key", (F.col("value") * 2).alias("value")),
+                str(shared_java_native), "stateful", "count", output=str(output))
+    written = FlinkSnapshot.open(str(output))
+    assert is_canonical_savepoint(written.metadata.properties)
+    handles = [h for op in written.operators for h in written.keyed_handles(op)]
+    assert handles and all(h.savepoint and h.stream.relative for h in handles)
+    for want in truth["state"].values():
+        want["count"] *= 2
+    rows = restore(output, shared_java_spec(truth["max_parallelism"], truth["parallelism"]),
+                   java_sources=[FIXTURE_JOB])
+    check_shared_java(rows, truth)
 
 
 def test_one_rewrite_replaces_drops_adds_and_bootstraps_an_operator(spark, tmp_path):
