@@ -73,20 +73,23 @@ def test_a_rewritten_value_state_restores_and_nothing_else_changes(spark, tmp_pa
 
 
 @pytest.fixture(scope="module")
-def shared_java_native():
-    return only("java/native/savepoint-*")
+def shared_java_bases():
+    return {"native": only("java/native/savepoint-*"), "chk-7": only("java/checkpoints/chk-7")}
 
 
-def test_a_rewrite_of_a_native_savepoint_is_canonical_and_restores(spark, tmp_path,
-                                                                   shared_java_native):
-    """A NATIVE base (the shared Java job's): the rewritten operator is converted, so every
-    keyed-state file of the output is a canonical savepoint's, and a real Flink restores the
-    job's expected state with the ``count`` state doubled."""
+@pytest.mark.parametrize("base", ["native", "chk-7"])
+def test_a_rewrite_of_a_native_snapshot_is_canonical_and_restores(spark, tmp_path,
+                                                                  shared_java_bases, base):
+    """A NATIVE base (the shared Java job's savepoint, or its retained checkpoint chk-7,
+    which holds the final state): the rewritten operator is converted, so every keyed-state
+    file of the output is a canonical savepoint's, and a real Flink restores the job's
+    expected state with the ``count`` state doubled."""
     truth = expected("java")
-    count = _read(spark, shared_java_native, "stateful", "count")
+    source = shared_java_bases[base]
+    count = _read(spark, source, "stateful", "count")
     output = tmp_path / "doubled"
-    write_state(count.select("key", (F.col("value") * 2).alias("value")),
-                str(shared_java_native), "stateful", "count", output=str(output))
+    write_state(count.select("key", (F.col("value") * 2).alias("value")), str(source),
+                "stateful", "count", output=str(output))
     written = FlinkSnapshot.open(str(output))
     assert is_canonical_savepoint(written.metadata.properties)
     handles = [h for op in written.operators for h in written.keyed_handles(op)]
