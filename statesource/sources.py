@@ -9,13 +9,14 @@ decision to the places that open the snapshot again, such as Spark tasks.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import pyarrow.fs as pafs
 
 from statesource.errors import InvalidArgumentError
 from statesource.flink.changefeed import FlinkChangeFeed
 from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.serializer_mapping import PojoClass
 from statesource.flink.snapshot import find_flink_snapshot
 from statesource.flink.target import FlinkSavepointTarget
 from statesource.format.changefeed import ChangeFeed, KeyGroupChangeFeed
@@ -55,9 +56,12 @@ def reopen(ref: SourceRef) -> StateSource:
 
 def open_target(path: str | None, output: str | None = None, *,
                 base_checkpoint_id: int | None = None,
-                checkpoint_id: int | None = None) -> SnapshotTarget:
+                checkpoint_id: int | None = None,
+                pojos: Mapping[str, PojoClass] | None = None) -> SnapshotTarget:
     """Where a write goes: a new Flink savepoint directory ``output`` derived from the Flink
     snapshot at ``path`` (or from nothing), else a new statesource checkpoint under ``path``.
+    ``pojos`` declares the Java classes of records a new Flink state holds as POJOs (a
+    statesource checkpoint has no Java classes: refused there).
 
     A Flink snapshot is never written in place, and a statesource checkpoint never becomes a
     savepoint by a write (``export-flink`` does that): both are refused, naming the cure.
@@ -69,13 +73,17 @@ def open_target(path: str | None, output: str | None = None, *,
             raise InvalidArgumentError(
                 f"{path} is a Flink snapshot, which is never written in place: give output,"
                 " the new savepoint directory to write")
+        if pojos:
+            raise InvalidArgumentError(
+                f"POJO classes ({', '.join(sorted(pojos))}) are of a new Flink savepoint's"
+                f" records; {path} gets a statesource checkpoint: give output, or no POJOs")
         return CheckpointTarget.open(path, base_checkpoint_id, checkpoint_id)
     if path is not None and not flink:
         raise InvalidArgumentError(
             f"output {output} is a new Flink savepoint, but {path} is not a Flink snapshot:"
             " write a statesource checkpoint without output, or turn it into a savepoint"
             " with statesource export-flink")
-    return FlinkSavepointTarget.open(path, output, base_checkpoint_id, checkpoint_id)
+    return FlinkSavepointTarget.open(path, output, base_checkpoint_id, checkpoint_id, pojos)
 
 
 def open_change_feed(path: PathOrLocation, start_id: int, end_id: int | None, *,

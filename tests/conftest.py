@@ -13,9 +13,11 @@ Markers are applied here, not by hand (all are registered in pyproject.toml):
 - ``cluster``: the test runs on real servers it starts (tests/cluster/): a Spark standalone
   master and two workers, a Spark Connect server and moto's S3 server, all on 127.0.0.1
   (also marked ``spark``; ``-m "not cluster"`` leaves them out).
-- ``realflink``: the test restores snapshots in a real Apache Flink (tests/flink_restore.py:
-  a JVM per restore; tests/flink/test_real_flink_restore.py,
-  tests/flink/test_flink_savepoint_rescale.py).
+- ``realflink``: the test runs a real Apache Flink (tests/flink_restore.py: a JVM per
+  restore): every test of the files in ``REAL_FLINK_FILES`` below (tests/flink/:
+  test_real_flink_restore.py, test_serializer_snapshots_in_flink.py,
+  test_flink_savepoint_rescale.py, test_flink_savepoint_edits.py, test_flink_export.py,
+  test_flink_savepoint_rewrite.py). Where Flink or a JDK is missing they fail, never skip.
 
 Every test has a time limit (``STATESOURCE_TEST_TIMEOUT`` seconds, default 300), so a
 bug that makes code wait forever fails its test instead of hanging the suite: the

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from statesource.flink.export import export_flink
+from statesource.flink.serializer_mapping import pojo_classes
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -25,12 +26,18 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="export checkpoint N under CHECKPOINT (default: the newest)")
     parser.add_argument("--keyed-only", action="store_true",
                         help="leave operator state out (listed) and write the keyed state alone")
+    parser.add_argument("--pojo-classes", metavar="JSON",
+                        help="the Java classes of records that are POJOs in the job, as a JSON"
+                        ' object of record name -> class: \'{"Event": "com.example.Event"}\''
+                        ' (or -> {"class": ..., "declaringClasses": {field: superclass}})')
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    pojos = (None if args.pojo_classes is None
+             else pojo_classes(args.pojo_classes, "--pojo-classes"))
     done = export_flink(args.checkpoint, args.output, checkpoint_id=args.checkpoint_id,
-                        keyed_only=args.keyed_only, progress=print)
+                        pojos=pojos, keyed_only=args.keyed_only, progress=print)
     for operator, state in done.skipped_operator_states:
         print(f"  left out operator state {state!r} of operator {operator!r}")
     print(f"wrote savepoint {done.output} of checkpoint {done.checkpoint_id}: {done.entries:,}"

@@ -641,7 +641,7 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
                     continue
                 offset = TIMER_KEY_OFFSET if info.is_timer else 0
                 kept = 0
-                if rekey.same:  # no key is decoded: every pair stays in its key group
+                if rekey.same and pairs:  # no key is decoded: every pair stays in its key group
                     framer = framers.get(key_group)
                     if framer is None:
                         framer = framers[key_group] = KeyGroupFramer(key_group, max_parallelism)

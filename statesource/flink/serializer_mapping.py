@@ -85,6 +85,35 @@ class PojoClass:
     serializers: Mapping[str, FlinkSerializer] = field(default_factory=dict, hash=False)
 
 
+def pojo_classes(text: str, where: str) -> dict[str, PojoClass]:
+    """The POJO classes of a JSON object given where Python objects cannot be (a Spark write
+    option, a command-line flag, named by ``where`` in errors): record name -> Java class,
+    or -> ``{"class": ..., "declaringClasses": {field: class}}``. Field serializers a schema
+    does not say (:attr:`PojoClass.serializers`) are for the Python API only."""
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidArgumentError(f"{where} is not JSON: {error}") from None
+    if not isinstance(spec, dict):
+        raise InvalidArgumentError(
+            f"{where} must be a JSON object of record name -> Java class, got {text!r}")
+    return {record: _pojo_class(record, declared, where) for record, declared in spec.items()}
+
+
+def _pojo_class(record: str, declared: Any, where: str) -> PojoClass:
+    if isinstance(declared, str) and declared:
+        return PojoClass(declared)
+    if isinstance(declared, dict) and set(declared) <= {"class", "declaringClasses"}:
+        name, owners = declared.get("class"), declared.get("declaringClasses", {})
+        if (isinstance(name, str) and name and isinstance(owners, dict)
+                and all(isinstance(v, str) and v for v in owners.values())):
+            return PojoClass(name, owners)
+    raise InvalidArgumentError(
+        f"{where}: record {record!r} is declared {json.dumps(declared)}; give its Java class"
+        ' ("com.example.Event") or {"class": "com.example.Event", "declaringClasses":'
+        ' {"<field>": "<superclass declaring it>"}}')
+
+
 _AVRO_PRIMITIVES = {"string": "string", "int": "int", "long": "long", "float": "float",
                     "double": "double", "boolean": "boolean", "bytes": "bytes"}
 _JAVA_CLASSES = {("int", "java.lang.Short"): "short", ("int", "java.lang.Byte"): "byte",
@@ -236,7 +265,9 @@ class _AvroMapping:
             return TupleSerializer(tuple(field_serializer(f, extracted) for f in fields))
         raise self.fail(path, f"record {full} is not a Tuple (fields f0, f1, ...) or a Row"
                               " (row_kind, f0, f1, ...): declare the POJO it is"
-                              f" (pojos={{{full!r}: PojoClass('<Java class>')}}); an Avro"
+                              f" (pojos={{{full!r}: PojoClass('<Java class>')}} in Python,"
+                              f" {{{json.dumps(full)}: \"<Java class>\"}} as the write option"
+                              " pojoClasses or export-flink --pojo-classes); an Avro"
                               f" record is not: {refusal(AVRO_SNAPSHOT)}")
 
 

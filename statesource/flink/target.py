@@ -205,10 +205,16 @@ class FlinkSavepointTarget:
         where = f"operator {operator!r}, state {state.name!r}"
         header = self._headers.get(operator)
         if header is not None:
-            key = header.key
-            if _key_type(key) != key_type:
+            key, keys = header.key, _key_type(header.key)
+            if keys is None:
+                name = getattr(key, "java_class", None) or key.describe()
                 raise IncompatibleCheckpointError(
-                    f"{where}: the operator is keyed by {key.data_type()}, the rows by"
+                    f"{where}: the operator is keyed by {name} ({key.serializer}),"
+                    " whose Java hashCode statesource does not reproduce: it cannot put"
+                    " rows in the key groups Flink looks them up in")
+            if keys != key_type:
+                raise IncompatibleCheckpointError(
+                    f"{where}: the operator is keyed by {keys}, the rows by"
                     f" {key_type}")
             info = next((i for i in header.states if i.name == state.name), None)
             if info is not None:

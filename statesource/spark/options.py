@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from statesource.errors import InvalidArgumentError, StateSourceError
+from statesource.flink.serializer_mapping import PojoClass, pojo_classes
 from statesource.model import StateKind
 from statesource.spark.compat import pushdown_safe_by_default
 from statesource.types import DataType, key_type, parse_type
@@ -142,9 +143,10 @@ def _boolean(options: dict[str, str], key: str, default: bool | None) -> bool | 
 
 _WRITE_KNOWN = {name.lower(): name for name in (
     "path", "output", "operator", "state", "baseCheckpointId", "checkpointId", "kind", "keyType",
-    "namespaceType", "maxParallelism", "parallelism", "valueSchemas", "orderColumn")}
+    "namespaceType", "maxParallelism", "parallelism", "valueSchemas", "orderColumn",
+    "pojoClasses")}
 """Write options, by their lower-cased form (Spark lower-cases option names)."""
-CHECKPOINT_OPTIONS = ("path", "output", "baseCheckpointId", "checkpointId")
+CHECKPOINT_OPTIONS = ("path", "output", "baseCheckpointId", "checkpointId", "pojoClasses")
 """Options of a whole write (the new checkpoint), not of one state in it."""
 
 
@@ -172,13 +174,17 @@ class WriteOptions:
     parallelism: int | None = None
     value_schemas: Mapping[str, Any] = field(default_factory=dict)
     order_column: str | None = None
+    pojos: Mapping[str, PojoClass] = field(default_factory=dict)
+    """The Java classes of records that are POJOs in a new Flink savepoint (the
+    ``pojoClasses`` option: the whole savepoint's, as its states share the job's classes)."""
 
-    def without_checkpoint_ids(self) -> WriteOptions:
-        """These options less ``baseCheckpointId`` and ``checkpointId``, taken by the caller."""
+    def without_checkpoint_options(self) -> WriteOptions:
+        """These options less ``baseCheckpointId``, ``checkpointId`` and ``pojoClasses``,
+        taken by the caller for the whole write."""
         given = {k: v for k, v in self.given.items()
-                 if k not in ("baseCheckpointId", "checkpointId")}
+                 if k not in ("baseCheckpointId", "checkpointId", "pojoClasses")}
         return dataclasses.replace(self, given=given, base_checkpoint_id=None,
-                                   checkpoint_id=None)
+                                   checkpoint_id=None, pojos={})
 
     def with_state(self, operator: str, state: str) -> WriteOptions:
         """These options for keyed state ``state`` of ``operator``."""
@@ -212,6 +218,8 @@ def parse_write_options(options: Mapping[str, object]) -> WriteOptions:
         parallelism=_integer(lowered, "parallelism", 1, _WRITE_KNOWN),
         value_schemas=_value_schemas(given.get("valueSchemas")),
         order_column=given.get("orderColumn") or None,
+        pojos=pojo_classes(given["pojoClasses"], "option pojoClasses")
+        if "pojoClasses" in given else {},
     )
 
 

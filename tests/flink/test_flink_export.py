@@ -13,6 +13,7 @@ import pytest
 from flink_restore import FIXTURE_JOB, restore, rows_of, subtasks
 from sample_state import TTL, descriptors, dump, merged, populate
 from statesource.checkpointing import CheckpointWriter, SubtaskBackends
+from statesource.cli import main
 from statesource.errors import CheckpointExistsError, TypeMismatchError
 from statesource.flink.export import export_flink
 from statesource.flink.metadata import operator_id_of
@@ -375,8 +376,10 @@ EVENT = {"type": "record", "name": "Event", "fields": [
     {"name": "ts", "type": "long"}]}
 
 
-def test_pojo_values_restore_with_their_declared_class(tmp_path):
-    """A record declared a POJO (``pojos=``) restores as the job's class."""
+@pytest.mark.parametrize("way", ["python", "cli"])
+def test_pojo_values_restore_with_their_declared_class(tmp_path, way):
+    """A record declared a POJO (``pojos=``, or ``export-flink --pojo-classes``) restores as
+    the job's class."""
     backend = KeyedStateBackend("long", 256)
     last = backend.get_state(ValueStateDescriptor("last", EVENT))
     by_user = backend.get_state(MapStateDescriptor("by_user", "string", EVENT))
@@ -389,15 +392,18 @@ def test_pojo_values_restore_with_their_declared_class(tmp_path):
         by_user.put(f"u{key % 3}", event)
         events[key] = event
     source = _checkpoint(tmp_path / "checkpoints", {"events": [backend]})
+    output = tmp_path / "savepoint"
     with pytest.raises(TypeMismatchError, match="declare the POJO it is"):
-        export_flink(source, tmp_path / "savepoint")
-    done = export_flink(source, tmp_path / "savepoint",
-                        pojos={"Event": PojoClass("FixtureJob$Event")})
+        export_flink(source, output)
+    if way == "python":
+        export_flink(source, output, pojos={"Event": PojoClass("FixtureJob$Event")})
+    else:
+        assert main(["export-flink", str(source), "--output", str(output),
+                     "--pojo-classes", '{"Event": "FixtureJob$Event"}']) == 0
     states = [{"name": "last", "kind": "value", "value": {"pojo": "FixtureJob$Event"}},
               {"name": "by_user", "kind": "map", "user_key": "String",
                "user_value": {"pojo": "FixtureJob$Event"}}]
-    rows = restore(done.output, _spec(256, "events", "Long", states, 2),
-                   java_sources=[FIXTURE_JOB])
+    rows = restore(output, _spec(256, "events", "Long", states, 2), java_sources=[FIXTURE_JOB])
     assert {row["key"]: row["value"] for row in rows_of(rows, "events", "last", "value")} == events
     assert {row["key"]: row["value"] for row in rows_of(rows, "events", "by_user", "map")} == {
         key: [[f"u{key % 3}", event]] for key, event in events.items()}

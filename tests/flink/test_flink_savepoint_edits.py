@@ -102,6 +102,17 @@ def test_a_dropped_state_is_gone_and_the_rest_restores(tmp_path, state):
     check_fixture(rows, truth, parallelism=2, dropped={state})
 
 
+def test_a_state_dropped_from_a_native_savepoint_restores(tmp_path):
+    """The edited operator is converted without re-keying: a native key group whose only
+    entries belong to the dropped state (or to none) is not written, never an empty one."""
+    truth = fixture_truth("mp256")
+    output = tmp_path / "dropped"
+    drop_state(FIXTURES / "mp256" / "native", output, "stateful", "avg")
+    rows = restore(output, without(fixture_spec(256), "stateful", "avg"),
+                   java_sources=[FIXTURE_JOB])
+    check_fixture(rows, truth, parallelism=2, dropped={"avg"})
+
+
 def test_a_dropped_operator_state_restores_empty(tmp_path):
     truth = fixture_truth("mp256")
     output = tmp_path / "dropped"

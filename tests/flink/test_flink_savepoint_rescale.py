@@ -30,10 +30,14 @@ from flink_fixture_checks import (
 )
 from flink_restore import FIXTURE_JOB, restore, subtasks, values
 from flink_snapshots import expected, only
+from statesource.errors import CheckpointExistsError, InvalidArgumentError
 from statesource.flink.binary import BinaryReader
 from statesource.flink.header import read_keyed_header
 from statesource.flink.rescale import rescale_max_parallelism
 from statesource.flink.snapshot import FlinkSnapshot
+from statesource.format.columns import KEY_GROUP
+from statesource.spark import rescale_max_parallelism as spark_rescale
+from statesource.spark.schema import OPERATOR_INDEX
 
 
 def check_written(path, max_parallelism: int, parallelism: int = 2) -> None:
@@ -69,8 +73,10 @@ def rescaled_fixture(tmp_path, variant: str, kind: str, max_parallelism: int, **
     ("mp256", 1024),         # up, the 2-byte key-group prefix stays
     ("mp256", 128),          # down, 2-byte prefix -> 1 byte
     ("mp128-snappy", 256),   # up from a Snappy-compressed savepoint, 1-byte prefix -> 2 bytes
+    ("mp128-snappy", 1024),  # the issue's case: 8 times the key groups, 1 byte -> 2
     ("mp256", 256),          # nothing changed: a round trip
-], ids=["256-to-1024", "256-to-128", "snappy-128-to-256", "256-round-trip"])
+], ids=["256-to-1024", "256-to-128", "snappy-128-to-256", "snappy-128-to-1024",
+        "256-round-trip"])
 def test_a_new_max_parallelism_restores_with_every_key_in_its_new_key_group(
         tmp_path, variant, new):
     output, done = rescaled_fixture(tmp_path, variant, "canonical", new)
@@ -170,3 +176,59 @@ def test_null_map_values_of_a_native_savepoint_restore_as_nulls(tmp_path):
               for key, states in truth.items() if states["nullable"]}
     assert any(None in dict(pairs).values() for pairs in wanted.values())
     assert {key: sorted(pairs) for key, pairs in restored.items()} == wanted
+
+
+# -- from Spark: statesource.spark.rescale_max_parallelism with output ----------------------
+
+
+def test_a_new_max_parallelism_from_spark_reads_back_and_restores(spark, tmp_path):
+    """``statesource.spark.rescale_max_parallelism(spark, <Flink savepoint>, M, output=DIR)``
+    runs the rescale on the driver: every state reads back with the same rows in the key
+    groups of the new max parallelism, and a real Flink restores the fixture's state."""
+    source = FIXTURES / "mp128-snappy" / "canonical"
+    output = tmp_path / "from-spark"
+    done = spark_rescale(spark, str(source), 1024, output=str(output))
+    assert done.output == str(output) and done.max_parallelism == 1024
+    check_written(output, 1024)
+    for state in ("total", "events", "per_user"):
+        before = _read(spark, source, state)
+        after = _read(spark, output, state)
+        assert sorted(after.drop(KEY_GROUP, OPERATOR_INDEX).collect()) == sorted(
+            before.drop(KEY_GROUP, OPERATOR_INDEX).collect()), state
+        groups = {row[KEY_GROUP] for row in after.select(KEY_GROUP).collect()}
+        assert max(groups) >= 128 and max(groups) < 1024, state  # the new layout's
+    rows = restore(output, fixture_spec(1024), java_sources=[FIXTURE_JOB])
+    check_fixture(rows, {**fixture_truth("mp128-snappy"), "max_parallelism": 1024},
+                  parallelism=2)
+
+
+@pytest.mark.parametrize("case, error, words", [
+    ("output-exists", CheckpointExistsError, ["already exists"]),
+    ("max-parallelism-0", InvalidArgumentError, ["max parallelism", "0"]),
+    ("max-parallelism-32769", InvalidArgumentError, ["max parallelism", "32769"]),
+    ("below-parallelism", InvalidArgumentError, ["parallelism 2", "max parallelism 1"]),
+    ("one-operator", InvalidArgumentError, ["every operator", "operator"]),
+    ("in-place", InvalidArgumentError, ["Flink snapshot", "output"]),
+])
+def test_refusals_from_spark_write_nothing(spark, tmp_path, case, error, words):
+    output = tmp_path / "out"
+    max_parallelism, options = 1024, {"output": str(output)}
+    if case == "output-exists":
+        output.mkdir()
+    elif case.startswith("max-parallelism-"):
+        max_parallelism = int(case.rsplit("-", 1)[1])
+    elif case == "below-parallelism":
+        max_parallelism = 1
+    elif case == "one-operator":
+        options["operator"] = "stateful"
+    elif case == "in-place":
+        options = {}
+    with pytest.raises(error) as raised:
+        spark_rescale(spark, str(FIXTURES / "mp256" / "canonical"), max_parallelism, **options)
+    assert all(word in str(raised.value) for word in words), str(raised.value)
+    assert [p.name for p in tmp_path.iterdir()] == (["out"] if case == "output-exists" else [])
+
+
+def _read(spark, path, state):
+    return (spark.read.format("flinkstate").option("operator", "stateful")
+            .option("state", state).load(str(path)))

@@ -10,20 +10,32 @@ a new canonical savepoint through the Flink savepoint target (``statesource.flin
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
 from pyspark.sql import functions as F
 
-from flink_fixture_checks import FIXTURES, check_fixture, fixture_spec, fixture_truth
+from flink_fixture_checks import (
+    FIXTURES,
+    check_fixture,
+    check_shared_java,
+    fixture_spec,
+    fixture_truth,
+    shared_java_spec,
+)
 from flink_restore import FIXTURE_JOB, restore, rows_of, values
+from flink_snapshots import expected, only
 from statesource.errors import (
     CheckpointExistsError,
     IncompatibleCheckpointError,
     InvalidArgumentError,
+    StateNotFoundError,
     TypeMismatchError,
 )
 from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.rescale import is_canonical_savepoint
+from statesource.flink.snapshot import FlinkSnapshot
 from statesource.model import StateDeclaration, StateKind, TtlConfig
 from statesource.schema import ValueSchema
 from statesource.spark import erase_keys, rewrite, write_state
@@ -58,6 +70,35 @@ def test_a_rewritten_value_state_restores_and_nothing_else_changes(spark, tmp_pa
         want["total"] *= 2
     rows = restore(output, fixture_spec(256), java_sources=[FIXTURE_JOB])
     check_fixture(rows, truth, parallelism=2)
+
+
+@pytest.fixture(scope="module")
+def shared_java_bases():
+    return {"native": only("java/native/savepoint-*"), "chk-7": only("java/checkpoints/chk-7")}
+
+
+@pytest.mark.parametrize("base", ["native", "chk-7"])
+def test_a_rewrite_of_a_native_snapshot_is_canonical_and_restores(spark, tmp_path,
+                                                                  shared_java_bases, base):
+    """A NATIVE base (the shared Java job's savepoint, or its retained checkpoint chk-7,
+    which holds the final state): the rewritten operator is converted, so every keyed-state
+    file of the output is a canonical savepoint's, and a real Flink restores the job's
+    expected state with the ``count`` state doubled."""
+    truth = expected("java")
+    source = shared_java_bases[base]
+    count = _read(spark, source, "stateful", "count")
+    output = tmp_path / "doubled"
+    write_state(count.select("key", (F.col("value") * 2).alias("value")), str(source),
+                "stateful", "count", output=str(output))
+    written = FlinkSnapshot.open(str(output))
+    assert is_canonical_savepoint(written.metadata.properties)
+    handles = [h for op in written.operators for h in written.keyed_handles(op)]
+    assert handles and all(h.savepoint and h.stream.relative for h in handles)
+    for want in truth["state"].values():
+        want["count"] *= 2
+    rows = restore(output, shared_java_spec(truth["max_parallelism"], truth["parallelism"]),
+                   java_sources=[FIXTURE_JOB])
+    check_shared_java(rows, truth)
 
 
 def test_one_rewrite_replaces_drops_adds_and_bootstraps_an_operator(spark, tmp_path):
@@ -130,6 +171,30 @@ def test_a_savepoint_bootstrapped_from_nothing_restores(spark, tmp_path):
         f"k{i}": 1_700_000_000_000 + i for i in range(30)}
 
 
+def test_a_pojo_valued_state_bootstrapped_from_spark_restores_as_the_jobs_class(spark, tmp_path):
+    """A new value state whose struct values are declared the job's ``Event`` POJO by the
+    write option ``pojoClasses`` (the record derived from column ``value`` is named
+    ``value``): Flink restores each as a ``FixtureJob$Event``."""
+    truth = fixture_truth("mp256")
+    events = {int(k): {**w["last"], "amount": w["last"]["amount"] * 2, "user": None}
+              if int(k) % 5 == 0 else {**w["last"], "amount": w["last"]["amount"] * 2}
+              for k, w in truth["stateful"].items()}
+    rows = spark.createDataFrame(
+        sorted(events.items()),
+        "key long, value struct<id: long, key: long, user: string, amount: double, ts: long>")
+    output = tmp_path / "with-pojos"
+    with pytest.raises(TypeMismatchError, match="declare the POJO it is"):
+        write_state(rows, str(MP256), "stateful", "previous", output=str(output), kind="value")
+    write_state(rows, str(MP256), "stateful", "previous", output=str(output), kind="value",
+                pojoClasses='{"value": "FixtureJob$Event"}')
+    spec = fixture_spec(256)
+    spec["operators"][0]["keyed_states"].append(
+        {"name": "previous", "kind": "value", "value": {"pojo": "FixtureJob$Event"}})
+    restored = restore(output, spec, java_sources=[FIXTURE_JOB])
+    check_fixture(restored, truth, parallelism=2, added={"previous"})
+    assert values(restored, "stateful", "previous") == events
+
+
 def test_keys_erased_by_a_dataframe(spark, tmp_path):
     truth = fixture_truth("mp256")
     erased = sorted(int(k) for k in truth["stateful"])[2:5]
@@ -167,12 +232,16 @@ def test_df_write_with_an_output_writes_a_savepoint(spark, tmp_path):
     ("wrong-value-type", TypeMismatchError, ["column value has type string", "double"]),
     ("wrong-key-type", TypeMismatchError, ["column key has type string", "long"]),
     ("output-exists", CheckpointExistsError, ["already exists"]),
+    ("unknown-state-without-kind", InvalidArgumentError, ["'nope'", "kind option"]),
+    ("kryo-value-not-bytes", TypeMismatchError, ["column value has type string", "binary"]),
+    ("pojo-key", IncompatibleCheckpointError, [
+        "operator 'stateful', state 'total'", "keyed by POJO FixtureJob$Event", "hashCode"]),
 ])
-def test_refusals_write_nothing(spark, tmp_path, case, error, words):
+def test_refusals_write_nothing(spark, tmp_path, monkeypatch, case, error, words):
     output = tmp_path / "out"
     rows = spark.createDataFrame([(1, 2.5)], "key long, value double")
     options = {"output": str(output)}
-    state = "total"
+    operator, state = "stateful", "total"
     if case == "in-place":
         options = {}
     elif case == "operator-state":
@@ -185,7 +254,36 @@ def test_refusals_write_nothing(spark, tmp_path, case, error, words):
         rows = spark.createDataFrame([("a", 2.5)], "key string, value double")
     elif case == "output-exists":
         output.mkdir()
+    elif case == "unknown-state-without-kind":
+        state = "nope"
+    elif case == "kryo-value-not-bytes":  # its values are written back as the bytes Kryo wrote
+        operator, state = "opaque", "last_uuid"
+        rows = spark.createDataFrame([(1, "x")], "key long, value string")
+    elif case == "pojo-key":  # as if the job keyed by its Event POJO
+        _keyed_by_a_pojo(monkeypatch)
+        options["kind"] = "value"
     with pytest.raises(error) as raised:
-        write_state(rows, str(MP256), "stateful", state, **options)
+        write_state(rows, str(MP256), operator, state, **options)
     assert all(word in str(raised.value) for word in words), str(raised.value)
     assert [p.name for p in tmp_path.iterdir()] == (["out"] if case == "output-exists" else [])
+
+
+def _keyed_by_a_pojo(monkeypatch) -> None:
+    """Make ``stateful``'s key serializer the POJO serializer of its ``last`` state's values
+    (the driver runs in this process, where the target reads the headers)."""
+    snapshot = FlinkSnapshot.open(str(MP256))
+    header = snapshot.header(snapshot.operator("stateful"))
+    pojo = next(info.value for info in header.states if info.name == "last")
+    read_header = FlinkSnapshot.read_header
+    monkeypatch.setattr(FlinkSnapshot, "read_header", lambda self, handle: dataclasses.replace(
+        read_header(self, handle), key=pojo))
+
+
+def test_dropping_a_state_that_does_not_exist_writes_nothing(spark, tmp_path):
+    """The replacement staged before the refused drop is removed with the rest."""
+    refused = pytest.raises(StateNotFoundError, match="operator 'stateful' has no state 'nope';"
+                                                      " available: .*'total'")
+    with refused, rewrite(spark, str(MP256), output=str(tmp_path / "out")) as staged:
+        staged.replace(_read(spark, MP256, "stateful", "total"), "stateful", "total")
+        staged.drop("stateful", "nope")
+    assert list(tmp_path.iterdir()) == []

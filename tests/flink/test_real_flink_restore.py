@@ -12,8 +12,9 @@ expected.json``, ``../shared/flink-savepoints/java/expected_state.json``). The s
 our writer produces are to be checked the same way.
 
 Needs ``apache-flink-libraries==2.3.0`` (in the ``test`` extra), ``java`` and ``javac``
-(17); skipped, saying which is missing, without them. Each restore is one JVM, about 3 s on
-2 cores; marked ``realflink`` (``-m "not realflink"`` leaves them out).
+(17); without them each test fails, saying which is missing (tests/conftest.py: a skip
+would hide that nothing was restored). Each restore is one JVM, about 3 s on 2 cores; marked
+``realflink`` (``-m "not realflink"`` leaves them out).
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ POJO with inherited, boxed, primitive and nested POJO fields, a POJO of lists, m
 (which Flink 2.x's type extraction makes nullable), TTL wrappers, timers, key
 serializers behind their proxy version and whole meta infos of every state kind with and
 without TTL. Each must equal what statesource derives from the declared types. One JVM for
-all cases (about 2 s); marked ``realflink``, skipped without Flink's jars or a JDK.
+all cases (about 2 s); marked ``realflink``, failing (never skipped) without Flink's jars or a
+JDK (tests/conftest.py).
 """
 
 from __future__ import annotations

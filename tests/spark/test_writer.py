@@ -201,6 +201,10 @@ def test_bad_input_is_refused_and_nothing_is_written(spark, root, rows, schema, 
     ({"kind": "nonsense"}, "option kind must be one of"),
     ({}, "give the kind option"),
     ({"kind": "value", "colour": "red"}, "unknown write option"),
+    ({"kind": "value", "pojoClasses": "[1]"}, "option pojoClasses must be a JSON object"),
+    ({"kind": "value", "pojoClasses": '{"E": 7}'}, "option pojoClasses: record 'E' is declared 7"),
+    ({"kind": "value", "pojoClasses": '{"E": "x.E"}'},
+     r"POJO classes \(E\) are of a new Flink savepoint's records"),
 ])
 def test_bad_requests_name_the_problem(spark, root, options, message):
     df = spark.createDataFrame([("a", 1)], "key string, value bigint")
