@@ -10,7 +10,6 @@ a new canonical savepoint through the Flink savepoint target (``statesource.flin
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -234,10 +233,8 @@ def test_df_write_with_an_output_writes_a_savepoint(spark, tmp_path):
     ("output-exists", CheckpointExistsError, ["already exists"]),
     ("unknown-state-without-kind", InvalidArgumentError, ["'nope'", "kind option"]),
     ("kryo-value-not-bytes", TypeMismatchError, ["column value has type string", "binary"]),
-    ("pojo-key", IncompatibleCheckpointError, [
-        "operator 'stateful', state 'total'", "keyed by POJO FixtureJob$Event", "hashCode"]),
 ])
-def test_refusals_write_nothing(spark, tmp_path, monkeypatch, case, error, words):
+def test_refusals_write_nothing(spark, tmp_path, case, error, words):
     output = tmp_path / "out"
     rows = spark.createDataFrame([(1, 2.5)], "key long, value double")
     options = {"output": str(output)}
@@ -259,24 +256,10 @@ def test_refusals_write_nothing(spark, tmp_path, monkeypatch, case, error, words
     elif case == "kryo-value-not-bytes":  # its values are written back as the bytes Kryo wrote
         operator, state = "opaque", "last_uuid"
         rows = spark.createDataFrame([(1, "x")], "key long, value string")
-    elif case == "pojo-key":  # as if the job keyed by its Event POJO
-        _keyed_by_a_pojo(monkeypatch)
-        options["kind"] = "value"
     with pytest.raises(error) as raised:
         write_state(rows, str(MP256), operator, state, **options)
     assert all(word in str(raised.value) for word in words), str(raised.value)
     assert [p.name for p in tmp_path.iterdir()] == (["out"] if case == "output-exists" else [])
-
-
-def _keyed_by_a_pojo(monkeypatch) -> None:
-    """Make ``stateful``'s key serializer the POJO serializer of its ``last`` state's values
-    (the driver runs in this process, where the target reads the headers)."""
-    snapshot = FlinkSnapshot.open(str(MP256))
-    header = snapshot.header(snapshot.operator("stateful"))
-    pojo = next(info.value for info in header.states if info.name == "last")
-    read_header = FlinkSnapshot.read_header
-    monkeypatch.setattr(FlinkSnapshot, "read_header", lambda self, handle: dataclasses.replace(
-        read_header(self, handle), key=pojo))
 
 
 def test_dropping_a_state_that_does_not_exist_writes_nothing(spark, tmp_path):

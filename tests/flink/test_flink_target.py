@@ -8,6 +8,7 @@ real Flink restores such savepoints is decided in test_flink_savepoint_rewrite.p
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import zlib
@@ -203,6 +204,27 @@ def test_a_sink_flink_could_not_restore_is_refused(tmp_path, operator, state, ke
     target = FlinkSavepointTarget.open(str(BASE), str(tmp_path / "out"))
     with pytest.raises(IncompatibleCheckpointError, match=words):
         target.sink(operator, declaration, key_type, 256)
+
+
+def test_a_sink_of_an_operator_keyed_by_a_pojo_is_refused_naming_the_class(tmp_path,
+                                                                         monkeypatch):
+    """As if the job keyed ``stateful`` by its Event POJO, whose Java hashCode statesource
+    cannot reproduce. The target reads the base's headers where it opens (the driver, in a
+    Spark write), so this runs the target in this process, where the header is patched."""
+    snapshot = FlinkSnapshot.open(str(BASE))
+    header = snapshot.header(snapshot.operator("stateful"))
+    pojo = next(info.value for info in header.states if info.name == "last")
+    read_header = FlinkSnapshot.read_header
+    monkeypatch.setattr(FlinkSnapshot, "read_header", lambda self, handle: dataclasses.replace(
+        read_header(self, handle), key=pojo))
+    target = FlinkSavepointTarget.open(str(BASE), str(tmp_path / "out"))
+    total = StateDeclaration("total", StateKind.VALUE, VOID,
+                             {"value": ValueSchema.parse("double")})
+    with pytest.raises(IncompatibleCheckpointError,
+                       match="operator 'stateful', state 'total': the operator is keyed by POJO"
+                             " FixtureJob\\$Event .*hashCode"):
+        target.sink("stateful", total, LONG, 256)
+    assert [p.name for p in tmp_path.iterdir() if not is_staging_name(p.name)] == []
 
 
 def test_an_existing_output_is_refused(tmp_path):
