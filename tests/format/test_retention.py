@@ -19,7 +19,12 @@ from hypothesis import strategies as st
 
 from statesource.cli import main
 from statesource.cli.retain import duration
-from statesource.errors import CheckpointRetiredError, CorruptCheckpointError, InvalidArgumentError
+from statesource.errors import (
+    CheckpointNotFoundError,
+    CheckpointRetiredError,
+    CorruptCheckpointError,
+    InvalidArgumentError,
+)
 from statesource.format import Checkpoint, commit_checkpoint, retain, write_operator_state_file
 from statesource.format import commit as commit_module
 from statesource.format import retention as retention_module
@@ -449,3 +454,19 @@ def test_a_retirement_killed_between_its_copy_and_its_delete_loses_nothing(tmp_p
         for path in (f"chk-{checkpoint_id}/_metadata.json",
                      *Checkpoint.open(str(tmp_path), checkpoint_id=checkpoint_id)
                      .metadata.referenced_files())}
+
+
+def test_opening_a_checkpoint_retain_retired_says_so(tmp_path):
+    """A checkpoint retired (``_retired.json`` in place of its metadata, until retain deletes
+    its files) is opened by id or by path: the error names the retirement, not a checkpoint
+    that never was."""
+    store = Store(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [])
+    os.rename(tmp_path / "chk-1" / "_metadata.json", tmp_path / "chk-1" / "_retired.json")
+    for path, checkpoint_id in ((tmp_path, 1), (tmp_path / "chk-1", None)):
+        with pytest.raises(CheckpointRetiredError, match="checkpoint 1 was removed by retention"):
+            Checkpoint.open(str(path), checkpoint_id=checkpoint_id)
+    with pytest.raises(CheckpointNotFoundError, match="no complete checkpoint 3") as raised:
+        Checkpoint.open(str(tmp_path), checkpoint_id=3)
+    assert not isinstance(raised.value, CheckpointRetiredError)

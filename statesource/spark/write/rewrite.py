@@ -98,7 +98,11 @@ class FlinkStateWriter(DataSourceArrowWriter):
         """Plan one state replaced in a new snapshot, every check done before a task runs."""
         parsed = parse_write_options(options)
         target = open_target(parsed)
-        return cls(target, plan_state(target, parsed, schema))
+        try:
+            return cls(target, plan_state(target, parsed, schema))
+        except BaseException:
+            target.remove([])  # a refused write lets go of its base (its pin) at once
+            raise
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StateFiles:
         with restated(None):
