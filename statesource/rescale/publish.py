@@ -5,10 +5,10 @@ this module builds the new metadata around it, commits it through the
 format's one commit, and on any failure removes the files the attempt wrote
 before re-raising. The source's files were pinned when the target was opened
 (:meth:`~statesource.rescale.target.RescaleTarget.pinned`), so a concurrent
-``retain`` cannot delete what the rescale reads and carries over (docs/FORMAT.md
-section 11); the commit releases that pin. A checkpoint exists only once its metadata is published,
-so a failure (or a kill, which skips the cleanup) leaves nothing a reader
-would see.
+``retain`` cannot delete what the rescale reads and carries over
+(docs/FORMAT.md section 11); the commit releases that pin. A checkpoint
+exists only once its metadata is published, so a failure (or a kill, which
+skips the cleanup) leaves nothing a reader would see.
 """
 
 from __future__ import annotations

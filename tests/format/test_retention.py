@@ -443,8 +443,10 @@ def test_a_retirement_killed_between_its_copy_and_its_delete_loses_nothing(tmp_p
     store.commit(1, [0])
     store.commit(1, [1])
     shutil.copy(tmp_path / "chk-1" / "_metadata.json", tmp_path / "chk-1" / "_retired.json")
-    plan = retain(str(tmp_path), keep)
+    messages: list[str] = []
+    plan = retain(str(tmp_path), keep, progress=messages.append)
     kept = [1, 2, 3][-keep:]
+    assert any(m.startswith("deleted checkpoint 1") for m in messages) is (1 not in kept)
     assert plan.kept == tuple(kept)
     assert plan.retired == tuple(i for i in (1, 2, 3) if i not in kept)
     store.check_checkpoints_read(kept)

@@ -13,7 +13,8 @@ JVM plan) and the rest of wave 3: the Flink savepoint target (target, staged
 sections, section framing, the rewrite's edit plan), delta runs (their metadata
 and validation, the incremental writer's choice of base) and the driver-side
 steps. A mutant whose snippet no longer occurs exactly once (the code moved on)
-is reported as stale, not run, and left out of the rate.
+is reported as stale, not run, and left out of the rate. The last full run's
+result is in tests/mutation/README.md.
 """
 
 from __future__ import annotations
@@ -335,6 +336,31 @@ MUTANTS = [
            (SPARK_RACES,), "job_runs and write_state"),
     Mutant("statesource/spark/write/rescale.py", "    return target.pinned() if pin else target",
            "    return target", (SPARK_RACES,), "job_runs and max"),
+    # the audit of issue 25: pins released by the discards, thresholds, retired checkpoints
+    Mutant("statesource/spark/write/rewrite.py",
+           "            target.remove([])  # a refused write lets go of its base",
+           "            pass  #", ("tests/spark/test_writer.py",), "more_bad_columns"),
+    Mutant("statesource/spark/write/rewrite.py",
+           "        self._on_driver(remove_staged, self.target, files)",
+           "        if files:\n            self._on_driver(remove_staged, self.target, files)",
+           ("tests/spark/test_writer.py",), "bad_input"),
+    Mutant("statesource/spark/write/rescale.py",
+           "    remove_files(target.root, written)\n    target.release()",
+           "    remove_files(target.root, written)",
+           ("tests/spark/test_rescale_max_parallelism.py",), "failing_job"),
+    Mutant("statesource/format/retention.py", "    if older_than < MIN_OLDER_THAN:",
+           "    if older_than < timedelta(0):", RETENTION_TESTS),
+    Mutant("statesource/cli/retain.py", "type=older_than, default=DEFAULT_OLDER_THAN",
+           "type=duration, default=DEFAULT_OLDER_THAN", RETENTION_TESTS),
+    Mutant("statesource/format/retention.py",
+           "    removed = {i: c for i, c in {**state.retired, **doomed}.items() if i not in"
+           " kept_ids}", "    removed = {**state.retired, **doomed}", RETENTION_TESTS),
+    Mutant("statesource/format/retention.py",
+           "        if checkpoint_id in state.complete:  # a retirement killed",
+           "        if False:  # a retirement killed", RETENTION_TESTS),
+    Mutant("statesource/format/storage.py",
+           "    if checkpoint_id is not None and directory.child(RETIRED_FILE).exists():",
+           "    if False:", RETENTION_TESTS),
     # the driver-side steps
     Mutant("statesource/spark/driver.py", "    if not token.isalnum():", "    if not token:",
            DRIVER_TESTS),
