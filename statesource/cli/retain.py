@@ -6,8 +6,9 @@ import argparse
 import re
 from datetime import timedelta
 
+from statesource.errors import InvalidArgumentError
 from statesource.format import retain
-from statesource.format.retention import DEFAULT_OLDER_THAN
+from statesource.format.retention import DEFAULT_OLDER_THAN, check_older_than
 
 _DURATION = re.compile(r"([0-9]+)([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -23,11 +24,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("path", help="a directory of checkpoints")
     parser.add_argument("--keep", type=int, required=True, metavar="N",
                         help="how many of the newest complete checkpoints to keep (>= 1)")
-    parser.add_argument("--older-than", type=duration, default=DEFAULT_OLDER_THAN,
+    parser.add_argument("--older-than", type=older_than, default=DEFAULT_OLDER_THAN,
                         metavar="AGE",
                         help="files of unpublished write attempts, temporary files and writers'"
                         " pins count as abandoned once older than this: a number and a unit"
-                        " s, m, h or d (default: 3d; no write may run longer)")
+                        " s, m, h or d, at least 1h (default: 3d; no write may run longer)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print what would be deleted, delete nothing")
     parser.set_defaults(run=run)
@@ -40,6 +41,16 @@ def duration(text: str) -> timedelta:
         raise argparse.ArgumentTypeError(
             f"{text!r} is no duration: write a number and a unit s, m, h or d, e.g. 3d")
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def older_than(text: str) -> timedelta:
+    """A :func:`duration` that ``retain`` accepts as its threshold (none under an hour)."""
+    value = duration(text)
+    try:
+        check_older_than(value, f"--older-than {text}")
+    except InvalidArgumentError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

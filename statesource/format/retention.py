@@ -8,8 +8,9 @@ rerun finishes the job:
 1. every checkpoint's metadata is read first; anything unreadable stops the
    run before a byte is changed;
 2. each doomed checkpoint is *retired*: its ``_metadata.json`` is renamed to
-   ``_retired.json`` in one atomic step, so it stops being a checkpoint but
-   still lists its files;
+   ``_retired.json`` (one atomic rename on a local disk; a copy, then the
+   delete, on an object store), so it stops being a checkpoint but still lists
+   its files;
 3. the references of every checkpoint complete *now* are collected again (a
    checkpoint committed meanwhile is honoured), and each retired checkpoint's
    files outside them are deleted, its ``_retired.json`` last.
@@ -27,12 +28,15 @@ Besides those, ``retain`` removes what crashes leave:
 
 - **orphans**: files in the ``data/`` directory of a published (complete or
   retired) id that no metadata lists and that are older than that id's
-  metadata: once an id is published no writer can publish it again, and
-  every file of the attempt that won was written before its metadata;
+  metadata (written at the publish, or at the retirement on an object store,
+  where the retiring "rename" is a copy): once an id is published no writer
+  can publish it again, and every file of the attempt that won was written
+  before its metadata;
 - **abandoned** files, older than ``older_than`` (default three days, as
   Iceberg's ``remove_orphan_files``): unlisted files in ``data/`` of an id
   no pin names as its writer's, and temporary metadata files (``_metadata.json.tmp-*``)
-  of a kill between writing and renaming. No write is expected to run longer;
+  of a kill between writing and renaming. No write is expected to run longer
+  (nor to be shorter than :data:`MIN_OLDER_THAN`, the least ``older_than`` taken);
 - **expired pins** (older than ``older_than``) of writers that were killed;
 - empty ``data/`` and ``chk-<id>`` directories of ids that are not published
   or whose files retention just deleted.
@@ -71,6 +75,12 @@ from statesource.model import Progress
 
 DEFAULT_OLDER_THAN = timedelta(days=3)
 """How old an unpublished file must be before ``retain`` takes it for abandoned."""
+MIN_OLDER_THAN = timedelta(hours=1)
+"""The shortest ``older_than`` taken. A pin older than it is taken for a killed writer's,
+and a write's pins live from its plan to its commit, so a shorter threshold (``0s``) would
+let ``retain`` delete the base files of writes still running; an hour is the least that
+is not plainly shorter than a real write (Iceberg's ``remove_orphan_files`` procedure
+refuses under a day for the same reason)."""
 _TEMPORARY_METADATA = f"{METADATA_FILE}.tmp-"
 
 
@@ -130,9 +140,10 @@ def retain(path: str, keep: int, *, dry_run: bool = False,
     """Keep the newest ``keep`` complete checkpoints under ``path``; delete the rest, and
     what crashes left that is older than ``older_than`` (see the module docstring)."""
     check_int(keep, "keep", 1)
-    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+    if not isinstance(older_than, timedelta):
         raise InvalidArgumentError(
-            f"older_than must be a non-negative datetime.timedelta, got {older_than!r}")
+            f"older_than must be a datetime.timedelta, got {older_than!r}")
+    check_older_than(older_than, f"older_than {older_than}")
     root = resolve(path, filesystem)
     if not root.exists():
         raise CheckpointNotFoundError(f"checkpoint root {root} does not exist")
@@ -143,7 +154,7 @@ def retain(path: str, keep: int, *, dry_run: bool = False,
     state = _read_state(root, lambda: [f for f in pin_files if f not in expired])
     kept_ids = sorted(state.complete)[-keep:]
     doomed = {i: state.complete[i] for i in sorted(state.complete) if i not in kept_ids}
-    removed = {**state.retired, **doomed}
+    removed = {i: c for i, c in {**state.retired, **doomed}.items() if i not in kept_ids}
     live = _references(state.complete[i][1] for i in kept_ids)
     to_delete = {path for _, meta in removed.values() for path in _data_files(meta)}
     listed = state.listed()
@@ -190,6 +201,16 @@ def retain(path: str, keep: int, *, dry_run: bool = False,
     return plan
 
 
+def check_older_than(older_than: timedelta, shown: str) -> None:
+    """Refuse a threshold under :data:`MIN_OLDER_THAN`; ``shown`` is the value as given."""
+    if older_than < MIN_OLDER_THAN:
+        raise InvalidArgumentError(
+            f"{shown} is under {MIN_OLDER_THAN.total_seconds() / 3600:g}h: retain takes pins"
+            " and unpublished files older than it for those of killed writers, and would"
+            " delete files that writes still running rely on; give at least that (default"
+            f" {DEFAULT_OLDER_THAN.days}d, longer than any write)")
+
+
 def _read_state(root: Location, pin_files: Callable[[], list[PinFile]]) -> _State:
     """Read metadata and pins; anything unreadable stops the run here.
 
@@ -213,6 +234,9 @@ def _finish_retired(root: Location, state: _State, report: Progress) -> None:
     protected = live | state.pinned
     listed = state.listed()
     for checkpoint_id, (directory, meta) in sorted(state.retired.items()):
+        if checkpoint_id in state.complete:  # a retirement killed between copy and delete
+            _remove(directory.child(RETIRED_FILE))  # (object stores): still a checkpoint
+            continue
         doomed = [path for path in _data_files(meta) if path not in protected]
         removed = _delete_all(root, doomed)
         orphans = _delete_all(root, _orphans(directory, RETIRED_FILE, listed))
@@ -330,7 +354,9 @@ def _references(metas: Iterable[CheckpointMeta]) -> set[str]:
 
 
 def _retire(directory: Location) -> None:
-    """Atomically turn a checkpoint into a retired one (a rename within its directory)."""
+    """Turn a checkpoint into a retired one: a rename within its directory, atomic on a
+    local disk; on an object store a copy, then a delete, and a kill between leaves a
+    checkpoint that is still complete (docs/FORMAT.md section 11, step 2)."""
     directory.filesystem.move(directory.child(METADATA_FILE).path,
                               directory.child(RETIRED_FILE).path)
     if directory.is_local:

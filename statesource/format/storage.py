@@ -31,6 +31,7 @@ import pyarrow.fs as pafs
 from statesource.checks import check_checkpoint_id
 from statesource.errors import (
     CheckpointNotFoundError,
+    CheckpointRetiredError,
     CorruptCheckpointError,
     InvalidArgumentError,
 )
@@ -166,6 +167,14 @@ def checkpoint_dirs(root: Location, marker: str) -> dict[int, Location]:
     return found
 
 
+def _check_not_retired(directory: Location, checkpoint_id: int | None) -> None:
+    """A checkpoint ``retain`` removed (or is removing) is no missing checkpoint: say so."""
+    if checkpoint_id is not None and directory.child(RETIRED_FILE).exists():
+        raise CheckpointRetiredError(
+            f"checkpoint {checkpoint_id} was removed by retention ({directory} holds"
+            f" {RETIRED_FILE}, not {METADATA_FILE}); read a checkpoint that is kept")
+
+
 def checkpoint_id_of(directory: Location) -> int | None:
     """The id a ``chk-<id>`` directory's name gives, or None for any other name."""
     match = _CHECKPOINT_DIR.fullmatch(directory.name)
@@ -185,9 +194,11 @@ def find_checkpoint(location: Location, checkpoint_id: int | None = None) -> Loc
             f" (chk-<id>) or a directory of checkpoints")
     if location.child(METADATA_FILE).exists():
         return location
+    _check_not_retired(location, checkpoint_id_of(location))
     found = complete_checkpoints(location)
     if checkpoint_id is not None:
         if checkpoint_id not in found:
+            _check_not_retired(location.child(checkpoint_dir_name(checkpoint_id)), checkpoint_id)
             raise CheckpointNotFoundError(
                 f"no complete checkpoint {checkpoint_id} under {location};"
                 f" complete checkpoints: {sorted(found) or 'none'}"

@@ -16,10 +16,9 @@ rewrite and the rescale jobs never ask where they write.
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -119,8 +118,12 @@ class CheckpointTarget:
     Carried-over states keep referencing the base's data files; the commit is
     :func:`~statesource.format.commit.commit_checkpoint`'s. The base's files
     are pinned from the start (docs/FORMAT.md section 11), so a ``retain``
-    running while tasks write cannot delete them; the pin goes when the
-    target is published or garbage-collected (a killed writer's pin expires).
+    running while tasks write cannot delete them. The pin is a file, not a
+    part of this object: Spark opens the target in one process and publishes
+    or discards a pickled copy in another, so the pin goes only when a copy is
+    published (:meth:`publish`) or discarded (:meth:`remove`), never with a
+    copy garbage-collected. A writer that never gets there (killed) leaves a
+    pin that ``retain --older-than`` expires.
     """
 
     kind = STATESOURCE
@@ -135,11 +138,6 @@ class CheckpointTarget:
         self.pin: Pin | None = None
         if base is not None:
             self.pin = pin_listed(root, checkpoint_id, base.referenced_files())
-        self._release = weakref.finalize(self, self.pin.release) if self.pin else None
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Copies (Spark pickles the target to tasks) never release the driver's pin."""
-        return {**self.__dict__, "_release": None}
 
     @classmethod
     def open(cls, path: str | None, base_checkpoint_id: int | None = None,
@@ -181,8 +179,8 @@ class CheckpointTarget:
                 self.pin.release()
 
     def remove(self, files: Iterable[DataFile]) -> None:
-        """Remove written files; a target that removes files is being discarded or
-        restaged, so the base's pin goes too (the commit pins and checks afresh)."""
+        """Remove written files; a target that removes files is being discarded (a
+        publish removes superseded files only after publishing), so the base's pin goes too."""
         remove_files(self.root, files)
         if self.pin is not None:
             self.pin.release()

@@ -57,6 +57,7 @@ def rescale_parallelism(path: str, parallelism: int, *, operator: str | None = N
                                                   target.new_checkpoint_id, written)
         return dataclasses.replace(op, parallelism=parallelism, operator_states=operator_states)
 
+    target = target.pinned()  # before any file of the source is read; the commit releases it
     info, files = commit_rescaled(target, rescale)
     report(f"committed checkpoint {info.checkpoint_id} at {info.location} (operator-state files"
            f" written: {files}; keyed state shared with checkpoint {target.source.checkpoint_id})")

@@ -3,11 +3,12 @@
 Every kind of rescale ends here: it names how to rescale one operator, and
 this module builds the new metadata around it, commits it through the
 format's one commit, and on any failure removes the files the attempt wrote
-before re-raising. The source's files are pinned first, so a concurrent
-``retain`` cannot delete what the rescale reads and carries over (docs/FORMAT.md
-section 11). A checkpoint exists only once its metadata is published,
-so a failure (or a kill, which skips the cleanup) leaves nothing a reader
-would see.
+before re-raising. The source's files were pinned when the target was opened
+(:meth:`~statesource.rescale.target.RescaleTarget.pinned`), so a concurrent
+``retain`` cannot delete what the rescale reads and carries over
+(docs/FORMAT.md section 11); the commit releases that pin. A checkpoint
+exists only once its metadata is published, so a failure (or a kill, which
+skips the cleanup) leaves nothing a reader would see.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from collections.abc import Callable
 from statesource.errors import StateSourceError
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
 from statesource.format.metadata import FORMAT_VERSION, OperatorMeta
-from statesource.format.pins import pin_listed
 from statesource.format.storage import Location, remove_attempt
 from statesource.rescale.target import RescaleTarget
 
@@ -30,15 +30,13 @@ def commit_rescaled(target: RescaleTarget, rescale: OperatorRescale) -> tuple[Ch
     """Commit ``target``'s new checkpoint: the chosen operators as ``rescale`` makes them,
     the others as they are. Returns the checkpoint and the number of files written."""
     written: list[Location] = []
-    pin = pin_listed(target.root, target.new_checkpoint_id,
-                     target.source.metadata.referenced_files())
     try:
         operators = tuple(rescale(op, written) if target.selects(op) else op
                           for op in target.source.metadata.operators)
         metadata = dataclasses.replace(target.source.metadata,
                                        checkpoint_id=target.new_checkpoint_id,
                                        operators=operators, format_version=FORMAT_VERSION)
-        return commit_checkpoint(target.root, metadata, pin), len(written)
+        return commit_checkpoint(target.root, metadata, target.pin), len(written)
     except BaseException as error:
         remove_attempt(written)
         if isinstance(error, OSError) and not isinstance(error, StateSourceError):
@@ -48,4 +46,4 @@ def commit_rescaled(target: RescaleTarget, rescale: OperatorRescale) -> tuple[Ch
                 f" {target.root}: {error}") from error
         raise
     finally:
-        pin.release()
+        target.release()

@@ -9,6 +9,7 @@ target, so both kinds of rescale refuse the same things the same way.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -16,6 +17,7 @@ import pyarrow.fs as pafs
 from statesource.checks import check_checkpoint_id, check_int
 from statesource.errors import CheckpointExistsError
 from statesource.format.metadata import OperatorMeta
+from statesource.format.pins import Pin, pin_listed
 from statesource.format.reader import Checkpoint
 from statesource.format.storage import Location, complete_checkpoints
 
@@ -28,6 +30,8 @@ class RescaleTarget:
     operators: tuple[OperatorMeta, ...]
     """The operators to rescale, in metadata order; the others are carried over as they are."""
     new_checkpoint_id: int
+    pin: Pin | None = None
+    """The source's files, pinned (:meth:`pinned`) until the commit or the discard."""
 
     @property
     def root(self) -> Location:
@@ -35,6 +39,23 @@ class RescaleTarget:
 
     def selects(self, op: OperatorMeta) -> bool:
         return any(op.uid == chosen.uid for chosen in self.operators)
+
+    def pinned(self) -> RescaleTarget:
+        """This target with the source's files pinned (docs/FORMAT.md section 11.1), taken
+        once every check passed and before anything reads them: a ``retain`` meanwhile
+        deletes none of them, and refuses (``CheckpointRetiredError``) if one already went.
+
+        The pin is a file, so it travels with a pickled copy: a rescale planned on Spark's
+        driver is committed (or discarded) in another process, which releases it.
+        """
+        pin = pin_listed(self.root, self.new_checkpoint_id,
+                         self.source.metadata.referenced_files())
+        return dataclasses.replace(self, pin=pin)
+
+    def release(self) -> None:
+        """Let go of the source's files: the rescale committed or gave up."""
+        if self.pin is not None:
+            self.pin.release()
 
 
 def plan_target(path: str, *, operator: str | None = None, checkpoint_id: int | None = None,

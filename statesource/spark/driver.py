@@ -10,8 +10,9 @@ driver:
 
 - :func:`call_on_driver` plans: a read whose reader calls the function while
   the query is planned (on the driver) and carries the pickled result to the
-  one task that returns it. The function must not change anything: Spark may
-  plan a read more than once.
+  one task that returns it. The function must change nothing but what expires
+  by itself, as Spark may plan a read more than once: a write's plan pins its
+  base (docs/FORMAT.md section 11.1), and a duplicate's pin expires.
 - :func:`commit_on_driver` commits: a ``df.write`` of one row whose
   ``commit()`` runs the function on the driver, once, after the task
   succeeded. Its result (or its exception) is left in a file on the driver's

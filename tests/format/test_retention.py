@@ -19,7 +19,12 @@ from hypothesis import strategies as st
 
 from statesource.cli import main
 from statesource.cli.retain import duration
-from statesource.errors import CheckpointRetiredError, CorruptCheckpointError, InvalidArgumentError
+from statesource.errors import (
+    CheckpointNotFoundError,
+    CheckpointRetiredError,
+    CorruptCheckpointError,
+    InvalidArgumentError,
+)
 from statesource.format import Checkpoint, commit_checkpoint, retain, write_operator_state_file
 from statesource.format import commit as commit_module
 from statesource.format import retention as retention_module
@@ -295,12 +300,12 @@ def test_expired_pins_and_their_temporaries_are_removed(tmp_path):
     temporary = tmp_path / "_pins" / "chk-9-x.json.tmp-y"
     temporary.write_text("{")
     for path in (Path(pin.location.path), temporary):
-        os.utime(path, (time.time() - 3600, time.time() - 3600))
-    plan = retain(str(tmp_path), 1, dry_run=True, older_than=timedelta(minutes=30))
+        os.utime(path, (time.time() - 7200, time.time() - 7200))
+    plan = retain(str(tmp_path), 1, dry_run=True, older_than=timedelta(hours=1))
     assert set(plan.expired_pins) == {"_pins/chk-9-x.json.tmp-y",
                                       f"_pins/{Path(pin.location.path).name}"}
     assert plan.pinned_files == ()
-    retain(str(tmp_path), 1, older_than=timedelta(minutes=30))
+    retain(str(tmp_path), 1, older_than=timedelta(hours=1))
     assert not list((tmp_path / "_pins").glob("*"))
     assert not (tmp_path / store.states[0].path).exists()
 
@@ -324,10 +329,32 @@ def test_durations_of_the_command_line():
 
 def test_older_than_must_be_a_duration(tmp_path, capsys):
     with pytest.raises(InvalidArgumentError, match="older_than"):
-        retain(str(tmp_path), 1, older_than=timedelta(seconds=-1))
+        retain(str(tmp_path), 1, older_than=3600)  # type: ignore[arg-type]
     with pytest.raises(SystemExit):
         main(["retain", str(tmp_path), "--keep", "1", "--older-than", "3 days"])
     assert "'3 days' is no duration" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("older_than", [timedelta(seconds=-1), timedelta(0),
+                                        timedelta(minutes=59, seconds=59)])
+def test_an_older_than_under_an_hour_is_refused_before_anything_is_deleted(tmp_path, capsys,
+                                                                           older_than):
+    """A threshold shorter than a write would expire the pins of writers still running:
+    refused, naming the value, with nothing deleted."""
+    store = Store(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [])
+    pin_files(store.location, 9, [store.states[0].path])
+    before = store.files_on_disk()
+    with pytest.raises(InvalidArgumentError, match=f"older_than {older_than} is under 1h"):
+        retain(str(tmp_path), 1, older_than=older_than)
+    text = f"{int(older_than.total_seconds())}s"
+    if older_than >= timedelta(0):
+        with pytest.raises(SystemExit):
+            main(["retain", str(tmp_path), "--keep", "1", "--older-than", text])
+        assert f"--older-than {text} is under 1h" in capsys.readouterr().err
+    assert store.files_on_disk() == before
+    assert retain(str(tmp_path), 1, older_than=timedelta(hours=1)).retired == (1,)
 
 
 def test_abandoned_attempts_go_only_once_older_than_the_threshold(tmp_path):
@@ -404,3 +431,44 @@ def test_files_of_an_id_a_running_writer_pinned_are_not_abandoned(tmp_path):
     pin.release()
     assert retain(str(tmp_path), 1, older_than=timedelta(hours=1)).abandoned == (
         "chk-7/data/slow.arrow",)
+
+
+@pytest.mark.parametrize("keep", [1, 3])
+def test_a_retirement_killed_between_its_copy_and_its_delete_loses_nothing(tmp_path, keep):
+    """On an object store a retirement copies ``_metadata.json`` to ``_retired.json``, then
+    deletes the first: a kill between leaves both. The checkpoint is still complete: a rerun
+    that keeps it keeps it whole (and drops the stray copy), one that does not retires it."""
+    store = Store(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [0])
+    store.commit(1, [1])
+    shutil.copy(tmp_path / "chk-1" / "_metadata.json", tmp_path / "chk-1" / "_retired.json")
+    messages: list[str] = []
+    plan = retain(str(tmp_path), keep, progress=messages.append)
+    kept = [1, 2, 3][-keep:]
+    assert any(m.startswith("deleted checkpoint 1") for m in messages) is (1 not in kept)
+    assert plan.kept == tuple(kept)
+    assert plan.retired == tuple(i for i in (1, 2, 3) if i not in kept)
+    store.check_checkpoints_read(kept)
+    assert not list(tmp_path.glob("chk-*/_retired.json"))
+    assert store.files_on_disk() == {
+        path for checkpoint_id in kept
+        for path in (f"chk-{checkpoint_id}/_metadata.json",
+                     *Checkpoint.open(str(tmp_path), checkpoint_id=checkpoint_id)
+                     .metadata.referenced_files())}
+
+
+def test_opening_a_checkpoint_retain_retired_says_so(tmp_path):
+    """A checkpoint retired (``_retired.json`` in place of its metadata, until retain deletes
+    its files) is opened by id or by path: the error names the retirement, not a checkpoint
+    that never was."""
+    store = Store(tmp_path)
+    store.commit(1, [])
+    store.commit(1, [])
+    os.rename(tmp_path / "chk-1" / "_metadata.json", tmp_path / "chk-1" / "_retired.json")
+    for path, checkpoint_id in ((tmp_path, 1), (tmp_path / "chk-1", None)):
+        with pytest.raises(CheckpointRetiredError, match="checkpoint 1 was removed by retention"):
+            Checkpoint.open(str(path), checkpoint_id=checkpoint_id)
+    with pytest.raises(CheckpointNotFoundError, match="no complete checkpoint 3") as raised:
+        Checkpoint.open(str(tmp_path), checkpoint_id=3)
+    assert not isinstance(raised.value, CheckpointRetiredError)

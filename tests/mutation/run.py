@@ -13,7 +13,8 @@ JVM plan) and the rest of wave 3: the Flink savepoint target (target, staged
 sections, section framing, the rewrite's edit plan), delta runs (their metadata
 and validation, the incremental writer's choice of base) and the driver-side
 steps. A mutant whose snippet no longer occurs exactly once (the code moved on)
-is reported as stale, not run, and left out of the rate.
+is reported as stale, not run, and left out of the rate. The last full run's
+result is in tests/mutation/README.md.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ RETENTION_TESTS = ("tests/format/test_retention.py", "tests/format/test_shared_f
 COMMIT_TESTS = ("tests/format/test_commit_failures.py", "tests/format/test_retention.py",
                 "tests/checkpointing/test_incremental.py")
 RACES = "tests/races/test_retain_races.py"
+SPARK_RACES = "tests/races/test_spark_write_races.py"
 WRITER_TESTS = ("tests/test_write_task.py",)
 FLINK_TESTS = ("tests/flink/test_reader_checks.py", "tests/flink/test_snappy.py")
 TARGET_TESTS = ("tests/flink/test_flink_target.py",)
@@ -107,6 +109,14 @@ MUTANTS = [
            "                  and (relative := f\"{parent}/{info.base_name}\")]", RETENTION_TESTS),
     Mutant("statesource/format/retention.py", "    for pin_file in expired:\n        _remove(",
            "    for pin_file in expired[:0]:\n        _remove(", RETENTION_TESTS),
+    Mutant("statesource/format/retention.py",  # references not re-collected after retiring
+           "    state = _read_state(root, lambda: pin_directory_files(root))\n"
+           "    _finish_retired(root, state, report)",
+           "    fresh = _read_state(root, lambda: pin_directory_files(root))\n"
+           "    state = _State({i: c for i, c in state.complete.items() if i not in doomed},\n"
+           "                   fresh.retired, fresh.pins, fresh.unpublished, fresh.late_retired)\n"
+           "    _finish_retired(root, state, report)", RETENTION_TESTS + (RACES,),
+           "spares or recollects"),
     Mutant("statesource/format/retention.py",
            "_orphans(directory, METADATA_FILE, state.listed()))",
            "_orphans(directory, METADATA_FILE, set()))",
@@ -158,19 +168,20 @@ MUTANTS = [
            "    subtasks = operator_indexes(target.max_parallelism, target.parallelism, groups)",
            "    subtasks = groups % target.parallelism", WRITER_TESTS),
     # the issue's other survivors: key/namespace lengths, key-group ranges, v3, TTL, bases
-    Mutant("statesource/flink/keyed.py", "    return max(1, (length.bit_length() + 7) // 8)",
-           "    return max(1, length.bit_length() // 8)", ("tests/flink/test_flink_encoders.py",),
-           "encoding_fixture"),
+    Mutant("statesource/flink/keyed.py", "        value >>= 8\n        if not value:",
+           "        value >>= 8\n        if value < 1 << 8:",  # a two-byte length cut to one
+           ("tests/flink/test_flink_encoders.py",), "varying_size or encoding_fixture"),
     Mutant("statesource/flink/columnar.py",
-           "            end = end + 1 + (length >= 1 << 8)",
-           "            end = end + 1 + (length > 1 << 8)", ("tests/flink/test_columnar.py",),
+           "            width = 1 + (length >= 1 << 8)",
+           "            width = 1 + (length > 1 << 8)", ("tests/flink/test_columnar.py",),
            "lengths_after"),
     Mutant("statesource/flink/rescale.py", "body = key + variable_int_bytes(len(key))",
            "body = key + variable_int_bytes(len(key))[:1]",
            ("tests/flink/test_flink_savepoint_writes.py",), "convert or null_map"),
     Mutant("statesource/flink/rescale.py",
-           "                    null = _null_value(value.value)",
-           "                    null = b\"\"", ("tests/flink/test_flink_savepoint_writes.py",),
+           "                        null_bytes = _null_value(value.value)",
+           "                        null_bytes = b\"\"",
+           ("tests/flink/test_flink_savepoint_writes.py",),
            "convert or null_map"),
     Mutant("statesource/flink/metadata.py", "        if handle.end >= max_parallelism",
            "        if handle.end > max_parallelism", ("tests/flink/test_errors.py",)),
@@ -318,6 +329,38 @@ MUTANTS = [
     Mutant("statesource/checkpointing/incremental.py",
            "                if not state.declaration.same_types(declaration):",
            "                if False:", BASE_TESTS),
+    # the base pinned from the plan of a Spark write to its commit (races with retain)
+    Mutant("statesource/format/target.py",
+           "            self.pin = pin_listed(root, checkpoint_id, base.referenced_files())",
+           "            pin_listed(root, checkpoint_id, base.referenced_files()).release()",
+           (SPARK_RACES,), "job_runs and write_state"),
+    Mutant("statesource/spark/write/rescale.py", "    return target.pinned() if pin else target",
+           "    return target", (SPARK_RACES,), "job_runs and max"),
+    # the audit of issue 25: pins released by the discards, thresholds, retired checkpoints
+    Mutant("statesource/spark/write/rewrite.py",
+           "            target.remove([])  # a refused write lets go of its base",
+           "            pass  #", ("tests/spark/test_writer.py",), "more_bad_columns"),
+    Mutant("statesource/spark/write/rewrite.py",
+           "        self._on_driver(remove_staged, self.target, files)",
+           "        if files:\n            self._on_driver(remove_staged, self.target, files)",
+           ("tests/spark/test_writer.py",), "bad_input"),
+    Mutant("statesource/spark/write/rescale.py",
+           "    remove_files(target.root, written)\n    target.release()",
+           "    remove_files(target.root, written)",
+           ("tests/spark/test_rescale_max_parallelism.py",), "failing_job"),
+    Mutant("statesource/format/retention.py", "    if older_than < MIN_OLDER_THAN:",
+           "    if older_than < timedelta(0):", RETENTION_TESTS),
+    Mutant("statesource/cli/retain.py", "type=older_than, default=DEFAULT_OLDER_THAN",
+           "type=duration, default=DEFAULT_OLDER_THAN", RETENTION_TESTS),
+    Mutant("statesource/format/retention.py",
+           "    removed = {i: c for i, c in {**state.retired, **doomed}.items() if i not in"
+           " kept_ids}", "    removed = {**state.retired, **doomed}", RETENTION_TESTS),
+    Mutant("statesource/format/retention.py",
+           "        if checkpoint_id in state.complete:  # a retirement killed",
+           "        if False:  # a retirement killed", RETENTION_TESTS),
+    Mutant("statesource/format/storage.py",
+           "    if checkpoint_id is not None and directory.child(RETIRED_FILE).exists():",
+           "    if False:", RETENTION_TESTS),
     # the driver-side steps
     Mutant("statesource/spark/driver.py", "    if not token.isalnum():", "    if not token:",
            DRIVER_TESTS),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.race import Paused, cli, files_on_disk, referenced, retain, run, verify_all
+from tests.race import Paused, age, cli, files_on_disk, referenced, retain, run, verify_all
 
 OPERATOR = "user-activity"
 PUBLISH = "statesource.format.commit:_publish"
@@ -39,6 +39,25 @@ def test_retain_spares_what_a_writer_paused_at_publish_references(root, tmp_path
     assert not (root / "chk-1" / "_retired.json").exists()
     assert verify_all(root) == [3, 4]
     assert files_on_disk(root) == referenced(root)
+
+
+def test_retain_recollects_references_after_retiring(root, tmp_path):
+    """``retain --keep 1`` reads checkpoints 1 to 3 and pauses before retiring; meanwhile a
+    writer pins checkpoint 1's files, publishes checkpoint 4 carrying them over and removes
+    its pin. Resumed, retain retires 1 and 2, and only the references it collects after
+    retiring (checkpoint 4's) keep checkpoint 1's files: none is pinned any more."""
+    retainer = Paused(tmp_path / "hook", "statesource.format.retention:_retire",
+                      cli("retain", str(root), "--keep", "1"))
+    done = run(rewrite_from(root, 1, 4))
+    assert done.returncode == 0 and "published 4" in done.stdout, done.stderr
+    assert not list((root / "_pins").glob("*"))
+    done = retainer.resume()
+    assert done.returncode == 0, done.stderr
+    assert "retired checkpoint 1" in done.stdout and "kept checkpoints: 3\n" in done.stdout
+    assert verify_all(root) == [3, 4]
+    retain(root, "--keep", "2")
+    assert files_on_disk(root) == referenced(root)
+    assert verify_all(root) == [3, 4]
 
 
 def test_a_writer_whose_base_retain_removed_before_its_pin_publishes_nothing(root, tmp_path):
@@ -128,7 +147,8 @@ def test_kill_9_of_a_rescale_at_each_publish_step(root, tmp_path, point):
     if not published:
         done = run(command)
         assert done.returncode == 0, done.stderr
-    out = retain(root, "--keep", "4", "--older-than", "0s")
+    age(root)
+    out = retain(root, "--keep", "4", "--older-than", "1h")
     assert verify_all(root) == [1, 2, 3, 4]
     assert files_on_disk(root) == referenced(root), out
     assert not list((root / "_pins").glob("*"))
@@ -141,12 +161,13 @@ def test_retain_dry_run_lists_what_crashes_left(root, tmp_path):
     assert any("_metadata.json.tmp-" in path for path in leftovers)
     assert any(path.startswith("_pins/") for path in leftovers)
     assert any(path.startswith("chk-4/data/") for path in leftovers)
-    out = retain(root, "--keep", "3", "--dry-run")
-    assert all(path not in out for path in leftovers)  # younger than the default 3 days
-    out = retain(root, "--keep", "3", "--dry-run", "--older-than", "0s")
+    out = retain(root, "--keep", "3", "--dry-run", "--older-than", "1h")
+    assert all(path not in out for path in leftovers)  # younger than an hour
+    age(root)
+    out = retain(root, "--keep", "3", "--dry-run", "--older-than", "1h")
     assert all(f"  {path}" in out.splitlines() for path in leftovers), out
     assert files_on_disk(root) - referenced(root) == leftovers
-    retain(root, "--keep", "3", "--older-than", "0s")
+    retain(root, "--keep", "3", "--older-than", "1h")
     assert files_on_disk(root) == referenced(root)
     assert not (root / "chk-4").exists()
     assert verify_all(root) == [1, 2, 3]

@@ -127,6 +127,21 @@ def test_bad_requests_are_refused_before_any_job(spark, root):
     assert fingerprint(root) == before
 
 
+def test_a_failing_job_leaves_no_files_and_no_pin(spark, root, monkeypatch):
+    """The plan pinned the source on the driver: a job failing before the commit removes
+    that pin too (on the driver), not only the files written."""
+    before = fingerprint(root)
+
+    def fail(*args, **kwargs):
+        raise OSError("executor lost (injected)")
+
+    monkeypatch.setattr(spark_rescale, "write_state_files", fail)
+    with pytest.raises(OSError, match="executor lost"):
+        rescale_max_parallelism(spark, str(root), 256)
+    assert fingerprint(root) == before
+    assert not (root / "_pins").exists()
+
+
 def test_a_failing_commit_leaves_nothing_visible_and_no_files(spark, root, monkeypatch):
     before = fingerprint(root)
 

@@ -279,6 +279,10 @@ def test_more_bad_columns_are_refused(spark, root):
     for df, state, message in cases:
         with pytest.raises(Exception, match=message):
             write_state(df, str(root), "op", state)
+    with pytest.raises(Exception, match="column value has type double"):
+        cases[0][0].write.format("flinkstate").mode("append") \
+            .options(operator="op", state="value").save(str(root))
+    assert not (root / "_pins").exists()  # refused writes let go of their base at once
     with pytest.raises(Exception, match="mode\\('overwrite'\\) is not supported"):
         load(spark, root, state="value").write.format("flinkstate").mode("overwrite") \
             .options(operator="op", state="value").save(str(root))

@@ -52,9 +52,12 @@ from statesource.spark.write.shuffle import write_state_files
 
 def plan_max_parallelism(path: str, max_parallelism: int, *, parallelism: int | None = None,
                          operator: str | None = None, checkpoint_id: int | None = None,
-                         new_checkpoint_id: int | None = None) -> RescaleTarget:
+                         new_checkpoint_id: int | None = None, pin: bool = False
+                         ) -> RescaleTarget:
     """Every check of :func:`rescale_max_parallelism`, without Spark (so a command line
-    can refuse a bad request before starting a session)."""
+    can refuse a bad request before starting a session). ``pin``: the plan of the job
+    itself, which pins the source's files before its Spark jobs read them (released by
+    :func:`commit_re_keyed` or :func:`discard_re_keyed`)."""
     check_max_parallelism(max_parallelism)
     if kind_of(resolve(path), checkpoint_id) == FLINK:
         raise InvalidArgumentError(
@@ -66,7 +69,7 @@ def plan_max_parallelism(path: str, max_parallelism: int, *, parallelism: int | 
         check_int(op.parallelism if parallelism is None else parallelism, "parallelism", 1,
                   max_parallelism, context=f" for operator {op.uid!r}: it must not exceed the"
                   f" new max parallelism {max_parallelism}")
-    return target
+    return target.pinned() if pin else target
 
 
 def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
@@ -100,7 +103,7 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
         return done
     target = call_on_driver(spark, functools.partial(
         plan_max_parallelism, path, max_parallelism, parallelism=parallelism, operator=operator,
-        checkpoint_id=checkpoint_id, new_checkpoint_id=new_checkpoint_id))
+        checkpoint_id=checkpoint_id, new_checkpoint_id=new_checkpoint_id, pin=True))
     report = progress or (lambda _: None)
     source = target.source
     keyed: dict[str, tuple[KeyedStateMeta, ...]] = {}
@@ -128,9 +131,8 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
             keyed[op.uid] = tuple(keyed_states)
         info = commit_on_driver(spark, commit_re_keyed, target, keyed, max_parallelism,
                                 parallelism, written)
-    except BaseException:
-        if written:  # the commit removed them if it ran; a failed job leaves them to us
-            commit_on_driver(spark, remove_files, source.root, written)
+    except BaseException:  # the commit cleaned up if it ran; a failed job leaves it to us
+        commit_on_driver(spark, discard_re_keyed, target, written)
         raise
     for op in target.operators:
         rescaled = info.metadata.operator(op.uid)
@@ -160,6 +162,12 @@ def commit_re_keyed(target: RescaleTarget, keyed: dict[str, tuple[KeyedStateMeta
         check_written_visible(functools.partial(missing_files, target.root), written)
         info, _ = commit_rescaled(target, rescale)
     except BaseException:
-        remove_files(target.root, written)
+        discard_re_keyed(target, written)
         raise
     return info
+
+
+def discard_re_keyed(target: RescaleTarget, written: list[DataFile]) -> None:
+    """On the driver: remove the files the jobs wrote and let go of the source's files."""
+    remove_files(target.root, written)
+    target.release()

@@ -101,7 +101,11 @@ class FlinkStateWriter(DataSourceArrowWriter):
         """Plan one state replaced in a new snapshot, every check done before a task runs."""
         parsed = parse_write_options(options)
         target = open_target(parsed)
-        return cls(target, plan_state(target, parsed, schema))
+        try:
+            return cls(target, plan_state(target, parsed, schema))
+        except BaseException:
+            target.remove([])  # a refused write lets go of its base (its pin) at once
+            raise
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StateFiles:
         with restated(None):
@@ -198,9 +202,10 @@ class Rewrite:
         return self.info
 
     def discard(self) -> None:
+        """Remove every file written for the rewrite, on the driver; also when none was
+        written, since discarding the target lets go of its base (its pin)."""
         files, self._written, self._unused = self._written + self._unused, [], []
-        if files:
-            self._on_driver(remove_staged, self.target, files)
+        self._on_driver(remove_staged, self.target, files)
 
     def _on_driver(self, step: Callable[..., T], *arguments: Any) -> T:
         return step(*arguments) if self.spark is None else commit_on_driver(
@@ -219,14 +224,22 @@ class Rewrite:
 
 def publish_staged(target: SnapshotTarget, written: list[DataFile], unused: list[DataFile]
                    ) -> CheckpointInfo:
-    """On the driver: remove superseded files, publish; on failure remove what was written."""
-    target.remove(unused)
+    """On the driver: publish, then remove superseded files; on failure remove both.
+
+    Superseded files go after the publish because removing files discards a
+    target, and with it the pin that keeps the base's files until the commit
+    (docs/FORMAT.md section 11.1). No snapshot lists them: one that stays is
+    what a failed attempt leaves (in a statesource checkpoint, an orphan that
+    ``retain`` removes).
+    """
     try:
         check_written_visible(target.missing, written)
-        return target.publish()
+        info = target.publish()
     except BaseException:
-        target.remove(written)
+        target.remove([*written, *unused])
         raise
+    target.remove(unused)
+    return info
 
 
 def remove_staged(target: SnapshotTarget, files: list[DataFile]) -> None:
