@@ -1,4 +1,5 @@
-"""Integer arguments checked one way everywhere: exact ints, inside a range, named in errors.
+"""Arguments checked one way everywhere: exact ints, inside a range, named in errors; JSON
+objects given as text (options and flags that cannot carry Python objects).
 
 ``bool`` is an ``int`` subclass in Python but never a count or an id here, so
 ``True`` is refused like any other non-int.
@@ -6,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from statesource.errors import InvalidArgumentError
@@ -26,3 +28,15 @@ def check_int(value: Any, what: str, low: int, high: int | None = None, *,
 def check_checkpoint_id(checkpoint_id: Any) -> int:
     """Checkpoint ids are Flink's: non-negative longs."""
     return check_int(checkpoint_id, "checkpoint id", 0, (1 << 63) - 1)
+
+
+def json_object_argument(text: str, where: str, shape: str) -> dict[str, Any]:
+    """The JSON object ``text`` given as ``where`` (named in errors), which must be one of
+    ``shape`` (such as "role -> Avro schema")."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidArgumentError(f"{where} is not JSON: {error}") from None
+    if not isinstance(parsed, dict):
+        raise InvalidArgumentError(f"{where} must be a JSON object of {shape}, got {text!r}")
+    return parsed

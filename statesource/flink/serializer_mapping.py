@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from statesource.checks import json_object_argument
 from statesource.errors import InvalidArgumentError, TypeMismatchError
 from statesource.flink.avro import AVRO_SNAPSHOT
 from statesource.flink.flink_type import FlinkType
@@ -90,13 +91,7 @@ def pojo_classes(text: str, where: str) -> dict[str, PojoClass]:
     option, a command-line flag, named by ``where`` in errors): record name -> Java class,
     or -> ``{"class": ..., "declaringClasses": {field: class}}``. Field serializers a schema
     does not say (:attr:`PojoClass.serializers`) are for the Python API only."""
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InvalidArgumentError(f"{where} is not JSON: {error}") from None
-    if not isinstance(spec, dict):
-        raise InvalidArgumentError(
-            f"{where} must be a JSON object of record name -> Java class, got {text!r}")
+    spec = json_object_argument(text, where, "record name -> Java class")
     return {record: _pojo_class(record, declared, where) for record, declared in spec.items()}
 
 

@@ -9,12 +9,12 @@ state.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
+from statesource.checks import json_object_argument
 from statesource.errors import InvalidArgumentError, StateSourceError
 from statesource.flink.serializer_mapping import PojoClass, pojo_classes
 from statesource.model import StateKind
@@ -248,11 +248,4 @@ def _typed(given: Mapping[str, str], option: str,
 def _value_schemas(text: str | None) -> Mapping[str, Any]:
     if text is None:
         return {}
-    try:
-        schemas = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InvalidArgumentError(f"option valueSchemas is not JSON: {error}") from None
-    if not isinstance(schemas, dict):
-        raise InvalidArgumentError(
-            f"option valueSchemas must be a JSON object of role -> Avro schema, got {text!r}")
-    return schemas
+    return json_object_argument(text, "option valueSchemas", "role -> Avro schema")

@@ -7,7 +7,6 @@ them is decided by a real Flink in test_flink_savepoint_rescale.py.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import os
 import shutil
 import struct
@@ -17,7 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from flink_entries import entries_by_state
+from flink_entries import entries_by_state, key_stateful_by_its_event_pojo
 
 import statesource.flink.rescale as rescale_module
 from flink_snapshots import only
@@ -371,12 +370,7 @@ def test_a_bad_max_parallelism_is_refused_before_anything_is_written(
 def test_a_key_type_statesource_cannot_hash_is_refused(tmp_path, monkeypatch):
     """Keys of a POJO (here the fixture's Event, as if the job keyed by it): their Java
     hashCode is the class's own, so their key groups cannot be recomputed."""
-    snapshot = FlinkSnapshot.open(str(MP256))
-    header = snapshot.header(snapshot.operator("stateful"))
-    pojo = next(info.value for info in header.states if info.name == "last")
-    read_header = FlinkSnapshot.read_header
-    monkeypatch.setattr(FlinkSnapshot, "read_header", lambda self, handle: dataclasses.replace(
-        read_header(self, handle), key=pojo))
+    key_stateful_by_its_event_pojo(monkeypatch, MP256)
     with pytest.raises(IncompatibleCheckpointError,
                        match="operator 'stateful' is keyed by POJO FixtureJob\\$Event.*cannot"
                              " compute the key group"):

@@ -8,7 +8,6 @@ real Flink restores such savepoints is decided in test_flink_savepoint_rewrite.p
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
 import zlib
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from flink_entries import entries_by_state
+from flink_entries import entries_by_state, key_stateful_by_its_event_pojo
 
 from statesource.errors import (
     CheckpointExistsError,
@@ -211,12 +210,7 @@ def test_a_sink_of_an_operator_keyed_by_a_pojo_is_refused_naming_the_class(tmp_p
     """As if the job keyed ``stateful`` by its Event POJO, whose Java hashCode statesource
     cannot reproduce. The target reads the base's headers where it opens (the driver, in a
     Spark write), so this runs the target in this process, where the header is patched."""
-    snapshot = FlinkSnapshot.open(str(BASE))
-    header = snapshot.header(snapshot.operator("stateful"))
-    pojo = next(info.value for info in header.states if info.name == "last")
-    read_header = FlinkSnapshot.read_header
-    monkeypatch.setattr(FlinkSnapshot, "read_header", lambda self, handle: dataclasses.replace(
-        read_header(self, handle), key=pojo))
+    key_stateful_by_its_event_pojo(monkeypatch, BASE)
     target = FlinkSavepointTarget.open(str(BASE), str(tmp_path / "out"))
     total = StateDeclaration("total", StateKind.VALUE, VOID,
                              {"value": ValueSchema.parse("double")})
