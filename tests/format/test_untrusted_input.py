@@ -209,6 +209,8 @@ METADATA_CASES = [
      "impossible counts"),
     ("offset as a float", _set_index("offset", 0, 8.0), CorruptCheckpointError,
      "expected an integer, got 8.0"),
+    ("batchCount as a boolean", _set_index("batchCount", 0, True), CorruptCheckpointError,
+     "expected an integer, got True"),
     ("keyGroups as an array", _set(first_file, "keyGroups", [1, 2]), CorruptCheckpointError,
      "expected an object"),
     ("index columns of different lengths",

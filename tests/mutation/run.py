@@ -42,6 +42,7 @@ FLINK_TESTS = ("tests/flink/test_reader_checks.py", "tests/flink/test_snappy.py"
 TARGET_TESTS = ("tests/flink/test_flink_target.py",)
 FRAMING_TESTS = TARGET_TESTS + ("tests/flink/test_flink_savepoint_writes.py",)
 DELTA_TESTS = ("tests/checkpointing/test_deltas.py",)
+RECORDER_TESTS = ("tests/state/test_statemap.py", "tests/state/test_statemap_stateful.py")
 DELTA_K = "malformed or version or metadata or chain"
 BASE_TESTS = ("tests/checkpointing/test_incremental_base.py",
               "tests/checkpointing/test_ttl_cutoff.py")
@@ -212,7 +213,7 @@ MUTANTS = [
            "        return arrow_type.unit in (\"us\", \"ms\")",
            ("tests/jvm/test_plan_contract.py",), "millisecond"),
     # the Flink savepoint target
-    Mutant("statesource/flink/target.py", "            if _key_type(key) != key_type:",
+    Mutant("statesource/flink/target.py", "            if keys != key_type:",
            "            if False:", TARGET_TESTS),
     Mutant("statesource/flink/target.py",
            "            if info is not None:\n"
@@ -377,6 +378,31 @@ MUTANTS = [
            DRIVER_TESTS),
     Mutant("statesource/spark/driver.py", "    if not succeeded:\n        raise value",
            "    if False:\n        raise value", DRIVER_TESTS),
+    # the states a tracked key group's writes leave, recorded for incremental checkpoints
+    Mutant("statesource/state/statemap.py",
+           "            state = self._records[offset + STATE] = fn(old, value)\n"
+           "            self._records[offset + STATE_VERSION] = self._version\n"
+           "        if self._written is not None:",
+           "            state = self._records[offset + STATE] = fn(old, value)\n"
+           "            self._records[offset + STATE_VERSION] = self._version\n"
+           "        if False:", RECORDER_TESTS),
+    Mutant("statesource/state/statemap.py",
+           "            self._drop(slot)\n            if self._written is not None:",
+           "            self._drop(slot)\n            if False:", RECORDER_TESTS),
+    Mutant("statesource/state/statemap.py", "            if list(written) == list(tracked):",
+           "            if True:", RECORDER_TESTS),
+    Mutant("statesource/state/changes.py",
+           "            self._recording.pop(index)[0].stop_recording()",
+           "            self._recording[index][0].stop_recording()", DELTA_TESTS, "half"),
+    Mutant("statesource/format/deltas.py",
+           "        if None not in nows and None not in befores:",
+           "        if None not in nows:", DELTA_TESTS),
+    Mutant("statesource/format/json_fields.py", "    if not set(map(type, values)) <= {int}:",
+           "    if not set(map(type, values)) <= {int, bool}:",
+           ("tests/format/test_untrusted_input.py", "tests/format/test_checkpoint.py")),
+    Mutant("statesource/format/keyorder.py",
+           "                     np.searchsorted(groups, searched + 1).tolist())",
+           "                     np.searchsorted(groups, searched).tolist())", DELTA_TESTS),
 ]
 
 
