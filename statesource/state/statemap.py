@@ -137,10 +137,7 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
 
     def put(self, key: K, namespace: N, state: S) -> None:
         """Map (key, namespace) to ``state``, replacing any previous state object."""
-        entry = (key, namespace)
-        h = hash(entry)
-        if self._written is not None:
-            self._written[entry] = state
+        h = hash((key, namespace))
         if self._new_table is None:
             table = self._table
             bucket = h & self._mask
@@ -155,21 +152,25 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
                     offset = STRIDE * self._copy_chain(table, bucket, slot)
                 records[offset + STATE] = state
                 records[offset + STATE_VERSION] = self._version
-                return
+                break
             slot = self._next[slot]
-        self._insert(table, bucket, h, key, namespace, state)
+        else:
+            self._insert(table, bucket, h, key, namespace, state)
+        if self._written is not None:  # recorded once written: a failed write changes nothing
+            self._written[key, namespace] = state
 
     def put_and_get_old(self, key: K, namespace: N, state: S) -> S | None:
         """Like :meth:`put`, returning the previous state (copied if a snapshot shares it)."""
         h, table, bucket, slot = self._find(key, namespace)
-        if self._written is not None:
-            self._written[key, namespace] = state
         if not slot:
             self._insert(table, bucket, h, key, namespace, state)
-            return None
-        offset, old = self._open_for_update(table, bucket, slot)
-        self._records[offset + STATE] = state
-        self._records[offset + STATE_VERSION] = self._version
+            old = None
+        else:
+            offset, old = self._open_for_update(table, bucket, slot)
+            self._records[offset + STATE] = state
+            self._records[offset + STATE_VERSION] = self._version
+        if self._written is not None:
+            self._written[key, namespace] = state
         return old
 
     def transform(self, key: K, namespace: N, value: T, fn: Callable[[S | None, T], S]) -> None:

@@ -495,3 +495,16 @@ def test_the_version_written_is_the_lowest_that_records_the_files(second_start, 
     read = CheckpointMeta.from_json_bytes(payload, "chk-2/_metadata.json", "chk-2")
     assert read.format_version == version
     assert read.operator().keyed_state("v").files == files
+
+
+def test_a_key_group_index_round_trips_field_by_field():
+    """Every field distinct, so that a column read into another field cannot pass (the index
+    is written and read column-wise, in the dataclass's field order)."""
+    locations = (KeyGroupLocation(3, 2, 4, 16, 1000, 9, 7, 12345),
+                 KeyGroupLocation(5, 6, 1, 1016, 40, 3, 2, 678))
+    data_file = DataFile("chk-1/data/a.arrow", KeyGroupRange(0, 9), 2000, locations)
+    written = data_file.to_json()
+    assert written["keyGroups"] == {
+        "keyGroup": [3, 5], "batchStart": [2, 6], "batchCount": [4, 1], "offset": [16, 1016],
+        "length": [1000, 40], "rows": [9, 3], "entries": [7, 2], "crc32": [12345, 678]}
+    assert DataFile.from_json(json.loads(json.dumps(written)), str) == data_file

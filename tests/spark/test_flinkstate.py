@@ -384,7 +384,8 @@ def test_unknown_format_version_is_refused(spark, written, tmp_path, source_form
     copy = tmp_path / "chk-4"
     subprocess.run(["cp", "-r", source, str(copy)], check=True)
     metadata = copy / "_metadata.json"
-    metadata.write_text(metadata.read_text().replace('"formatVersion": 2', '"formatVersion": 99'))
+    document = json.loads(metadata.read_text())
+    metadata.write_text(json.dumps({**document, "formatVersion": 99}))
     assert "format version 99; this statesource reads versions [1, 2, 3, 4]" in error_of(
         spark, source_format, str(tmp_path), state="value")
 

@@ -773,3 +773,19 @@ def test_changed_entries_take_recorded_writes_and_look_up_the_rest(tracked_keys)
     expected = {0: [10], 1: [1, 11], 2: None, 3: [13], 9: None}
     assert [state for _, _, state, _ in found] == [expected[key] for key in tracked_keys]
     snapshot.release()
+
+
+def test_a_write_whose_copy_fails_records_nothing():
+    """A recorded state must be the one the map holds: a put_and_get_old whose copy of the
+    shared old state raises leaves the map, and so the record, as they were."""
+    def failing_copy(state):
+        raise MemoryError("copy failed")
+
+    state_map = CopyOnWriteStateMap(copier=failing_copy)
+    state_map.put(1, None, [1])
+    snapshot = state_map.snapshot()
+    written = state_map.record_writes()
+    with pytest.raises(MemoryError):
+        state_map.put_and_get_old(1, None, [2])
+    assert state_map.peek(1, None) == [1] and written == {}
+    snapshot.release()
