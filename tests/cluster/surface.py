@@ -78,12 +78,13 @@ def run_tool(arguments: list[str], env: dict[str, str] | None = None) -> str:
     return done.stdout
 
 
-def run_surface(spark: Any, root: str, savepoint: str, imported: str, savepoints: str,
+def run_surface(spark: Any, root: str, savepoint: str, imported: str, savepoints: str | None,
                 tool: Callable[[list[str]], str]) -> dict[str, Any]:
     """Every step on ``spark``; ``root`` holds :func:`produce`'s checkpoint 1, ``savepoint``
     a Flink savepoint, ``imported`` is empty, ``savepoints`` a local directory (new Flink
-    savepoints are written to file systems only) that the driver and executors share. Steps
-    that write check their own ids."""
+    savepoints are written to file systems only) that the driver and executors share, or
+    None to leave out the Flink-savepoint writer (:data:`SAVEPOINT_WRITER`). Steps that write
+    check their own ids."""
     from pyspark.sql import functions as F
 
     from statesource.spark import (
@@ -149,7 +150,13 @@ def run_surface(spark: Any, root: str, savepoint: str, imported: str, savepoints
     out["import-flink"] = rows(read("count", imported, operator=FLINK_OPERATOR))
     tool(["retain", root, "--keep", "1"])
     out["after retain"] = rows(read("totals").select("key", "value", "operator_index"))
-    return {**out, **write_savepoints(spark, savepoint, savepoints)}
+    if savepoints is not None:
+        out[SAVEPOINT_WRITER] = write_savepoints(spark, savepoint, savepoints)
+    return out
+
+
+SAVEPOINT_WRITER = "flink savepoint writer"
+"""The results of :func:`write_savepoints`, under one name of :func:`run_surface`'s."""
 
 
 def write_savepoints(spark: Any, savepoint: str, savepoints: str) -> dict[str, Any]:
@@ -216,7 +223,7 @@ def main(arguments: list[str]) -> None:
     spark = session("surface")  # no master: spark-submit's; its settings, not local ones
     settings = {name: spark.conf.get(name, None) for name in (
         "spark.master", "spark.sql.shuffle.partitions", "spark.ui.enabled")}
-    out = run_surface(spark, root, savepoint, imported, savepoints, run_tool)
+    out = run_surface(spark, root, savepoint, imported, savepoints or None, run_tool)
     out["session settings"] = settings
     conf = {k: v for k, v in spark.sparkContext.getConf().getAll()
             if not k.startswith("spark.executorEnv.AWS_") and not k.startswith("spark.app.")

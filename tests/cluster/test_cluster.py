@@ -7,7 +7,9 @@ local mode on local files (in this process), ``spark-submit`` to the standalone 
 S3 (credentials reach executors as ``spark.executorEnv.*``), and a Connect client, holding
 no credentials, on S3 (the Connect server's driver plans and commits every write). New
 Flink savepoints, derived from one on S3, go to local directories (object stores are
-refused): on localhost, every process of the cluster shares them.
+refused): on localhost, every process of the cluster shares them. The Flink-savepoint
+writer runs in local mode and from the Connect client, whose server runs its tasks on the
+same cluster; the ``spark-submit`` run leaves it out, as it would only repeat it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from statesource.keygroups import assign_to_key_group
 from statesource.spark.functions import register_functions
 from statesource.spark.jvm.session import LOADED_CONF
 from statesource.types import key_type
-from surface import produce, run_surface, run_tool, savepoint_dir
+from surface import SAVEPOINT_WRITER, produce, run_surface, run_tool, savepoint_dir
 
 
 def upload(s3: S3Server, source: Path, key: str) -> str:
@@ -80,15 +82,18 @@ def test_spark_submit_to_the_cluster_on_s3_matches_local_mode(
     savepoint = upload(s3, savepoint_dir(), "submit/savepoint")
     result = tmp_path / "result.json"
     started = time.monotonic()
-    done = _spark_submit(cluster, s3, [root, savepoint, s3.uri("submit/imported"),
-                               str(tmp_path / "savepoints"), str(result)], tmp_path)
+    # The Flink-savepoint writer runs from the Connect client below, on this same cluster
+    # (planning on the driver, tasks on these executors): it would only repeat it here.
+    done = _spark_submit(cluster, s3, [root, savepoint, s3.uri("submit/imported"), "",
+                                       str(result)], tmp_path)
     assert done == 0, (tmp_path / "submit.log").read_text()[-5000:]
     out = json.loads(result.read_text())
     refused = out.pop("without executor credentials")
     assert out.pop("session settings") == {  # session() left the cluster's settings alone
         "spark.master": cluster.master_url, "spark.sql.shuffle.partitions": None,
         "spark.ui.enabled": "false"}  # unset (Spark's default), and as spark-submit was told
-    assert out == local_results, f"took {time.monotonic() - started:.0f} s"
+    assert out == {name: result for name, result in local_results.items()
+                   if name != SAVEPOINT_WRITER}, f"took {time.monotonic() - started:.0f} s"
     assert "executor on host" in refused and "spark.executorEnv.AWS_ACCESS_KEY_ID" in refused
     assert "statesource-cluster/submit/root" in refused
 

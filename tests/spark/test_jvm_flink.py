@@ -105,7 +105,7 @@ def test_every_state_reads_the_same_on_both_paths(jvm, path):
     _compare_all(jvm, path)
 
 
-@settings(max_examples=8, deadline=None,
+@settings(max_examples=5, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(entries=ENTRIES)
 def test_generated_states_read_the_same(jvm, tmp_path_factory, entries):
@@ -113,7 +113,7 @@ def test_generated_states_read_the_same(jvm, tmp_path_factory, entries):
     assert _compare_all(jvm, export_savepoint(tmp_path_factory.mktemp("jvm-gen"), entries)) == 5
 
 
-@settings(max_examples=9, deadline=None,
+@settings(max_examples=5, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(at=st.floats(0, 1, exclude_max=True), data=st.binary(min_size=1, max_size=6),
        snappy=st.booleans(), layout=st.sampled_from(["canonical", "native"]))
