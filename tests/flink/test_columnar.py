@@ -146,7 +146,7 @@ def test_corrupt_snappy_key_groups_fail_or_read_the_same(tmp_path_factory, at, d
     _compare_all(broken)
 
 
-@settings(max_examples=12, deadline=None,
+@settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(variant=st.sampled_from(["mp256", "mp128-snappy"]), at=st.floats(0, 1, exclude_max=True),
        data=st.binary(min_size=1, max_size=6))
