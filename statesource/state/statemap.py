@@ -332,13 +332,11 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
         """``(key, namespace, stored state, prior)`` of each ``(key, namespace) -> prior`` in
         ``tracked``, in order, the states as :meth:`peek` finds them: from ``written`` (what
         :meth:`record_writes` noted), else looked up in the map."""
-        if len(written) == len(tracked):
-            states = list(written.values())
-            if list(written) == list(tracked):
-                # The usual case: every tracked entry was written after it was noted, so both
-                # dicts list the same entries in the same order.
-                return tuple((key, namespace, state, prior)
-                             for ((key, namespace), prior), state in zip(tracked.items(), states))
+        if len(written) == len(tracked) and list(written) == list(tracked):
+            # The usual case: every tracked entry was written after it was noted, so both
+            # dicts list the same entries in the same order.
+            return tuple((key, namespace, state, prior) for ((key, namespace), prior), state
+                         in zip(tracked.items(), written.values()))
         found: list[tuple[K, N, S | None, Any]] = []
         append = found.append
         for entry, prior in tracked.items():
