@@ -5,8 +5,15 @@ backend's *base*: the last checkpoint its writer confirmed committed (a
 :class:`BaseCheckpoint` token, handed to the backend after each commit), and
 for most of them which entries changed. An incremental checkpoint writes, per
 state and subtask, a *delta file* with one run per such key group holding only
-its changed entries (format version 4, :mod:`statesource.format.deltas`), and
+its changed entries (format version 5, :mod:`statesource.format.deltas`), and
 records, for every other key group, the base range and runs the base recorded.
+
+For states whose entries are one row each (an integer key, no namespace), the
+writer keeps the keys of every base range it wrote, in their order, so that
+each row of a later run can say where its entry lies in that base
+(``base_row``): a read then locates changes without searching. That costs
+8 bytes per entry of such states; bases it did not write (restored ones) get
+runs without that hint, which readers search instead.
 
 A key group is instead rewritten whole, into a new base file (as format
 version 3 does), when its entries are not known (it changed mostly, or was
@@ -30,15 +37,16 @@ is written in full: the result is always what a full checkpoint would hold.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from statesource.errors import StateSourceError
-from statesource.format.columns import TTL_TIMESTAMP
-from statesource.format.deltas import oldest_upsert_access
+from statesource.format.columns import KEY, TTL_TIMESTAMP
+from statesource.format.deltas import EncodedRun, oldest_upsert_access
 from statesource.format.metadata import (
     CheckpointMeta,
     DataFile,
@@ -89,6 +97,8 @@ class StatePlan:
     deltas: Mapping[int, tuple[ChangedEntry, ...]] = field(default_factory=dict)
     carried_deltas: tuple[DeltaFile, ...] = ()
     base_timestamp_ms: int | None = None
+    base_keys: Mapping[int, np.ndarray] = field(default_factory=dict)
+    """Per key group of ``deltas``, its base rows' keys where this writer knows them."""
 
 
 FULL = StatePlan(None)
@@ -100,22 +110,29 @@ class BaseIndex:
 
     Used only on the writer's background thread. It keeps the newest
     committed metadata (older bases are read from disk) and, per data file
-    and key group of a state with full-snapshot TTL cleanup, the oldest
-    last-access time among the rows written there.
+    and key group, the oldest last-access time among the rows written there
+    (states with full-snapshot TTL cleanup) and the keys of its rows (states
+    with one row per entry, see the module).
     """
 
     root: Location
     max_delta_runs: int = MAX_DELTA_RUNS
+    keeps_base_keys: bool = True
+    """Whether bases' keys are kept (by writers that write incremental checkpoints)."""
     _newest: CheckpointMeta | None = None
     _oldest_access: dict[tuple[str, int], int] = field(default_factory=dict)
+    _base_keys: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
 
-    def committed(self, metadata: CheckpointMeta, oldest_access: dict[tuple[str, int], int]
-                  ) -> None:
+    def committed(self, metadata: CheckpointMeta, written: WrittenRows) -> None:
         """Record a committed checkpoint; forget what only older checkpoints reference."""
         self._newest = metadata
-        self._oldest_access.update(oldest_access)
         live = metadata.referenced_files()
-        self._oldest_access = {k: v for k, v in self._oldest_access.items() if k[0] in live}
+        self._oldest_access = {k: v for k, v in {**self._oldest_access,
+                                                 **written.oldest_access}.items()
+                               if k[0] in live}
+        self._base_keys = {k: v for k, v in {**self._base_keys,
+                                             **(written.base_keys or {})}.items()
+                           if k[0] in live}
 
     def plan(self, backend: KeyedBackendSnapshot, uid: str, state: StateTableSnapshot
              ) -> StatePlan:
@@ -159,11 +176,12 @@ class BaseIndex:
                 carried_runs.setdefault(delta.path, (delta, []))[1].append(location)
         return StatePlan(
             frozenset(rewrite),
-            tuple(_with_locations(data_file, locs) for data_file, locs in carried.values()),
+            tuple(data_file.with_locations(locs) for data_file, locs in carried.values()),
             deltas,
-            tuple(DeltaFile(delta.sequence, _with_locations(delta.file, locs))
-                  for delta, locs in carried_runs.values()),
-            base_timestamp)
+            tuple(delta.keeping(locs) for delta, locs in carried_runs.values()),
+            base_timestamp,
+            {kg: self._base_keys[(locations[kg][0].path, kg)] for kg in deltas
+             if kg in locations and (locations[kg][0].path, kg) in self._base_keys})
 
     def _compacts(self, changed: int, chain: list[DeltaRun], base_rows: int,
                   entries_now: int) -> bool:
@@ -211,11 +229,6 @@ class BaseIndex:
             return None
 
 
-def _with_locations(data_file: DataFile, locations: Sequence[KeyGroupLocation]) -> DataFile:
-    return DataFile(data_file.path, data_file.key_group_range, data_file.size_bytes,
-                    tuple(sorted(locations, key=lambda loc: loc.key_group)))
-
-
 def merge_references(files: Iterable[DataFile]) -> tuple[DataFile, ...]:
     """One entry per file: subtasks of a rescaled job may each carry key groups of one file.
 
@@ -226,18 +239,22 @@ def merge_references(files: Iterable[DataFile]) -> tuple[DataFile, ...]:
     for data_file in files:
         known = merged.get(data_file.path)
         if known is not None:
-            data_file = _with_locations(known, (*known.locations, *data_file.locations))
+            data_file = known.with_locations((*known.locations, *data_file.locations))
         merged[data_file.path] = data_file
     return tuple(merged.values())
 
 
 def merge_delta_references(deltas: Iterable[DeltaFile]) -> tuple[DeltaFile, ...]:
     """:func:`merge_references` for delta files, in ascending sequence (format version 4)."""
-    listed = list(deltas)
-    sequences = {delta.path: delta.sequence for delta in listed}
-    merged = merge_references(delta.file for delta in listed)
-    return tuple(sorted((DeltaFile(sequences[f.path], f) for f in merged),
-                        key=lambda delta: delta.sequence))
+    merged: dict[str, DeltaFile] = {}
+    for delta in deltas:
+        known = merged.get(delta.path)
+        if known is not None:
+            priors = None if delta.priors is None else (*(known.priors or ()), *delta.priors)
+            delta = DeltaFile(delta.sequence, delta.file, priors).keeping(
+                (*known.file.locations, *delta.file.locations))
+        merged[delta.path] = delta
+    return tuple(sorted(merged.values(), key=lambda delta: delta.sequence))
 
 
 def _expiry_cutoff(declaration: StateDeclaration, timestamp_ms: int) -> int | None:
@@ -248,18 +265,39 @@ def _expiry_cutoff(declaration: StateDeclaration, timestamp_ms: int) -> int | No
     return ttl.expiry_cutoff(timestamp_ms)
 
 
+@dataclass
+class WrittenRows:
+    """What one checkpoint's writing noted of the rows it wrote, per (file, key group)."""
+
+    oldest_access: dict[tuple[str, int], int] = field(default_factory=dict)
+    """The oldest TTL timestamp, for states with full-snapshot cleanup."""
+    base_keys: dict[tuple[str, int], np.ndarray] | None = None
+    """A base range's keys, where they ascend (states with one row per entry); None: not
+    kept."""
+
+
 def observe_oldest_access(encoded: EncodedKeyGroups, path: str,
-                          oldest_access: dict[tuple[str, int], int], *,
-                          delta: bool = False) -> Iterator[
-                              tuple[int, Sequence[pa.RecordBatch], int]]:
-    """Pass ``encoded`` through, noting each key group's oldest TTL timestamp (of a delta
-    run: among its upserts, the rows that are state)."""
+                          oldest_access: dict[tuple[str, int], int]) -> EncodedKeyGroups:
+    """Pass ``encoded`` through, noting each key group's oldest TTL timestamp."""
     for key_group, batches, entries in encoded:
-        if delta:
-            oldest = oldest_upsert_access(batches)
-            oldest_access[(path, key_group)] = _NO_EXPIRY if oldest is None else oldest
-        else:
-            oldest_access[(path, key_group)] = min(
-                pc.min(batch.column(TTL_TIMESTAMP).cast(pa.int64())).as_py()
-                for batch in batches)
+        oldest_access[(path, key_group)] = min(
+            pc.min(batch.column(TTL_TIMESTAMP).cast(pa.int64())).as_py() for batch in batches)
+        yield key_group, batches, entries
+
+
+def observe_run_access(runs: Sequence[EncodedRun], path: str,
+                       oldest_access: dict[tuple[str, int], int]) -> None:
+    """Note each run's oldest TTL timestamp among its upserts, the rows that are state."""
+    for run in runs:
+        oldest = oldest_upsert_access(run)
+        oldest_access[(path, run.key_group)] = _NO_EXPIRY if oldest is None else oldest
+
+
+def observe_base_keys(encoded: EncodedKeyGroups, path: str,
+                      base_keys: dict[tuple[str, int], np.ndarray]) -> EncodedKeyGroups:
+    """Pass ``encoded`` through, noting each key group's keys where they ascend strictly."""
+    for key_group, batches, entries in encoded:
+        keys = np.concatenate([batch.column(KEY).to_numpy() for batch in batches])
+        if np.all(keys[1:] > keys[:-1]):
+            base_keys[(path, key_group)] = keys
         yield key_group, batches, entries

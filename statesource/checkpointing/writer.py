@@ -32,15 +32,18 @@ from statesource.checkpointing.incremental import (
     BaseIndex,
     EncodedKeyGroups,
     StatePlan,
+    WrittenRows,
     merge_delta_references,
     merge_references,
+    observe_base_keys,
     observe_oldest_access,
+    observe_run_access,
 )
 from statesource.checks import check_checkpoint_id, check_int
 from statesource.errors import CheckpointExistsError, CheckpointRetiredError, InvalidArgumentError
-from statesource.format.columns import RowEncoder
+from statesource.format.columns import RowEncoder, searchable
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
-from statesource.format.datafile import write_keyed_file, write_operator_state
+from statesource.format.datafile import write_delta_file, write_keyed_file, write_operator_state
 from statesource.format.deltas import DeltaEncoder
 from statesource.format.metadata import (
     CheckpointMeta,
@@ -122,7 +125,8 @@ class CheckpointWriter:
                  incremental: bool = False, max_delta_runs: int = MAX_DELTA_RUNS) -> None:
         self.root = resolve(root, filesystem)
         self.incremental = incremental
-        self._bases = BaseIndex(self.root, check_int(max_delta_runs, "max_delta_runs", 0))
+        self._bases = BaseIndex(self.root, check_int(max_delta_runs, "max_delta_runs", 0),
+                                keeps_base_keys=incremental)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="statesource-checkpoint"
         )
@@ -252,16 +256,17 @@ def _write_checkpoint(root: Location, checkpoint_id: int, timestamp_ms: int,
     """
     try:
         try:
-            info, oldest_access = _commit_new(root, checkpoint_id, timestamp_ms, snapshots,
-                                              index if incremental else None)
+            info, rows = _commit_new(root, checkpoint_id, timestamp_ms, snapshots,
+                                     index if incremental else None, index.keeps_base_keys)
         except CheckpointRetiredError:
             if not incremental:
                 raise
-            info, oldest_access = _commit_new(root, checkpoint_id, timestamp_ms, snapshots, None)
+            info, rows = _commit_new(root, checkpoint_id, timestamp_ms, snapshots, None,
+                                     index.keeps_base_keys)
     finally:
         for snapshot in snapshots:
             snapshot.close()
-    index.committed(info.metadata, oldest_access)
+    index.committed(info.metadata, rows)
     for snapshot in snapshots:
         for backend in snapshot.keyed:
             backend.completed(BaseCheckpoint(root, checkpoint_id, snapshot.uid))
@@ -269,17 +274,16 @@ def _write_checkpoint(root: Location, checkpoint_id: int, timestamp_ms: int,
 
 
 def _commit_new(root: Location, checkpoint_id: int, timestamp_ms: int,
-                snapshots: list[_OperatorSnapshot], bases: BaseIndex | None
-                ) -> tuple[CheckpointInfo, dict[tuple[str, int], int]]:
+                snapshots: list[_OperatorSnapshot], bases: BaseIndex | None,
+                keep_base_keys: bool) -> tuple[CheckpointInfo, WrittenRows]:
     """One attempt: write every file, then commit; on failure remove what it wrote."""
     written: list[Location] = []
-    oldest_access: dict[tuple[str, int], int] = {}
-    output = _Output(written, bases, oldest_access)
+    output = _Output(written, bases, WrittenRows(base_keys={} if keep_base_keys else None))
     try:
         operators = tuple(_write_operator(root, checkpoint_id, snapshot, output)
                           for snapshot in snapshots)
         return (commit_checkpoint(root, CheckpointMeta(checkpoint_id, timestamp_ms, operators)),
-                oldest_access)
+                output.rows)
     except BaseException:
         remove_attempt(written)
         raise
@@ -293,8 +297,8 @@ class _Output:
     """Files created, deleted again if the checkpoint fails."""
     bases: BaseIndex | None
     """Plans incremental states; None writes every state in full."""
-    oldest_access: dict[tuple[str, int], int]
-    """(file, key group) -> oldest TTL timestamp, for states with full-snapshot cleanup."""
+    rows: WrittenRows
+    """What the base index keeps of the rows written."""
 
 
 def _write_operator(root: Location, checkpoint_id: int, snapshot: _OperatorSnapshot,
@@ -346,22 +350,23 @@ def _write_keyed_state(root: Location, checkpoint_id: int, uid: str,
                    if rewrite is None or key_group in rewrite)
         encoded: EncodedKeyGroups = encoder.encode(columns)
         if cleanup:
-            encoded = observe_oldest_access(encoded, relative, output.oldest_access)
+            encoded = observe_oldest_access(encoded, relative, output.rows.oldest_access)
+        if output.rows.base_keys is not None and searchable(encoder.schema):
+            encoded = observe_base_keys(encoded, relative, output.rows.base_keys)
         files = (write_keyed_file(target, relative, encoder.schema, key_range, encoded), *files)
     deltas = plan.carried_deltas
     delta_encoder = DeltaEncoder(backend.key_type, declaration, backend.timestamp_ms,
                                  plan.base_timestamp_ms)
-    runs = list(delta_encoder.encode(sorted(plan.deltas.items())))
+    runs = list(delta_encoder.encode(sorted(plan.deltas.items()), plan.base_keys))
     if runs:
         target, relative = new_data_file(
             root, checkpoint_id,
             f"{uid}.{declaration.name}.delta.kg{key_range.start}-{key_range.end}")
         output.written.append(target)
-        delta_runs: EncodedKeyGroups = runs
         if cleanup:
-            delta_runs = observe_oldest_access(runs, relative, output.oldest_access, delta=True)
-        deltas = (*deltas, DeltaFile(checkpoint_id, write_keyed_file(
-            target, relative, delta_encoder.schema, key_range, delta_runs)))
+            observe_run_access(runs, relative, output.rows.oldest_access)
+        deltas = (*deltas, write_delta_file(target, relative, delta_encoder.schema, key_range,
+                                            checkpoint_id, runs))
     return files, deltas
 
 

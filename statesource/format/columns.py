@@ -70,6 +70,11 @@ def data_schema(key_type: DataType, declaration: StateDeclaration) -> pa.Schema:
 DELTA_KIND = "delta_kind"
 UPSERT, TOMBSTONE, PRIOR = 0, 1, 2
 """Values of :data:`DELTA_KIND`, the column a delta run adds (:mod:`statesource.format.deltas`)."""
+BASE_ROW = "base_row"
+"""The column a row-addressed delta file adds last (format version 5): where a state row's
+entry lies in its key group's base rows, or -1."""
+DELTA_COLUMNS = [DELTA_KIND, BASE_ROW]
+"""The columns of delta runs that data rows lack (those a row-addressed file has)."""
 
 
 def searchable(schema: pa.Schema) -> bool:

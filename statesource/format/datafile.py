@@ -1,8 +1,8 @@
 """The one data-file writer: Arrow IPC files whose batch groups are addressable byte ranges.
 
 Every producer (the Python backend's checkpoints, the Spark writer, the
-rescaler, importers) writes data files through :func:`write_keyed_file` and
-:func:`write_operator_state_file`. Batches stream straight to the file
+rescaler, importers) writes data files through :func:`write_keyed_file`,
+:func:`write_delta_file` and :func:`write_operator_state_file`. Batches stream straight to the file
 system: the IPC writer writes into a sink that forwards each piece to the
 file and folds it into the running CRC-32 of the current group, so memory is
 bounded by the batches in hand, whatever the file's size. The file stays a
@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,9 +22,11 @@ import pyarrow.compute as pc
 from statesource.errors import InvalidArgumentError, StateSourceError
 from statesource.format.columns import KEY_GROUP
 from statesource.format.commit import sync_directory
-from statesource.format.ipc import ByteRange
+from statesource.format.deltas import EncodedRun
+from statesource.format.ipc import ByteRange, split_batches
 from statesource.format.metadata import (
     DataFile,
+    DeltaFile,
     KeyGroupLocation,
     OperatorStateMeta,
     SubtaskPartition,
@@ -177,6 +179,69 @@ def write_keyed_file(target: Location, relative_path: str, schema: pa.Schema,
         for (key_group, rows, entries), r in zip(counts, ranges)
     )
     return DataFile(relative_path, key_group_range, size, locations)
+
+
+RUN_BLOCK_ROWS = 16384
+"""Runs of consecutive key groups are packed into record batches of up to this many rows
+(a larger run has batches of its own): a read of every run decodes few batches, and a read of
+one key group's run reads at most this many rows besides it."""
+
+
+def write_delta_file(target: Location, relative_path: str, schema: pa.Schema,
+                     key_group_range: KeyGroupRange, sequence: int,
+                     runs: Sequence[EncodedRun]) -> DeltaFile:
+    """Write one row-addressed delta file (format version 5): the runs' state rows packed
+    into shared batches, then their prior rows likewise; ``runs`` ascend by key group."""
+    for run in runs:
+        if run.key_group not in key_group_range or not run.rows.num_rows:
+            raise InvalidArgumentError(
+                f"delta file {relative_path}: a run of key group {run.key_group} is outside"
+                f" {key_group_range} or has no rows")
+        for table in (run.rows, run.priors):
+            if table.num_rows:
+                _check_batches(relative_path, schema, run.key_group, table.to_batches())
+    state_blocks = _blocks([run.rows for run in runs])
+    prior_blocks = _blocks([run.priors for run in runs])
+    size, ranges = _write_groups(target, schema, (
+        [pa.concat_tables(tables).combine_chunks().to_batches()[0]] if len(tables) > 1
+        else split_batches(tables[0], 0, tables[0].num_rows)
+        for tables, _ in (*state_blocks, *prior_blocks)))
+    state_ranges, prior_ranges = ranges[:len(state_blocks)], ranges[len(state_blocks):]
+    state = _run_locations(runs, state_blocks, state_ranges, lambda run: run.entries)
+    priors = _run_locations(runs, prior_blocks, prior_ranges, lambda run: run.prior_entries)
+    return DeltaFile(sequence, DataFile(relative_path, key_group_range, size, state, True),
+                     priors)
+
+
+def _blocks(tables: Sequence[pa.Table]) -> list[tuple[list[pa.Table], list[int]]]:
+    """The non-empty ``tables`` grouped into blocks of up to :data:`RUN_BLOCK_ROWS` rows, in
+    order: each block's tables and their indexes."""
+    blocks: list[tuple[list[pa.Table], list[int]]] = []
+    rows = RUN_BLOCK_ROWS
+    for index, table in enumerate(tables):
+        if not table.num_rows:
+            continue
+        if rows + table.num_rows > RUN_BLOCK_ROWS:
+            blocks.append(([], []))
+            rows = 0
+        blocks[-1][0].append(table)
+        blocks[-1][1].append(index)
+        rows += table.num_rows
+    return blocks
+
+
+def _run_locations(runs: Sequence[EncodedRun], blocks: list[tuple[list[pa.Table], list[int]]],
+                   ranges: Sequence[ByteRange], entries: Callable[[EncodedRun], int]
+                   ) -> tuple[KeyGroupLocation, ...]:
+    locations = []
+    for (tables, indexes), r in zip(blocks, ranges):
+        row_offset = 0
+        for table, index in zip(tables, indexes):
+            locations.append(KeyGroupLocation(
+                runs[index].key_group, r.batch_start, r.batch_count, r.offset, r.length,
+                table.num_rows, entries(runs[index]), r.crc32, row_offset))
+            row_offset += table.num_rows
+    return tuple(locations)
 
 
 def _check_batches(path: str, schema: pa.Schema, key_group: int,

@@ -15,11 +15,19 @@ rows are a data file's rows plus a ``delta_kind`` column:
 Entries are matched as Java's ``equals`` matches keys and namespaces
 (:func:`~statesource.format.entries.java_equality_columns`), so a merge can
 neither split nor join an entry that the state map would not.
+
+Row-addressed delta files (format version 5) keep the state rows of all runs
+apart from their prior rows, so that a read never reads priors, and give each
+state row a ``base_row``: where its entry lies in the base rows, when the
+writer knows it. A reader takes it only as a hint it checks
+(:mod:`statesource.format.keyorder`), so that a merge locates what changed
+without searching the base.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statesource.format.columns import (
+    BASE_ROW,
+    DELTA_COLUMNS,
     DELTA_KIND,
     KEY,
     KEY_GROUP,
@@ -38,23 +48,38 @@ from statesource.format.columns import (
     RowEncoder,
     Rows,
     in_key_order,
+    searchable,
 )
 from statesource.format.entries import java_equality_columns, row_changes
-from statesource.format.ipc import split_batches
 from statesource.format.keyorder import check_run_key_groups
 from statesource.model import StateDeclaration
 from statesource.types import DataType
 
-__all__ = ["DELTA_KIND", "PRIOR", "TOMBSTONE", "UPSERT", "DeltaEncoder", "SortedRuns",
-           "delta_schema", "merge_runs", "oldest_upsert_access"]
+__all__ = ["BASE_ROW", "DELTA_KIND", "PRIOR", "TOMBSTONE", "UPSERT", "DeltaEncoder",
+           "EncodedRun", "SortedRuns", "delta_schema", "merge_runs", "oldest_upsert_access"]
 
 ChangedEntry = tuple[Any, Any, Any, Any]
 """(key, namespace, stored state now or None, stored state at the base or None)."""
 
 
-def delta_schema(data_schema: pa.Schema) -> pa.Schema:
-    """The schema of a state's delta files: its data files' schema and ``delta_kind``."""
-    return data_schema.append(pa.field(DELTA_KIND, pa.int8()))
+def delta_schema(data_schema: pa.Schema, row_addressed: bool = True) -> pa.Schema:
+    """The schema of a state's delta files: its data files' schema, ``delta_kind`` and, in
+    a row-addressed file, ``base_row``."""
+    schema = data_schema.append(pa.field(DELTA_KIND, pa.int8()))
+    return schema.append(pa.field(BASE_ROW, pa.int32())) if row_addressed else schema
+
+
+@dataclass(frozen=True)
+class EncodedRun:
+    """One key group's run: its state rows (upserts and tombstones) and its prior rows."""
+
+    key_group: int
+    rows: pa.Table
+    priors: pa.Table
+    entries: int
+    """The entries it upserts or removes."""
+    prior_entries: int
+    """The entries among them that the base held."""
 
 
 class DeltaEncoder:
@@ -73,17 +98,18 @@ class DeltaEncoder:
         self._prior = RowEncoder(key_type, declaration, expire_at_ms=base_ms)
         self.schema = delta_schema(self._current.schema)
 
-    def encode(self, key_groups: Iterable[tuple[int, Sequence[ChangedEntry]]]
-               ) -> Iterator[tuple[int, list[pa.RecordBatch], int]]:
-        """``(key group, batches, entries)`` of each key group whose run has rows, in the
-        order given; ``entries`` counts the entries it upserts or removes.
+    def encode(self, key_groups: Iterable[tuple[int, Sequence[ChangedEntry]]],
+               base_keys: Mapping[int, np.ndarray] | None = None) -> Iterator[EncodedRun]:
+        """The run of each key group that has one, in the order given.
 
-        All key groups are converted to Arrow together (a run is often a few rows, and
-        each conversion has a fixed cost).
+        ``base_keys`` holds, per key group, the keys of its base rows in their order
+        (where the base's keys ascend and the writer knows them), from which each state
+        row's ``base_row`` is found; elsewhere it is -1. All key groups are converted to
+        Arrow together (a run is often a few rows, and each conversion has a fixed cost).
         """
         rows: list[Rows] = []
         tombstones: list[tuple[int, Any, Any]] = []
-        runs: list[tuple[int, int]] = []  # key group, entries
+        runs: list[tuple[int, int, int]] = []  # key group, entries, prior entries
         for key_group, changed in key_groups:
             upserts, removed, priors = self._classify(changed)
             if not upserts[0] and not removed:
@@ -91,7 +117,7 @@ class DeltaEncoder:
             rows += [self._current.rows_of(key_group, *upserts),
                      self._prior.rows_of(key_group, *priors)]
             tombstones += [(key_group, key, namespace) for key, namespace in removed]
-            runs.append((key_group, len(upserts[0]) + len(removed)))
+            runs.append((key_group, len(upserts[0]) + len(removed), len(priors[0])))
         if not runs:
             return
         table = self._current.table(rows)
@@ -102,10 +128,16 @@ class DeltaEncoder:
             table = pa.concat_tables([table, self._tombstones(tombstones)])
             table = table.take(pa.array(np.argsort(table.column(KEY_GROUP).to_numpy(),
                                                    kind="stable")))
-        by_group = _by_key_group(in_key_order(table))
-        for key_group, entries in runs:
-            run = by_group[key_group]
-            yield key_group, split_batches(run, 0, run.num_rows), entries
+        table = in_key_order(table)
+        kinds = table.column(DELTA_KIND).to_numpy()
+        table = table.append_column(BASE_ROW, pa.array(
+            _base_rows(table, kinds, base_keys or {}), pa.int32()))
+        state_rows = _by_key_group(table.filter(pa.array(kinds != PRIOR)))
+        prior_rows = _by_key_group(table.filter(pa.array(kinds == PRIOR)))
+        empty = table.schema.empty_table()
+        for key_group, entries, prior_entries in runs:
+            yield EncodedRun(key_group, state_rows[key_group],
+                             prior_rows.get(key_group, empty), entries, prior_entries)
 
     def _classify(self, changed: Sequence[ChangedEntry]
                   ) -> tuple[tuple[list, list, list], list, tuple[list, list, list]]:
@@ -141,9 +173,31 @@ class DeltaEncoder:
             self.key_type.to_arrow([key for _, key, _ in entries]),
             self.declaration.namespace_type.to_arrow([ns for _, _, ns in entries])]
         columns += [pa.nulls(count, field.type) for field in self.schema
-                    if field.name not in (KEY_GROUP, KEY, NAMESPACE, DELTA_KIND)]
+                    if field.name not in (KEY_GROUP, KEY, NAMESPACE, DELTA_KIND, BASE_ROW)]
         columns.append(pa.array(np.full(count, TOMBSTONE, np.int8)))
-        return pa.Table.from_arrays(columns, schema=self.schema)
+        return pa.Table.from_arrays(columns, schema=self.schema.remove(
+            self.schema.get_field_index(BASE_ROW)))
+
+
+def _base_rows(table: pa.Table, kinds: np.ndarray, base_keys: Mapping[int, np.ndarray]
+               ) -> np.ndarray:
+    """Per row of ``table`` (rows ascending by key group), the row of its entry among its
+    key group's ``base_keys``; -1 for prior rows and where no base row holds the key."""
+    rows = np.full(table.num_rows, -1, dtype=np.int32)
+    if not base_keys or not searchable(table.schema) or table.column(KEY).null_count:
+        return rows
+    keys = table.column(KEY).to_numpy()
+    groups = table.column(KEY_GROUP).to_numpy()
+    bounds = np.flatnonzero(np.diff(groups)) + 1
+    for start, end in zip([0, *bounds.tolist()], [*bounds.tolist(), len(groups)]):
+        known = base_keys.get(int(groups[start]))
+        if known is None or not len(known):
+            continue
+        wanted = keys[start:end]
+        found = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+        hit = (known[found] == wanted) & (kinds[start:end] != PRIOR)
+        rows[start:end][hit] = found[hit]
+    return rows
 
 
 class SortedRuns:
@@ -230,7 +284,7 @@ class SortedRuns:
 
     def _rows(self, mask: np.ndarray) -> dict[int, pa.Table]:
         """The rows ``mask`` picks, per key group, without the ``delta_kind`` column."""
-        picked = self.table.filter(pa.array(mask)).drop_columns([DELTA_KIND])
+        picked = self.table.filter(pa.array(mask)).drop_columns(DELTA_COLUMNS)
         return _by_key_group(picked)
 
     def _unhidden(self, bases: Mapping[int, pa.Table], key_groups: list[int]
@@ -328,13 +382,10 @@ def _leaves(table: pa.Table) -> list[pa.Array]:
             *java_equality_columns(NAMESPACE, table.column(NAMESPACE)).values()]
 
 
-def oldest_upsert_access(batches: Sequence[pa.RecordBatch]) -> int | None:
+def oldest_upsert_access(run: EncodedRun) -> int | None:
     """The oldest TTL timestamp among a run's upsert rows (None: it upserts nothing)."""
-    oldest: int | None = None
-    for batch in batches:
-        upserts = batch.filter(pc.equal(batch.column(DELTA_KIND), UPSERT))
-        if upserts.num_rows:
-            value = pc.min(upserts.column(TTL_TIMESTAMP).cast(pa.int64())).as_py()
-            oldest = value if oldest is None else min(oldest, value)
-    return oldest
+    upserts = run.rows.filter(pc.equal(run.rows.column(DELTA_KIND), UPSERT))
+    if not upserts.num_rows:
+        return None
+    return pc.min(upserts.column(TTL_TIMESTAMP).cast(pa.int64())).as_py()
 

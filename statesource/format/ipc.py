@@ -68,8 +68,13 @@ def split_batches(table: pa.Table, start: int, length: int) -> list[pa.RecordBat
 
 def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[LocatedBatches],
                 expected_size: int, verify: bool = True,
-                listener: ReadListener | None = None) -> Iterator[list[pa.RecordBatch]]:
-    """Each range's batches, reading adjacent ranges with one request and checking CRCs."""
+                listener: ReadListener | None = None, *,
+                exact_rows: bool = True) -> Iterator[list[pa.RecordBatch]]:
+    """Each range's batches, reading adjacent ranges with one request and checking CRCs.
+
+    Each range must hold exactly its ``rows``, unless not ``exact_rows``: ranges that
+    runs share (format version 5), whose callers check the rows each run takes.
+    """
     if not ranges:
         return
     with open_regular_file(file, "data file") as handle:
@@ -92,7 +97,7 @@ def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[LocatedBatch
                 )
             for byte_range in span:
                 piece = data.slice(byte_range.offset - start, byte_range.length)
-                yield _decode(file, schema, byte_range, piece, verify)
+                yield _decode(file, schema, byte_range, piece, verify, exact_rows)
 
 
 _MAGIC = b"ARROW1\0\0"
@@ -142,7 +147,7 @@ def _adjacent_spans(ranges: Sequence[LocatedBatches]) -> Iterator[list[LocatedBa
 
 
 def _decode(file: Location, schema: pa.Schema, byte_range: LocatedBatches, piece: pa.Buffer,
-            verify: bool) -> list[pa.RecordBatch]:
+            verify: bool, exact_rows: bool = True) -> list[pa.RecordBatch]:
     if verify and zlib.crc32(memoryview(piece)) != byte_range.crc32:
         raise CorruptCheckpointError(
             f"data file {file}: checksum mismatch in bytes {byte_range.offset}.."
@@ -162,7 +167,7 @@ def _decode(file: Location, schema: pa.Schema, byte_range: LocatedBatches, piece
             f" {error}"
         ) from None
     rows = sum(batch.num_rows for batch in batches)
-    if consumed != byte_range.length or rows != byte_range.rows:
+    if consumed != byte_range.length or (exact_rows and rows != byte_range.rows):
         # The checksum held, so the metadata describes these bytes wrongly: reading
         # fewer batches or rows than are there would be a silently different answer.
         raise CorruptCheckpointError(

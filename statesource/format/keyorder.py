@@ -26,6 +26,8 @@ import pyarrow as pa
 
 from statesource.errors import CorruptCheckpointError
 from statesource.format.columns import (
+    BASE_ROW,
+    DELTA_COLUMNS,
     DELTA_KIND,
     KEY,
     KEY_GROUP,
@@ -61,16 +63,20 @@ def merge_searched(bases: Mapping[int, pa.Table], runs: Mapping[int, Sequence[pa
     tables = [run for kg in sorted(runs) for run in runs[kg]]
     if not tables:
         return {kg: table for kg, table in sorted(bases.items()) if table.num_rows}
-    combined = pa.concat_tables(tables)
+    combined = pa.concat_tables(tables).combine_chunks()  # one copy, then numpy views
     run_ids = check_run_key_groups(runs, combined)
     if combined.column(KEY).null_count:
         return None
     kinds = combined.column(DELTA_KIND).to_numpy()
-    state = np.flatnonzero(kinds != PRIOR)  # the rows that are state (priors never are)
-    run_ids = run_ids[state]
-    keys = combined.column(KEY).to_numpy()[state]
+    keys = combined.column(KEY).to_numpy()
+    hints = combined.column(BASE_ROW).fill_null(-1).to_numpy().astype(np.intp)
+    state = np.arange(len(kinds))  # the rows that are state (priors never are)
+    if (kinds == PRIOR).any():
+        state = np.flatnonzero(kinds != PRIOR)
+        run_ids, keys, hints = run_ids[state], keys[state], hints[state]
     if not np.all((keys[1:] > keys[:-1]) | (run_ids[1:] != run_ids[:-1])):
         return None  # a run whose entries do not ascend (or repeat)
+    ranks = np.concatenate([np.arange(len(runs[kg])) for kg in sorted(runs)])[run_ids]
     key_groups = sorted(bases.keys() | runs.keys())
     base_keys = {}
     for kg in key_groups:
@@ -83,19 +89,24 @@ def merge_searched(bases: Mapping[int, pa.Table], runs: Mapping[int, Sequence[pa
         base_keys[kg] = column.to_numpy()
         if not np.all(base_keys[kg][1:] > base_keys[kg][:-1]):
             return None
-    return _Merge(bases, base_keys, key_groups, combined, state, keys, kinds[state],
-                  schema).tables()
+    return _Merge(bases, base_keys, key_groups, combined, state, keys, hints, ranks,
+                  kinds[state], schema).tables()
 
 
 class _Merge:
     """One merge whose order checks held. Positions count over the bases concatenated in
     key group order; run rows are numbered among ``state``, the rows of ``runs`` (all runs
-    concatenated) that are state, whose ``keys`` and ``kinds`` are given."""
+    concatenated) that are state, whose ``keys``, ``base_row`` ``hints``, ``ranks`` (the
+    n-th run of its key group) and ``kinds`` are given. A hint is taken where the base row
+    it names holds the key, which, the base keys ascending strictly, is the one row a
+    search would find; any other row is searched."""
 
     def __init__(self, bases: Mapping[int, pa.Table], base_keys: dict[int, np.ndarray],
                  key_groups: list[int], runs: pa.Table, state: np.ndarray, keys: np.ndarray,
-                 kinds: np.ndarray, schema: pa.Schema) -> None:
+                 hints: np.ndarray, ranks: np.ndarray, kinds: np.ndarray,
+                 schema: pa.Schema) -> None:
         self.bases, self.key_groups, self.runs, self.kinds = bases, key_groups, runs, kinds
+        self.ranks = ranks
         self.state, self.schema = state, schema
         sizes = [len(base_keys.get(kg, ())) for kg in key_groups]
         self.offsets = dict(zip(key_groups, np.concatenate([[0], np.cumsum(sizes)]).tolist()))
@@ -104,46 +115,47 @@ class _Merge:
         position = np.full(len(keys), -1, dtype=np.int64)
         # Bounds of every key group's run rows at once, searched in the column's own type (a
         # search in another converts the whole column, per call).
-        searched = np.array(list(base_keys), dtype=groups.dtype)
-        bounds = zip(np.searchsorted(groups, searched).tolist(),
-                     np.searchsorted(groups, searched + 1).tolist())
-        for (kg, keys_of_kg), (start, end) in zip(base_keys.items(), bounds):
-            wanted = keys[start:end]
-            found = np.minimum(np.searchsorted(keys_of_kg, wanted), len(keys_of_kg) - 1)
-            hit = keys_of_kg[found] == wanted
-            position[start:end][hit] = self.offsets[kg] + found[hit]
+        searched = np.array(key_groups, dtype=groups.dtype)
+        self.bounds = dict(zip(key_groups, zip(np.searchsorted(groups, searched).tolist(),
+                                               np.searchsorted(groups, searched + 1).tolist())))
+        for kg, keys_of_kg in base_keys.items():
+            start, end = self.bounds[kg]
+            if start < end:
+                position[start:end] = _found(keys_of_kg, keys[start:end], hints[start:end],
+                                             self.offsets[kg])
         self.groups, self.keys, self.position = groups, keys, position
 
     def tables(self) -> dict[int, pa.Table]:
         in_base = np.flatnonzero(self.position >= 0)
         positions = self.position[in_base]
-        winner = np.full(self.total, -1, dtype=np.int64)
-        np.maximum.at(winner, positions, in_base)  # rows ascend with their run's sequence
-        newest = winner[positions] == in_base
-        positions, newest = positions[newest], in_base[newest]
-        upserted = self.kinds[newest] == UPSERT
-        columns = self._replaced_columns(positions[upserted], newest[upserted])
-        removed = positions[~upserted]
-        kept = None
-        if len(removed):
-            kept = np.ones(self.total, dtype=bool)
-            kept[removed] = False
+        newest = self._newest(positions, in_base)
+        positions, rows = positions[newest], in_base[newest]
+        upserted = self.kinds[rows] == UPSERT
+        replaced = _ByKeyGroup(self.groups[rows[upserted]], positions[upserted],
+                               self.state[rows[upserted]])
+        removed = _ByKeyGroup(self.groups[rows[~upserted]], positions[~upserted], None)
         absent = np.ones(len(self.position), dtype=bool)
         absent[in_base] = False
         inserted = self._inserted(absent)
+        new_values = {name: _plain_values(self.runs.column(name)) for name in self.schema.names
+                      if name not in _ENTRY_COLUMNS}
         merged = {}
         for kg in self.key_groups:
             pieces = []
             base = self.bases.get(kg)
             if base is not None and base.num_rows:
                 start = self.offsets[kg]
-                table = pa.Table.from_arrays(
+                at, sources = replaced.of(kg)
+                table = base if not len(at) else pa.Table.from_arrays(
                     [base.column(name) if name in _ENTRY_COLUMNS
-                     else columns[name].slice(start, base.num_rows)
-                     if name in columns else base.column(name) for name in self.schema.names],
-                    schema=self.schema)
-                if kept is not None:
-                    table = table.filter(pa.array(kept[start:start + base.num_rows]))
+                     else self._replaced(name, base.column(name), new_values[name],
+                                         at - start, sources)
+                     for name in self.schema.names], schema=self.schema)
+                gone, _ = removed.of(kg)
+                if len(gone):
+                    kept = np.ones(base.num_rows, dtype=bool)
+                    kept[gone - start] = False
+                    table = table.filter(pa.array(kept))
                 pieces.append(table)
             if kg in inserted:
                 pieces.append(inserted[kg])
@@ -152,32 +164,35 @@ class _Merge:
                 merged[kg] = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
         return merged
 
-    def _replaced_columns(self, positions: np.ndarray, run_rows: np.ndarray
-                          ) -> dict[str, pa.Array]:
-        """The value columns of all bases, with the rows at ``positions`` taken from
-        ``run_rows``; none when nothing is replaced."""
-        if not len(positions):
-            return {}
-        replaced = {}
-        for name in self.schema.names:
-            if name in _ENTRY_COLUMNS:
-                continue
-            base = pa.chunked_array(
-                [chunk for kg in self.key_groups if kg in self.bases
-                 for chunk in self.bases[kg].column(name).chunks], self.schema.field(name).type)
-            new = self.runs.column(name)
-            if _plain(base.type) and not base.null_count and not new.null_count:
-                values = base.to_numpy()
-                if not values.flags.writeable:  # a view of the base's buffer
-                    values = values.copy()
-                values[positions] = new.to_numpy()[self.state[run_rows]]
-                replaced[name] = pa.array(values, self.schema.field(name).type)
-            else:
-                index = np.arange(self.total, dtype=np.int64)
-                index[positions] = self.total + self.state[run_rows]
-                replaced[name] = pa.chunked_array([*base.chunks, *new.chunks],
-                                                  base.type).take(pa.array(index))
-        return replaced
+    def _newest(self, positions: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Whether each run row (at base ``positions``) is the newest naming its base row:
+        whether its rank (a key group's n-th run) is the highest among the rows naming it."""
+        ranks = self.ranks[rows]
+        if not len(ranks) or not ranks.any():
+            return np.ones(len(rows), dtype=bool)
+        top = int(ranks.max())
+        newest = np.zeros(self.total, dtype=np.uint8 if top < 256 else np.int64)
+        for rank in range(1, top + 1):  # the newest rank naming each base row
+            newest[positions[ranks == rank]] = rank  # one value per assignment: no order
+        return newest[positions] == ranks
+
+    def _replaced(self, name: str, column: pa.ChunkedArray,
+                  new_values: tuple[np.ndarray, np.ndarray] | None, at: np.ndarray,
+                  sources: np.ndarray) -> pa.Array | pa.ChunkedArray:
+        """``column`` (one base's ``name``) with the rows ``at`` taken from run rows
+        ``sources``."""
+        if new_values is not None and not column.null_count \
+                and not new_values[1][sources].any():
+            values = column.to_numpy()
+            if not values.flags.writeable:  # a view of the base's buffer
+                values = values.copy()
+            values[at] = new_values[0][sources]
+            return pa.array(values, column.type)
+        index = np.arange(len(column), dtype=np.int64)
+        index[at] = len(column) + np.arange(len(at))
+        picked = self.runs.column(name).take(pa.array(sources))
+        return pa.chunked_array([*column.chunks, *picked.chunks], column.type).take(
+            pa.array(index))
 
     def _inserted(self, absent: np.ndarray) -> dict[int, pa.Table]:
         """Per key group, the entries no base row holds, as the newest run naming each left
@@ -191,7 +206,7 @@ class _Merge:
         last[:-1] = (groups[1:] != groups[:-1]) | (keys[1:] != keys[:-1])
         newest = order[last]
         newest = newest[self.kinds[newest] == UPSERT]
-        picked = self.runs.take(pa.array(self.state[newest])).drop_columns([DELTA_KIND])
+        picked = self.runs.take(pa.array(self.state[newest])).drop_columns(DELTA_COLUMNS)
         groups = picked.column(KEY_GROUP).to_numpy()
         if not len(groups):
             return {}
@@ -199,6 +214,45 @@ class _Merge:
                                  [len(groups)]])
         return {int(groups[start]): picked.slice(start, end - start)
                 for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist())}
+
+
+def _found(base_keys: np.ndarray, wanted: np.ndarray, hints: np.ndarray, offset: int
+           ) -> np.ndarray:
+    """``offset`` plus the row of ``base_keys`` (ascending strictly) holding each ``wanted``
+    key, -1 where none does: the hinted row where it holds the key, else the searched one."""
+    if hints.min() >= 0 and hints.max() < len(base_keys) \
+            and np.array_equal(base_keys[hints], wanted):  # every hint holds: the usual case
+        return hints + offset
+    found = hints.copy()
+    hinted = (found >= 0) & (found < len(base_keys))
+    found[~hinted] = 0
+    hinted &= base_keys[found] == wanted
+    missed = ~hinted
+    found[missed] = np.minimum(np.searchsorted(base_keys, wanted[missed]), len(base_keys) - 1)
+    return np.where(base_keys[found] == wanted, found + offset, -1)
+
+
+class _ByKeyGroup:
+    """Base positions (and run rows) of some run rows, found per key group; ``groups`` (the
+    rows' key groups) ascend."""
+
+    def __init__(self, groups: np.ndarray, positions: np.ndarray,
+                 sources: np.ndarray | None) -> None:
+        self.groups, self.positions = groups, positions
+        self.sources = np.empty(0, np.int64) if sources is None else sources
+
+    def of(self, key_group: int) -> tuple[np.ndarray, np.ndarray]:
+        start, end = np.searchsorted(self.groups, [key_group, key_group + 1]).tolist()
+        return self.positions[start:end], self.sources[start:end]
+
+
+def _plain_values(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``column``'s values as numpy holds them bit for bit (nulls as 0) and where it is null;
+    None for other types."""
+    if not _plain(column.type):
+        return None
+    return (column.fill_null(0).to_numpy() if column.null_count else column.to_numpy(),
+            column.is_null().to_numpy(zero_copy_only=False))
 
 
 def _plain(data_type: pa.DataType) -> bool:

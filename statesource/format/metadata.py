@@ -1,4 +1,4 @@
-"""The checkpoint metadata model and its JSON form (format versions 1 to 4).
+"""The checkpoint metadata model and its JSON form (format versions 1 to 5).
 
 The metadata is the only file a reader must trust: it names every data file,
 the key-group range each covers, and where each key group's bytes lie with
@@ -21,12 +21,16 @@ Version 4 adds per-entry deltas: a state may list *delta files*, each holding
 runs of changed entries (upserts, tombstones, and the entries' prior rows) per
 key group, which readers apply in ``sequence`` order over the key group's base
 rows (:mod:`statesource.format.deltas`).
+
+Version 5 adds *row-addressed* delta files: runs of several key groups share
+record batches and are found by row, the prior rows lie apart from the state
+rows, and each state row may say where its entry lies in the base.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -47,7 +51,14 @@ from statesource.format.json_fields import (
     json_name,
     json_object,
 )
-from statesource.format.locations import CRC_LIMIT, DataFile, KeyGroupLocation, PathReader
+from statesource.format.locations import (
+    CRC_LIMIT,
+    DataFile,
+    KeyGroupLocation,
+    PathReader,
+    locations_from_json,
+    locations_to_json,
+)
 from statesource.format.storage import check_relative_path
 from statesource.keygroups import check_max_parallelism, check_parallelism
 from statesource.model import (
@@ -62,13 +73,15 @@ from statesource.model import (
 from statesource.schema import ValueSchema
 from statesource.types import DataType, key_type, parse_type
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 """The newest version this implementation writes (only when a checkpoint needs it)."""
-SUPPORTED_FORMAT_VERSIONS = (1, 2, 3, 4)
+SUPPORTED_FORMAT_VERSIONS = (1, 2, 3, 4, 5)
 OVERLAPPING_FILES_VERSION = 3
 """The first version whose states' data files may cover overlapping key-group ranges."""
 DELTA_FILES_VERSION = 4
 """The first version whose states may list delta files (per-entry changes)."""
+ROW_ADDRESSED_RUNS_VERSION = 5
+"""The first version whose delta files may be row-addressed."""
 MAX_METADATA_BYTES = 256 << 20
 """Metadata larger than this is refused before it is read (docs/FORMAT.md, section 3)."""
 MAX_TIMESTAMP_MS = 253402300799999
@@ -125,24 +138,64 @@ class DeltaFile:
     ``sequence`` orders the runs of a key group: they apply in ascending
     sequence over its base rows (writers use the id of the checkpoint that
     wrote the file).
+
+    ``priors`` is None for a file of version 4, whose runs hold their entries'
+    prior rows. A row-addressed file (version 5) lists its runs' state rows in
+    ``file`` and their prior rows in ``priors`` (none for a run that only
+    inserts), each by row within byte ranges that runs may share.
     """
 
     sequence: int
     file: DataFile
+    priors: tuple[KeyGroupLocation, ...] | None = None
 
     @property
     def path(self) -> str:
         return self.file.path
 
+    @property
+    def row_addressed(self) -> bool:
+        return self.priors is not None
+
+    def keeping(self, locations: Sequence[KeyGroupLocation]) -> DeltaFile:
+        """This file listing only the runs of ``locations`` (with their prior rows)."""
+        key_groups = {location.key_group for location in locations}
+        priors = None if self.priors is None else tuple(sorted(
+            (location for location in self.priors if location.key_group in key_groups),
+            key=lambda location: location.key_group))
+        return DeltaFile(self.sequence, self.file.with_locations(locations), priors)
+
+    def prior_locations(self) -> dict[int, KeyGroupLocation]:
+        return {location.key_group: location for location in self.priors or ()}
+
     def to_json(self) -> dict[str, Any]:
-        return {"sequence": self.sequence, **self.file.to_json()}
+        document = {"sequence": self.sequence, **self.file.to_json()}
+        if self.priors is not None:
+            document["priorKeyGroups"] = locations_to_json(self.priors, row_addressed=True)
+        return document
 
     @classmethod
-    def from_json(cls, data: object, paths: PathReader) -> DeltaFile:
+    def from_json(cls, data: object, paths: PathReader, version: int = FORMAT_VERSION
+                  ) -> DeltaFile:
         sequence = json_int(json_field(data, "sequence"))
         if sequence < 0:
             raise ValueError(f"delta file sequence {sequence} is negative")
-        return cls(sequence, DataFile.from_json(data, paths))
+        row_addressed = "priorKeyGroups" in json_object(data)
+        if row_addressed and version < ROW_ADDRESSED_RUNS_VERSION:
+            raise ValueError(f"delta file {json_field(data, 'path')} is row-addressed (allowed"
+                             f" from format version {ROW_ADDRESSED_RUNS_VERSION})")
+        file = DataFile.from_json(data, paths, row_addressed)
+        if not row_addressed:
+            return cls(sequence, file)
+        priors = locations_from_json(json_field(data, "priorKeyGroups"), file.path,
+                                     row_addressed=True)
+        file.check(priors)
+        runs = {location.key_group for location in file.locations}
+        for location in priors:
+            if location.key_group not in runs:
+                raise ValueError(f"delta file {file.path} lists prior rows of key group"
+                                 f" {location.key_group}, which has no run there")
+        return cls(sequence, file, priors)
 
 
 DeltaRun = tuple[DeltaFile, KeyGroupLocation]
@@ -296,7 +349,7 @@ class KeyedStateMeta:
             ttl=_unless_null(json_field(data, "ttl"), _ttl_from_json),
             files=tuple(DataFile.from_json(f, paths)
                         for f in json_list(json_field(data, "files"))),
-            delta_files=tuple(DeltaFile.from_json(d, paths) for d in json_list(deltas)),
+            delta_files=tuple(DeltaFile.from_json(d, paths, version) for d in json_list(deltas)),
         )
         meta.declaration  # noqa: B018 - checks the roles against the kind
         meta.check_files(version)
@@ -492,13 +545,15 @@ class CheckpointMeta:
     def lowest_version(self) -> int:
         """The lowest format version that can record this checkpoint (what writers write)."""
         states = [state for op in self.operators for state in op.keyed_states]
+        if any(delta.row_addressed for state in states for delta in state.delta_files):
+            return ROW_ADDRESSED_RUNS_VERSION
         if any(state.delta_files for state in states):
             return DELTA_FILES_VERSION
         overlapping = any(state.files_overlap for state in states)
         return OVERLAPPING_FILES_VERSION if overlapping else 2
 
     def to_json_bytes(self) -> bytes:
-        """The metadata in the lowest format version that records it (2, 3 or 4)."""
+        """The metadata in the lowest format version that records it (2 to 5)."""
         for op in self.operators:
             for state in op.keyed_states:
                 state.check_files(FORMAT_VERSION)

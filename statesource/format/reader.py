@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Collection, Iterator
 from itertools import groupby
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -21,10 +22,18 @@ from statesource.errors import (
     CorruptCheckpointError,
     IncompatibleCheckpointError,
 )
-from statesource.format.columns import KEY_GROUP, data_schema
+from statesource.format.columns import (
+    BASE_ROW,
+    DELTA_KIND,
+    KEY_GROUP,
+    PRIOR,
+    UPSERT,
+    data_schema,
+)
 from statesource.format.deltas import SortedRuns, delta_schema
 from statesource.format.ipc import ReadListener, read_ranges
 from statesource.format.keyorder import merge_searched
+from statesource.format.locations import byte_range_of
 from statesource.format.metadata import (
     MAX_METADATA_BYTES,
     CheckpointMeta,
@@ -215,8 +224,9 @@ class Checkpoint:
         base_rows = {loc.key_group: loc.rows for _, loc in meta.key_group_locations()}
         stored = sorted(kg for kg in meta.stored_key_groups() if kg in wanted)
         head = next(bases, None)
+        all_runs = self._run_tables(runs, stored, schema, verify, listener)
         for chunk in _chunks(stored, base_rows):
-            run_tables = self._run_tables(runs, chunk, delta_schema(schema), verify, listener)
+            run_tables = {kg: all_runs[kg] for kg in chunk if kg in all_runs}
             chunk_bases = {}
             while head is not None and head[0] <= chunk[-1]:
                 chunk_bases[head[0]] = head[1]
@@ -231,11 +241,11 @@ class Checkpoint:
     def read_runs(self, state: str, *, operator: str | None = None,
                   runs: dict[int, list[DeltaRun]], verify: bool = True
                   ) -> dict[int, list[pa.Table]]:
-        """The given delta runs of keyed state ``state`` (per key group, oldest first), as
-        tables of its delta schema (:mod:`statesource.format.deltas`)."""
+        """The given delta runs of keyed state ``state`` (per key group, oldest first), with
+        their prior rows, as tables of its delta schema (:mod:`statesource.format.deltas`)."""
         op = self.operator(operator)
-        schema = delta_schema(data_schema(op.keyed_key_type, op.keyed_state(state).declaration))
-        return self._run_tables(runs, sorted(runs), schema, verify, None)
+        schema = data_schema(op.keyed_key_type, op.keyed_state(state).declaration)
+        return self._run_tables(runs, sorted(runs), schema, verify, None, priors=True)
 
     def _base_tables(self, meta: KeyedStateMeta, schema: pa.Schema,
                      wanted: KeyGroupRange | Collection[int], verify: bool,
@@ -258,10 +268,12 @@ class Checkpoint:
                     yield location.key_group, table
 
     def _run_tables(self, runs: dict[int, list[DeltaRun]], key_groups: list[int],
-                    schema: pa.Schema, verify: bool, listener: ReadListener | None
-                    ) -> dict[int, list[pa.Table]]:
-        """Each of ``key_groups``' delta runs, oldest first; one request per delta file for
-        adjacent runs. (:class:`SortedRuns` checks their key groups, all at once.)"""
+                    schema: pa.Schema, verify: bool, listener: ReadListener | None, *,
+                    priors: bool = False) -> dict[int, list[pa.Table]]:
+        """Each of ``key_groups``' delta runs, oldest first, as tables of the (row-addressed)
+        delta schema of data ``schema``; with their prior rows if ``priors`` (a run of
+        version 4 always has them). One request per delta file for adjacent ranges, one
+        decode per range that runs share. (:class:`SortedRuns` checks their key groups.)"""
         by_file: dict[str, tuple[DeltaFile, list[KeyGroupLocation]]] = {}
         for key_group in key_groups:
             for delta, location in runs.get(key_group, ()):
@@ -270,12 +282,9 @@ class Checkpoint:
         with self._unless_retired():
             for delta, locations in by_file.values():
                 file = self.data_file(delta.path)
-                for location, batches in zip(locations,
-                                             read_ranges(file, schema, locations,
-                                                         delta.file.size_bytes, verify,
-                                                         listener)):
-                    tables.setdefault(location.key_group, {})[delta.sequence] = \
-                        pa.Table.from_batches(batches, schema=schema)
+                for key_group, table in _delta_file_runs(file, delta, locations, schema,
+                                                         verify, listener, priors):
+                    tables.setdefault(key_group, {})[delta.sequence] = table
         return {kg: [by_sequence[s] for s in sorted(by_sequence)]
                 for kg, by_sequence in tables.items()}
 
@@ -389,6 +398,68 @@ class Checkpoint:
                 shares[partition.subtask] = decode_operator_state(meta.mode, meta.schemas,
                                                                   batches)
         return shares
+
+
+def _delta_file_runs(file: Location, delta: DeltaFile, locations: list[KeyGroupLocation],
+                     schema: pa.Schema, verify: bool, listener: ReadListener | None,
+                     priors: bool) -> Iterator[tuple[int, pa.Table]]:
+    """``(key group, run)`` of ``locations``' runs in one delta file, in the row-addressed
+    delta schema of data ``schema``."""
+    row_addressed = delta_schema(schema)
+    if not delta.row_addressed:
+        legacy = delta_schema(schema, row_addressed=False)
+        for location, batches in zip(locations, read_ranges(file, legacy, locations,
+                                                           delta.file.size_bytes, verify,
+                                                           listener)):
+            table = pa.Table.from_batches(batches, schema=legacy)
+            yield location.key_group, table.append_column(
+                BASE_ROW, pa.array(np.full(table.num_rows, -1, np.int32)))
+        return
+    rows = _addressed_rows(file, delta.file.size_bytes, row_addressed, locations, verify,
+                           listener, state=True)
+    if not priors:
+        yield from rows
+        return
+    wanted = delta.prior_locations()
+    prior_rows = dict(_addressed_rows(
+        file, delta.file.size_bytes, row_addressed,
+        [wanted[loc.key_group] for loc in locations if loc.key_group in wanted], verify,
+        listener, state=False))
+    for key_group, table in rows:
+        prior = prior_rows.get(key_group)
+        yield key_group, table if prior is None else pa.concat_tables([table, prior])
+
+
+def _addressed_rows(file: Location, size: int, schema: pa.Schema,
+                    locations: list[KeyGroupLocation], verify: bool,
+                    listener: ReadListener | None, *, state: bool
+                    ) -> list[tuple[int, pa.Table]]:
+    """The rows of row-addressed ``locations`` (all state rows, or all prior rows), each
+    byte range read and checked once however many runs share it."""
+    ranges = list({byte_range_of(loc): loc for loc in locations}.values())
+    decoded = {}
+    for location, batches in zip(ranges, read_ranges(file, schema, ranges, size, verify,
+                                                     listener, exact_rows=False)):
+        table = pa.Table.from_batches(batches, schema=schema)
+        kinds = table.column(DELTA_KIND).to_numpy()
+        if (np.any(kinds == PRIOR) if state else not np.all(kinds == PRIOR)) \
+                or np.any((kinds < UPSERT) | (kinds > PRIOR)):
+            raise CorruptCheckpointError(
+                f"data file {file}: bytes {location.offset}..{location.offset + location.length}"
+                f" hold {'prior' if state else 'state'} rows among the"
+                f" {'state' if state else 'prior'} rows of delta runs")
+        decoded[byte_range_of(location)] = table
+    runs = []
+    for location in locations:
+        table = decoded[byte_range_of(location)]
+        if location.row_offset + location.rows > table.num_rows:
+            raise CorruptCheckpointError(
+                f"data file {file}: key group {location.key_group}'s run is rows"
+                f" {location.row_offset}..{location.row_offset + location.rows} of bytes"
+                f" {location.offset}..{location.offset + location.length}, which hold"
+                f" {table.num_rows} rows")
+        runs.append((location.key_group, table.slice(location.row_offset, location.rows)))
+    return runs
 
 
 def _check_key_group(file: Location, location: KeyGroupLocation, table: pa.Table) -> None:

@@ -66,6 +66,7 @@ def run_rounds(root: str, seed: int, monkeypatch, rounds: int = 14,
             with monkeypatch.context() as patch:
                 if mode == "failing":
                     patch.setattr(writer_module, "write_keyed_file", fail_writing)
+                    patch.setattr(writer_module, "write_delta_file", fail_writing)
                 pending = writer.write_async(checkpoint_id, {"op": job.backends},
                                              incremental=mode != "full")
                 if mode == "failing":

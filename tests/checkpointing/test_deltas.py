@@ -20,6 +20,7 @@ from format.test_change_feed import feed_changes, model_changes
 
 import statesource.checkpointing.writer as writer_module
 import statesource.format.commit as commit_module
+import statesource.format.datafile as datafile_module
 from checkpointing.model import Job
 from checkpointing.rounds import check_restores, run_rounds
 from sample_state import dump, merged
@@ -28,7 +29,15 @@ from statesource.cli import main
 from statesource.errors import CorruptCheckpointError
 from statesource.format import Checkpoint, retain
 from statesource.format.changefeed import ChangeFeed
-from statesource.format.deltas import DELTA_KIND, PRIOR, TOMBSTONE, UPSERT, merge_runs
+from statesource.format.deltas import (
+    BASE_ROW,
+    DELTA_KIND,
+    PRIOR,
+    TOMBSTONE,
+    UPSERT,
+    delta_schema,
+    merge_runs,
+)
 from statesource.keygroups import assign_to_key_group
 from statesource.rescale import rescale_parallelism
 from statesource.state.changes import TRACKED_ENTRIES_FLOOR, KeyGroupChanges
@@ -52,7 +61,7 @@ def test_rounds_with_compactions_restore_and_feed_as_the_model(tmp_path, monkeyp
     checkpoints = {i: Checkpoint.open(root, checkpoint_id=i) for i in committed}
     runs = [n for c in checkpoints.values() for n in _runs_per_key_group(c)]
     assert runs and max(runs) <= MAX_RUNS  # deltas were written, and never past the bound
-    assert any(c.metadata.format_version == 4 for c in checkpoints.values())
+    assert any(c.metadata.format_version == 5 for c in checkpoints.values())
     for start, end in itertools.combinations(sorted(committed), 2):
         for state in checkpoints[end].operator().keyed_states:
             feed = ChangeFeed(checkpoints[start], checkpoints[end], state=state.name)
@@ -97,7 +106,7 @@ def test_a_feed_between_consecutive_checkpoints_reads_only_their_runs(tmp_path, 
         _set(backend, state, model, 9001, None)
         _set(backend, state, model, 11, 11)       # written, but to the same value
         info = writer.write(2, {"op": [backend]})
-    assert info.metadata.format_version == 4
+    assert info.metadata.format_version == 5
     state_meta = info.metadata.operator().keyed_state("counts")
     assert {loc.key_group for d in state_meta.delta_files for loc in d.file.locations} == {
         assign_to_key_group(k, LONG, 16) for k in (5, 7, 9000, 11)}
@@ -197,8 +206,8 @@ def test_merging_runs_newest_wins_and_tombstones_hide():
 
     def run(*rows):
         return pa.Table.from_pylist(
-            [{"key_group": 0, "key": k, "value": v, DELTA_KIND: kind} for k, v, kind in rows],
-            schema=schema.append(pa.field(DELTA_KIND, pa.int8())))
+            [{"key_group": 0, "key": k, "value": v, DELTA_KIND: kind, BASE_ROW: -1}
+             for k, v, kind in rows], schema=delta_schema(schema))
 
     runs = [run((2, 20, UPSERT), (3, None, TOMBSTONE), (2, 2, PRIOR), (3, 3, PRIOR)),
             run((2, 200, UPSERT), (4, 4, UPSERT), (2, 20, PRIOR)),
@@ -221,7 +230,7 @@ def _crash_at(patch, module, name: str, calls: list[int], at: int) -> None:
     patch.setattr(module, name, crashing)
 
 
-@pytest.mark.parametrize("module, where", [(writer_module, "write_keyed_file"),
+@pytest.mark.parametrize("module, where", [(datafile_module, "_write_groups"),
                                            (commit_module, "_check_referenced_files"),
                                            (commit_module, "_publish_local")])
 def test_a_crash_at_any_point_of_an_incremental_write_leaves_the_previous_newest(
@@ -285,14 +294,22 @@ def _rewrite_metadata(root: str, checkpoint_id: int, change) -> None:
         json.dump(document, handle)
 
 
-def test_a_chain_of_runs_reads_as_the_model_and_records_version_4(tmp_path):
+def test_a_chain_of_runs_reads_as_the_model_and_records_version_5(tmp_path):
     root, model = _delta_checkpoint(tmp_path)
     checkpoint = Checkpoint.open(root)
-    assert checkpoint.metadata.format_version == 4
+    assert checkpoint.metadata.format_version == 5
     assert max(len(r) for r in checkpoint.operator().keyed_state().runs_of().values()) == 2
     assert checkpoint.summaries()[0].entries is None  # known only by merging the runs
     assert {k: v for t in checkpoint.read_keyed_state()
             for k, v in zip(t.column("key").to_pylist(), t.column("value").to_pylist())} == model
+
+
+def _prior_rows_without_a_run(delta: dict) -> None:
+    """Drops the run of the first key group with prior rows, keeping those rows listed."""
+    runs = delta["keyGroups"]
+    index = runs["keyGroup"].index(delta["priorKeyGroups"]["keyGroup"][0])
+    for column in runs.values():
+        del column[index]
 
 
 @pytest.mark.parametrize("change, message", [
@@ -302,12 +319,36 @@ def test_a_chain_of_runs_reads_as_the_model_and_records_version_4(tmp_path):
                                                       sizeBytes=state["files"][0]["sizeBytes"]),
      "more than once"),
     (lambda doc, state: state["deltaFiles"][0].update(sequence=-1), "negative"),
+    (lambda doc, state: doc.update(formatVersion=4),
+     "row-addressed .allowed from format version 5"),
+    (lambda doc, state: _prior_rows_without_a_run(state["deltaFiles"][0]),
+     "prior rows of key group [0-9]+, which has no run"),
 ])
 def test_malformed_delta_files_are_refused_naming_them(tmp_path, change, message):
     root, _ = _delta_checkpoint(tmp_path)
     _rewrite_metadata(root, 3, change)
     with pytest.raises(CorruptCheckpointError, match=message):
         Checkpoint.open(root, checkpoint_id=3)
+
+
+def _run_at_prior_rows(doc: dict, state: dict) -> None:
+    """Points the last run's byte range at prior rows (a CRC that holds, wrong rows)."""
+    delta = state["deltaFiles"][0]
+    for column in ("batchStart", "batchCount", "offset", "length", "crc32"):
+        delta["keyGroups"][column][-1] = delta["priorKeyGroups"][column][-1]
+    delta["keyGroups"]["rowOffset"][-1] = 0
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda doc, state: state["deltaFiles"][0]["keyGroups"]["rowOffset"].__setitem__(0, 10**6),
+     "run is rows 1000000.* which hold"),
+    (_run_at_prior_rows, "prior rows among the state rows"),
+])
+def test_row_addressed_runs_that_misdescribe_their_rows_are_refused(tmp_path, change, message):
+    root, _ = _delta_checkpoint(tmp_path)
+    _rewrite_metadata(root, 3, change)
+    with pytest.raises(CorruptCheckpointError, match=message):
+        list(Checkpoint.open(root, checkpoint_id=3).read_keyed_state())
 
 
 def test_version_3_metadata_ignores_a_delta_files_field(tmp_path):
@@ -329,6 +370,7 @@ def test_a_run_holding_rows_of_another_key_group_is_refused(tmp_path):
     def misplace(doc, state):
         assert state["deltaFiles"][0]["keyGroups"]["keyGroup"] == [5]
         state["deltaFiles"][0]["keyGroups"]["keyGroup"] = [4]  # the metadata alone looks right
+        state["deltaFiles"][0]["priorKeyGroups"]["keyGroup"] = [4]
 
     _rewrite_metadata(root, 2, misplace)
     with pytest.raises(CorruptCheckpointError, match="holds rows of another key group"):

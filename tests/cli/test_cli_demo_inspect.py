@@ -103,7 +103,7 @@ def test_version_names_the_package_and_format(capsys):
         main(["--version"])
     assert exit_code.value.code == 0
     assert capsys.readouterr().out.strip() == (
-        f"statesource {statesource.__version__} (checkpoint format v4, reads 1, 2, 3, 4)")
+        f"statesource {statesource.__version__} (checkpoint format v5, reads 1, 2, 3, 4, 5)")
 
 
 def test_inspect_says_what_it_checked(small_demo, capsys):

@@ -18,7 +18,14 @@ from checkpointing.test_deltas import _set
 from statesource.checkpointing import CheckpointWriter
 from statesource.errors import CorruptCheckpointError
 from statesource.format import Checkpoint
-from statesource.format.columns import DELTA_KIND, PRIOR, TOMBSTONE, UPSERT, in_key_order
+from statesource.format.columns import (
+    BASE_ROW,
+    DELTA_KIND,
+    PRIOR,
+    TOMBSTONE,
+    UPSERT,
+    in_key_order,
+)
 from statesource.format.deltas import SortedRuns, delta_schema
 from statesource.format.keyorder import merge_searched
 from statesource.state.descriptors import ValueStateDescriptor
@@ -95,6 +102,31 @@ def test_the_search_merge_applies_runs_in_key_order_as_the_model(chain):
     assert _as_model(merged) == model
     assert _as_model(SortedRuns(runs).merged(
         {kg: bases.get(kg, SCHEMA.empty_table()) for kg in bases.keys() | runs.keys()})) == model
+
+
+def _hinted(run: pa.Table, base: pa.Table | None, hints: str, rng) -> pa.Table:
+    """``run`` with ``base_row`` hints: where its rows' keys lie in ``base`` (``exact``), or
+    anything, rightly or not (``random``)."""
+    keys = [] if base is None else base.column("key").to_pylist()
+    if hints == "exact":
+        rows = [keys.index(k) if k in keys and kind != PRIOR else -1 for k, kind in
+                zip(run.column("key").to_pylist(), run.column(DELTA_KIND).to_pylist())]
+    else:
+        rows = [rng.randint(-3, len(keys) + 3) for _ in range(run.num_rows)]
+    return run.set_column(run.schema.get_field_index(BASE_ROW), BASE_ROW,
+                          pa.array(rows, pa.int32()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(chain=chains, hints=st.sampled_from(["exact", "random"]),
+       rng=st.randoms(use_true_random=False))
+def test_base_row_hints_right_or_wrong_never_change_the_merge(chain, hints, rng):
+    bases, runs, model = _chain(*chain, ordered=True)
+    runs = {kg: [_hinted(run, bases.get(kg), hints, rng) for run in kg_runs]
+            for kg, kg_runs in runs.items()}
+    merged = merge_searched(bases, runs, SCHEMA)
+    assert merged is not None
+    assert _as_model(merged) == model
 
 
 @settings(max_examples=300, deadline=None)
