@@ -42,6 +42,7 @@ FLINK_TESTS = ("tests/flink/test_reader_checks.py", "tests/flink/test_snappy.py"
 TARGET_TESTS = ("tests/flink/test_flink_target.py",)
 FRAMING_TESTS = TARGET_TESTS + ("tests/flink/test_flink_savepoint_writes.py",)
 DELTA_TESTS = ("tests/checkpointing/test_deltas.py",)
+V4_TESTS = DELTA_TESTS + ("tests/format/test_v4_checkpoints.py",)
 RECORDER_TESTS = ("tests/state/test_statemap.py", "tests/state/test_statemap_stateful.py")
 DELTA_K = "malformed or version or metadata or chain"
 BASE_TESTS = ("tests/checkpointing/test_incremental_base.py",
@@ -306,14 +307,33 @@ MUTANTS = [
            "                if False:", DELTA_TESTS, DELTA_K),
     Mutant("statesource/format/metadata.py",
            "            if version >= DELTA_FILES_VERSION else []",
-           "            if version > DELTA_FILES_VERSION else []", DELTA_TESTS, DELTA_K),
+           "            if version > DELTA_FILES_VERSION else []", V4_TESTS, DELTA_K),
     Mutant("statesource/format/metadata.py",
            "        if any(state.delta_files for state in states):\n"
            "            return DELTA_FILES_VERSION", "        if False:\n"
+           "            return DELTA_FILES_VERSION", V4_TESTS, DELTA_K),
+    Mutant("statesource/format/metadata.py",
+           "            return ROW_ADDRESSED_RUNS_VERSION",
            "            return DELTA_FILES_VERSION", DELTA_TESTS, DELTA_K),
     Mutant("statesource/format/metadata.py",
-           "        return {\"sequence\": self.sequence, **self.file.to_json()}",
-           "        return {\"sequence\": 0, **self.file.to_json()}", DELTA_TESTS, DELTA_K),
+           "        document = {\"sequence\": self.sequence, **self.file.to_json()}",
+           "        document = {\"sequence\": 0, **self.file.to_json()}", DELTA_TESTS, DELTA_K),
+    # row-addressed runs (format version 5)
+    Mutant("statesource/format/metadata.py",
+           "            if location.key_group not in runs:", "            if False:",
+           DELTA_TESTS, DELTA_K),
+    Mutant("statesource/format/reader.py",
+           "        if location.row_offset + location.rows > table.num_rows:",
+           "        if False:", DELTA_TESTS, "misdescribe"),
+    Mutant("statesource/format/reader.py",
+           "        if (np.any(kinds == PRIOR) if state else not np.all(kinds == PRIOR)) \\",
+           "        if False \\", DELTA_TESTS, "misdescribe"),
+    Mutant("statesource/format/keyorder.py",
+           "            and np.array_equal(base_keys[hints], wanted):",
+           "            and True:", ("tests/format/test_keyorder.py",), "hints"),
+    Mutant("statesource/format/keyorder.py",
+           "            newest[positions[ranks == rank]] = rank",
+           "            newest[positions[ranks == rank]] = 0", ("tests/format/test_keyorder.py",)),
     Mutant("statesource/format/keyorder.py",
            "    if not np.array_equal(combined.column(KEY_GROUP).to_numpy(), expected):",
            "    if False:", DELTA_TESTS, "another_key_group"),
@@ -389,8 +409,9 @@ MUTANTS = [
     Mutant("statesource/state/statemap.py",
            "            self._drop(slot)\n            if self._written is not None:",
            "            self._drop(slot)\n            if False:", RECORDER_TESTS),
-    Mutant("statesource/state/statemap.py", "            if list(written) == list(tracked):",
-           "            if True:", RECORDER_TESTS),
+    Mutant("statesource/state/statemap.py",
+           "        if len(written) == len(tracked) and list(written) == list(tracked):",
+           "        if len(written) == len(tracked):", RECORDER_TESTS),
     Mutant("statesource/state/changes.py",
            "            self._recording.pop(index)[0].stop_recording()",
            "            self._recording[index][0].stop_recording()", DELTA_TESTS, "half"),
