@@ -386,7 +386,7 @@ def test_unknown_format_version_is_refused(spark, written, tmp_path, source_form
     metadata = copy / "_metadata.json"
     document = json.loads(metadata.read_text())
     metadata.write_text(json.dumps({**document, "formatVersion": 99}))
-    assert "format version 99; this statesource reads versions [1, 2, 3, 4]" in error_of(
+    assert "format version 99; this statesource reads versions [1, 2, 3, 4, 5]" in error_of(
         spark, source_format, str(tmp_path), state="value")
 
 
