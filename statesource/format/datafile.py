@@ -16,6 +16,7 @@ import os
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -23,7 +24,7 @@ from statesource.errors import InvalidArgumentError, StateSourceError
 from statesource.format.columns import KEY_GROUP
 from statesource.format.commit import sync_directory
 from statesource.format.deltas import EncodedRun
-from statesource.format.ipc import ByteRange, split_batches
+from statesource.format.ipc import MAX_ROWS_PER_BATCH, ByteRange
 from statesource.format.metadata import (
     DataFile,
     DeltaFile,
@@ -192,25 +193,45 @@ def write_delta_file(target: Location, relative_path: str, schema: pa.Schema,
                      runs: Sequence[EncodedRun]) -> DeltaFile:
     """Write one row-addressed delta file (format version 5): the runs' state rows packed
     into shared batches, then their prior rows likewise; ``runs`` ascend by key group."""
+    previous = key_group_range.start - 1
     for run in runs:
-        if run.key_group not in key_group_range or not run.rows.num_rows:
+        if not previous < run.key_group <= key_group_range.end or not run.rows.num_rows:
             raise InvalidArgumentError(
                 f"delta file {relative_path}: a run of key group {run.key_group} is outside"
-                f" {key_group_range} or has no rows")
-        for table in (run.rows, run.priors):
-            if table.num_rows:
-                _check_batches(relative_path, schema, run.key_group, table.to_batches())
+                f" {key_group_range}, after key group {previous}, or has no rows")
+        previous = run.key_group
+    for part in ([run.rows for run in runs], [run.priors for run in runs]):
+        _check_run_rows(relative_path, schema, [run.key_group for run in runs], part)
     state_blocks = _blocks([run.rows for run in runs])
     prior_blocks = _blocks([run.priors for run in runs])
     size, ranges = _write_groups(target, schema, (
-        [pa.concat_tables(tables).combine_chunks().to_batches()[0]] if len(tables) > 1
-        else split_batches(tables[0], 0, tables[0].num_rows)
+        pa.concat_tables(tables).combine_chunks().to_batches(max_chunksize=MAX_ROWS_PER_BATCH)
         for tables, _ in (*state_blocks, *prior_blocks)))
     state_ranges, prior_ranges = ranges[:len(state_blocks)], ranges[len(state_blocks):]
     state = _run_locations(runs, state_blocks, state_ranges, lambda run: run.entries)
     priors = _run_locations(runs, prior_blocks, prior_ranges, lambda run: run.prior_entries)
     return DeltaFile(sequence, DataFile(relative_path, key_group_range, size, state, True),
                      priors)
+
+
+def _check_run_rows(path: str, schema: pa.Schema, key_groups: Sequence[int],
+                    tables: Sequence[pa.Table]) -> None:
+    """Each of ``tables`` (one per key group of ``key_groups``) is of ``schema`` and holds
+    rows of its key group only; checked for all runs at once, as runs are often tiny."""
+    for table in tables:
+        if not table.schema.equals(schema):
+            raise InvalidArgumentError(
+                f"delta file {path}: a run has schema {table.schema}, expected {schema}")
+    sizes = [table.num_rows for table in tables]
+    if not sum(sizes):
+        return
+    found = pa.concat_tables(tables).column(KEY_GROUP).to_numpy()
+    wrong = np.flatnonzero(found != np.repeat(np.asarray(key_groups, found.dtype), sizes))
+    if len(wrong):
+        given = np.repeat(np.asarray(key_groups), sizes)[wrong[0]]
+        raise InvalidArgumentError(
+            f"delta file {path}: a run given as key group {given} holds rows of key group"
+            f" {found[wrong[0]]}")
 
 
 def _blocks(tables: Sequence[pa.Table]) -> list[tuple[list[pa.Table], list[int]]]:

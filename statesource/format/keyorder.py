@@ -116,10 +116,10 @@ class _Merge:
         # Bounds of every key group's run rows at once, searched in the column's own type (a
         # search in another converts the whole column, per call).
         searched = np.array(key_groups, dtype=groups.dtype)
-        self.bounds = dict(zip(key_groups, zip(np.searchsorted(groups, searched).tolist(),
-                                               np.searchsorted(groups, searched + 1).tolist())))
+        bounds = dict(zip(key_groups, zip(np.searchsorted(groups, searched).tolist(),
+                                          np.searchsorted(groups, searched + 1).tolist())))
         for kg, keys_of_kg in base_keys.items():
-            start, end = self.bounds[kg]
+            start, end = bounds[kg]
             if start < end:
                 position[start:end] = _found(keys_of_kg, keys[start:end], hints[start:end],
                                              self.offsets[kg])

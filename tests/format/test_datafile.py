@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from statesource.errors import CorruptCheckpointError, InvalidArgumentError
 from statesource.format import write_keyed_file
+from statesource.format.datafile import write_delta_file
+from statesource.format.deltas import EncodedRun
 from statesource.format.locations import DataFile
 from statesource.format.storage import resolve
 from statesource.keygroups import KeyGroupRange
@@ -69,6 +71,54 @@ def test_producer_mistakes_are_refused_and_leave_no_file(tmp_path, key_groups, m
     with pytest.raises(InvalidArgumentError, match=message):
         write_keyed_file(resolve(str(path)), "f.arrow", SCHEMA, KeyGroupRange(0, 31),
                          key_groups)
+    assert not path.exists()
+
+
+def run(key_group: int, rows: int, priors: int = 0, start: int = 0) -> EncodedRun:
+    return EncodedRun(key_group, pa.Table.from_batches([batch(key_group, rows, start)]),
+                      pa.Table.from_batches([batch(key_group, priors, start)]), rows, priors)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.dictionaries(st.integers(0, 31), st.tuples(st.integers(1, 9000), st.integers(0, 9000)),
+                       min_size=1, max_size=8))
+def test_every_run_is_its_rows_of_its_shared_range(tmp_path_factory, sizes):
+    path = tmp_path_factory.mktemp("deltafile") / "d.arrow"
+    runs = [run(kg, rows, priors) for kg, (rows, priors) in sorted(sizes.items())]
+    delta = write_delta_file(resolve(str(path)), "d.arrow", SCHEMA, KeyGroupRange(0, 31), 7,
+                             runs)
+    payload = path.read_bytes()
+    assert delta.sequence == 7 and delta.row_addressed
+    assert pa.ipc.open_file(str(path)).read_all().num_rows == sum(map(sum, sizes.values()))
+    listed = [(loc, r.rows) for loc, r in zip(delta.file.locations, runs)]
+    priors = {loc.key_group: loc for loc in delta.priors}
+    listed += [(priors[r.key_group], r.priors) for r in runs if r.priors.num_rows]
+    assert len(priors) == sum(1 for r in runs if r.priors.num_rows)
+    for location, rows in listed:
+        piece = payload[location.offset:location.offset + location.length]
+        assert zlib.crc32(piece) == location.crc32
+        stream = pa.BufferReader(piece)
+        decoded = pa.Table.from_batches(
+            [pa.ipc.read_record_batch(pa.ipc.read_message(stream), SCHEMA)
+             for _ in range(location.batch_count)])
+        assert stream.tell() == location.length
+        assert decoded.slice(location.row_offset, location.rows).equals(rows)
+    delta.file.check(delta.priors)
+
+
+@pytest.mark.parametrize(("runs", "message"), [
+    ([run(3, 2), run(2, 2)], "after key group 3"),
+    ([run(40, 2)], r"outside \[0, 31\]"),
+    ([run(3, 0, 2)], "has no rows"),
+    ([EncodedRun(3, pa.Table.from_batches([batch(4, 2)]), pa.Table.from_batches([batch(3, 0)]),
+                 2, 0)], "given as key group 3 holds rows of key group 4"),
+    ([EncodedRun(3, pa.Table.from_batches([batch(3, 1)]), pa.Table.from_batches([batch(5, 1)]),
+                 1, 1)], "given as key group 3 holds rows of key group 5"),
+])
+def test_delta_file_producer_mistakes_are_refused_and_leave_no_file(tmp_path, runs, message):
+    path = tmp_path / "d.arrow"
+    with pytest.raises(InvalidArgumentError, match=message):
+        write_delta_file(resolve(str(path)), "d.arrow", SCHEMA, KeyGroupRange(0, 31), 1, runs)
     assert not path.exists()
 
 
