@@ -16,7 +16,7 @@ Every figure is the best of ``--repeats`` runs (checkpoints: each after the
 same update, as a checkpoint is written once).
 
 Incremental checkpoints write the changed entries as delta runs (format
-version 4), so they should cost what changed whichever key groups it touches.
+version 5), so they should cost what changed whichever key groups it touches.
 The first two ratios are measured twice: with the changed entries *clustered*
 in as few key groups as hold them (keys that share key groups, as with a hot
 tenant or region), and *spread* uniformly over all keys, which with 128 key
@@ -92,7 +92,9 @@ def bench_checkpoints(entries: int, directory: str, repeats: int) -> None:
     print(f"incremental checkpoint after {CHANGED:.0%} of {entries:,} entries changed")
     job = Job(entries)
     rng = np.random.default_rng(1)
-    with CheckpointWriter(f"{directory}/checkpoints") as writer:
+    # A writer of incremental checkpoints, as its users run it: it keeps what hints its runs
+    # need (docs/FORMAT.md section 14), also while writing the full checkpoints.
+    with CheckpointWriter(f"{directory}/checkpoints", incremental=True) as writer:
         writer.write(1, {"op": [job.backend]})
         checkpoint_id = 1
         for clustered in (True, False):
