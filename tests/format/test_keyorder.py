@@ -105,11 +105,13 @@ def test_the_search_merge_applies_runs_in_key_order_as_the_model(chain):
 
 
 def _hinted(run: pa.Table, base: pa.Table | None, hints: str, rng) -> pa.Table:
-    """``run`` with ``base_row`` hints: where its rows' keys lie in ``base`` (``exact``), or
-    anything, rightly or not (``random``)."""
+    """``run`` with ``base_row`` hints: where its rows' keys lie in ``base`` (``exact``), the
+    next base row, always in range and wrong (``shifted``), or anything (``random``)."""
     keys = [] if base is None else base.column("key").to_pylist()
-    if hints == "exact":
-        rows = [keys.index(k) if k in keys and kind != PRIOR else -1 for k, kind in
+    if hints in ("exact", "shifted"):
+        shift = int(hints == "shifted")
+        rows = [(keys.index(k) + shift) % len(keys) if k in keys and kind != PRIOR else
+                shift - 1 for k, kind in
                 zip(run.column("key").to_pylist(), run.column(DELTA_KIND).to_pylist())]
     else:
         rows = [rng.randint(-3, len(keys) + 3) for _ in range(run.num_rows)]
@@ -118,7 +120,7 @@ def _hinted(run: pa.Table, base: pa.Table | None, hints: str, rng) -> pa.Table:
 
 
 @settings(max_examples=300, deadline=None)
-@given(chain=chains, hints=st.sampled_from(["exact", "random"]),
+@given(chain=chains, hints=st.sampled_from(["exact", "shifted", "random"]),
        rng=st.randoms(use_true_random=False))
 def test_base_row_hints_right_or_wrong_never_change_the_merge(chain, hints, rng):
     bases, runs, model = _chain(*chain, ordered=True)

@@ -92,15 +92,19 @@ def test_incremental_checkpoints_build_on_version_4_runs(root):
     handles = {name: backend.get_state(DESCRIPTORS[name]) for name in EXPECTED[4]}
     model = copy.deepcopy(EXPECTED[4])
     with CheckpointWriter(str(root), incremental=True) as writer:
+        carried = writer.write(5, {"op": [backend]})  # nothing changed: all carried
+        assert carried.metadata.format_version == 4
+        assert _restored(root, 5, 1) == EXPECTED[4]
         _mutate(backend, handles, model, range(0, 40))
-        writer.write(5, {"op": [backend]})
+        writer.write(6, {"op": [backend]})
         _mutate(backend, handles, model, range(1, 600, 3))
-        info = writer.write(6, {"op": [backend]})
+        info = writer.write(7, {"op": [backend]})
     state = info.metadata.operator().keyed_state("value")
-    old_files = {d.path for d in state.delta_files if not d.path.startswith(("chk-5", "chk-6"))}
+    old_files = {d.path for d in state.delta_files
+                 if not d.path.startswith(("chk-6", "chk-7"))}
     chains = [[d.path in old_files for d, _ in runs] for runs in state.runs_of().values()]
     assert any(len(set(chain)) == 2 for chain in chains)  # new runs over version-4 runs
-    assert _restored(root, 6, 2) == model
+    assert _restored(root, 7, 2) == model
     for name in model:
-        assert feed_changes(ChangeFeed.open(str(root), 4, 6, state=name)) == model_changes(
+        assert feed_changes(ChangeFeed.open(str(root), 4, 7, state=name)) == model_changes(
             name, EXPECTED[4][name], model[name])
