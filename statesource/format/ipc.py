@@ -87,17 +87,28 @@ def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[LocatedBatch
         for span in _adjacent_spans(ranges):
             start = span[0].offset
             length = span[-1].offset + span[-1].length - start
-            data = pa.py_buffer(handle.read_at(length, start))
+            data = _read_into_own_buffer(handle, start, length, file)
             if listener is not None:
                 listener(file.path, start, length)
-            if data.size != length:
-                raise CorruptCheckpointError(
-                    f"data file {file}: short read at offset {start} ({data.size} of {length}"
-                    " bytes): the file is truncated"
-                )
             for byte_range in span:
                 piece = data.slice(byte_range.offset - start, byte_range.length)
                 yield _decode(file, schema, byte_range, piece, verify, exact_rows)
+
+
+def _read_into_own_buffer(handle: pa.NativeFile, start: int, length: int,
+                          file: Location) -> pa.Buffer:
+    """Bytes ``start .. start+length`` of ``handle`` in a new mutable buffer that nothing
+    else holds: the batches decoded from it are the caller's alone, so a merge may write
+    delta runs' values over a base's where they lie (:mod:`statesource.format.inplace`)."""
+    data = pa.allocate_buffer(length)
+    handle.seek(start)
+    read = handle.readinto(data)
+    if read != length:
+        raise CorruptCheckpointError(
+            f"data file {file}: short read at offset {start} ({read} of {length}"
+            " bytes): the file is truncated"
+        )
+    return data
 
 
 _MAGIC = b"ARROW1\0\0"

@@ -36,6 +36,7 @@ from statesource.format.columns import (
     UPSERT,
     searchable,
 )
+from statesource.format.inplace import RunRows, write_upserts
 
 _ENTRY_COLUMNS = (KEY_GROUP, KEY, NAMESPACE)
 
@@ -54,10 +55,13 @@ def check_run_key_groups(runs: Mapping[int, Sequence[pa.Table]], combined: pa.Ta
 
 
 def merge_searched(bases: Mapping[int, pa.Table], runs: Mapping[int, Sequence[pa.Table]],
-                   schema: pa.Schema) -> dict[int, pa.Table] | None:
+                   schema: pa.Schema, *, own_bases: bool = False
+                   ) -> dict[int, pa.Table] | None:
     """Each key group's rows, ``bases`` (data ``schema``) with ``runs`` (oldest first)
     applied as :meth:`SortedRuns.merged` applies them; key groups left without rows are
-    left out. None where the order this merge needs does not hold (see the module)."""
+    left out. None where the order this merge needs does not hold (see the module).
+    With ``own_bases`` (fresh reads that nothing else holds), upserts may be written into
+    the bases' buffers (:mod:`statesource.format.inplace`)."""
     if not searchable(schema):
         return None
     tables = [run for kg in sorted(runs) for run in runs[kg]]
@@ -77,11 +81,9 @@ def merge_searched(bases: Mapping[int, pa.Table], runs: Mapping[int, Sequence[pa
     if not np.all((keys[1:] > keys[:-1]) | (run_ids[1:] != run_ids[:-1])):
         return None  # a run whose entries do not ascend (or repeat)
     ranks = np.concatenate([np.arange(len(runs[kg])) for kg in sorted(runs)])[run_ids]
-    key_groups = sorted(bases.keys() | runs.keys())
     base_keys = {}
-    for kg in key_groups:
-        base = bases.get(kg)
-        if base is None or not base.num_rows:
+    for kg, base in bases.items():
+        if not base.num_rows:
             continue
         column = base.column(KEY)
         if column.null_count:
@@ -89,41 +91,44 @@ def merge_searched(bases: Mapping[int, pa.Table], runs: Mapping[int, Sequence[pa
         base_keys[kg] = column.to_numpy()
         if not np.all(base_keys[kg][1:] > base_keys[kg][:-1]):
             return None
-    return _Merge(bases, base_keys, key_groups, combined, state, keys, hints, ranks,
-                  kinds[state], schema).tables()
+    rows = RunRows(combined.column(KEY_GROUP).to_numpy()[state], keys, hints, ranks,
+                   kinds[state], state)
+    written = write_upserts(bases, sorted(runs), rows, combined, schema) if own_bases else []
+    merged = {kg: bases[kg] for kg in written}
+    if written:
+        rows = rows.without(written)
+        bases = {kg: base for kg, base in bases.items() if kg not in merged}
+    key_groups = sorted(bases.keys() | set(np.unique(rows.groups).tolist()))
+    if key_groups:
+        merged.update(_Merge(bases, base_keys, key_groups, combined, rows, schema).tables())
+    return merged
 
 
 class _Merge:
     """One merge whose order checks held. Positions count over the bases concatenated in
-    key group order; run rows are numbered among ``state``, the rows of ``runs`` (all runs
-    concatenated) that are state, whose ``keys``, ``base_row`` ``hints``, ``ranks`` (the
-    n-th run of its key group) and ``kinds`` are given. A hint is taken where the base row
+    key group order; ``rows`` are the runs' state rows. A hint is taken where the base row
     it names holds the key, which, the base keys ascending strictly, is the one row a
     search would find; any other row is searched."""
 
     def __init__(self, bases: Mapping[int, pa.Table], base_keys: dict[int, np.ndarray],
-                 key_groups: list[int], runs: pa.Table, state: np.ndarray, keys: np.ndarray,
-                 hints: np.ndarray, ranks: np.ndarray, kinds: np.ndarray,
+                 key_groups: list[int], runs: pa.Table, rows: RunRows,
                  schema: pa.Schema) -> None:
-        self.bases, self.key_groups, self.runs, self.kinds = bases, key_groups, runs, kinds
-        self.ranks = ranks
-        self.state, self.schema = state, schema
+        self.bases, self.key_groups, self.runs, self.kinds = bases, key_groups, runs, rows.kinds
+        self.ranks = rows.ranks
+        self.state, self.schema = rows.rows, schema
+        base_keys = {kg: base_keys[kg] for kg in key_groups if kg in base_keys}
         sizes = [len(base_keys.get(kg, ())) for kg in key_groups]
         self.offsets = dict(zip(key_groups, np.concatenate([[0], np.cumsum(sizes)]).tolist()))
         self.total = int(sum(sizes))
-        groups = runs.column(KEY_GROUP).to_numpy()[state]
+        keys, hints = rows.keys, rows.hints
         position = np.full(len(keys), -1, dtype=np.int64)
-        # Bounds of every key group's run rows at once, searched in the column's own type (a
-        # search in another converts the whole column, per call).
-        searched = np.array(key_groups, dtype=groups.dtype)
-        bounds = dict(zip(key_groups, zip(np.searchsorted(groups, searched).tolist(),
-                                          np.searchsorted(groups, searched + 1).tolist())))
+        bounds = dict(zip(key_groups, rows.bounds(key_groups)))
         for kg, keys_of_kg in base_keys.items():
             start, end = bounds[kg]
             if start < end:
                 position[start:end] = _found(keys_of_kg, keys[start:end], hints[start:end],
                                              self.offsets[kg])
-        self.groups, self.keys, self.position = groups, keys, position
+        self.groups, self.keys, self.position = rows.groups, keys, position
 
     def tables(self) -> dict[int, pa.Table]:
         in_base = np.flatnonzero(self.position >= 0)

@@ -231,7 +231,7 @@ class Checkpoint:
             while head is not None and head[0] <= chunk[-1]:
                 chunk_bases[head[0]] = head[1]
                 head = next(bases, None)
-            merged = merge_searched(chunk_bases, run_tables, schema)
+            merged = merge_searched(chunk_bases, run_tables, schema, own_bases=True)
             if merged is None:
                 merged = SortedRuns(run_tables).merged(chunk_bases)
             for key_group in chunk:
