@@ -59,7 +59,8 @@ from statesource.format.reader import read_metadata
 from statesource.format.storage import Location, checkpoint_dir_name
 from statesource.model import StateDeclaration
 from statesource.state.keyed_backend import KeyedBackendSnapshot
-from statesource.state.statetable import ChangedEntry, StateTableSnapshot
+from statesource.state.statemap import ChangedEntries
+from statesource.state.statetable import StateTableSnapshot
 
 EncodedKeyGroups = Iterable[tuple[int, Sequence[pa.RecordBatch], int]]
 MAX_DELTA_RUNS = 12
@@ -94,7 +95,7 @@ class StatePlan:
 
     rewrite: frozenset[int] | None
     carried: tuple[DataFile, ...] = ()
-    deltas: Mapping[int, tuple[ChangedEntry, ...]] = field(default_factory=dict)
+    deltas: Mapping[int, ChangedEntries] = field(default_factory=dict)
     carried_deltas: tuple[DeltaFile, ...] = ()
     base_timestamp_ms: int | None = None
     base_keys: Mapping[int, np.ndarray] = field(default_factory=dict)
@@ -145,7 +146,7 @@ class BaseIndex:
         locations, runs = base.location_of(), base.runs_of()
         entries_now = {key_group: len(snapshot) for key_group, snapshot in state}
         rewrite: set[int] = set()
-        deltas: dict[int, tuple[ChangedEntry, ...]] = {}
+        deltas: dict[int, ChangedEntries] = {}
         for key_group in state.changed_key_groups():
             tracked = state.changed_entries.get(key_group)
             located = locations.get(key_group)

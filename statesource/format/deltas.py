@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -58,8 +58,19 @@ from statesource.types import DataType
 __all__ = ["BASE_ROW", "DELTA_KIND", "PRIOR", "TOMBSTONE", "UPSERT", "DeltaEncoder",
            "EncodedRun", "SortedRuns", "delta_schema", "merge_runs", "oldest_upsert_access"]
 
-ChangedEntry = tuple[Any, Any, Any, Any]
-"""(key, namespace, stored state now or None, stored state at the base or None)."""
+class ChangedEntries(Protocol):
+    """A key group's changed entries as columns: ``(key, namespace)``, stored state now and
+    stored state at the base (None for a state that does not exist), as the write side's
+    change tracking hands them over."""
+
+    @property
+    def entries(self) -> Sequence[tuple[Any, Any]]: ...
+
+    @property
+    def states(self) -> Sequence[Any]: ...
+
+    @property
+    def priors(self) -> Sequence[Any]: ...
 
 
 def delta_schema(data_schema: pa.Schema, row_addressed: bool = True) -> pa.Schema:
@@ -98,7 +109,7 @@ class DeltaEncoder:
         self._prior = RowEncoder(key_type, declaration, expire_at_ms=base_ms)
         self.schema = delta_schema(self._current.schema)
 
-    def encode(self, key_groups: Iterable[tuple[int, Sequence[ChangedEntry]]],
+    def encode(self, key_groups: Iterable[tuple[int, ChangedEntries]],
                base_keys: Mapping[int, np.ndarray] | None = None) -> Iterator[EncodedRun]:
         """The run of each key group that has one, in the order given.
 
@@ -139,29 +150,30 @@ class DeltaEncoder:
             yield EncodedRun(key_group, state_rows[key_group],
                              prior_rows.get(key_group, empty), entries, prior_entries)
 
-    def _classify(self, changed: Sequence[ChangedEntry]
+    def _classify(self, changed: ChangedEntries
                   ) -> tuple[tuple[list, list, list], list, tuple[list, list, list]]:
         """Upserts (keys, namespaces, states now), removals ((key, namespace) pairs) and
         priors (keys, namespaces, states at the base), each state as its checkpoint
         holds it. (Whole columns where every entry is an update, else one comprehension per
         column: a run's cost is these few passes.)"""
+        if not changed.entries:
+            return ([], [], []), [], ([], [], [])
+        nows, befores = list(changed.states), list(changed.priors)
         if self._current.filters or self._prior.filters:
             current_live, prior_live = self._current.live, self._prior.live
-            changed = [(key, namespace, None if now is None else current_live(now),
-                        None if before is None else prior_live(before))
-                       for key, namespace, now, before in changed]
-        if not changed:
-            return ([], [], []), [], ([], [], [])
-        keys, namespaces, nows, befores = (list(column) for column in zip(*changed))
+            nows = [None if now is None else current_live(now) for now in nows]
+            befores = [None if before is None else prior_live(before) for before in befores]
+        keys, namespaces = (list(column) for column in zip(*changed.entries))
         if None not in nows and None not in befores:  # updates only, the usual case
             return (keys, namespaces, nows), [], (keys, namespaces, befores)
-        upserts = ([key for key, _, now, _ in changed if now is not None],
-                   [namespace for _, namespace, now, _ in changed if now is not None],
-                   [now for _, _, now, _ in changed if now is not None])
-        priors = ([key for key, _, _, before in changed if before is not None],
-                  [namespace for _, namespace, _, before in changed if before is not None],
-                  [before for _, _, _, before in changed if before is not None])
-        removed = [(key, namespace) for key, namespace, now, before in changed
+        rows = list(zip(keys, namespaces, nows, befores))
+        upserts = ([key for key, _, now, _ in rows if now is not None],
+                   [namespace for _, namespace, now, _ in rows if now is not None],
+                   [now for _, _, now, _ in rows if now is not None])
+        priors = ([key for key, _, _, before in rows if before is not None],
+                  [namespace for _, namespace, _, before in rows if before is not None],
+                  [before for _, _, _, before in rows if before is not None])
+        removed = [(key, namespace) for key, namespace, now, before in rows
                    if now is None and before is not None]
         return upserts, removed, priors
 

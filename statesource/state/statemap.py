@@ -26,7 +26,8 @@ shared with ``snapshot``, and a stale read of it by the owner only costs a needl
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from statesource.errors import ConcurrentModificationError, InvalidArgumentError
@@ -77,6 +78,22 @@ def bucket_hash(key: Any, namespace: Any) -> int:
     it mixes, so keys that are multiples of a power of two do not share buckets.
     """
     return hash((key, namespace))
+
+
+@dataclass(frozen=True)
+class ChangedEntries:
+    """A key group's changed entries as three columns: their ``(key, namespace)``, their
+    stored ``states`` now and their ``priors`` (the stored states at the base), None for a
+    state that does not exist. Columns, not one tuple per entry: a checkpoint takes them
+    while the program waits, and C-level copies of the tracking dicts are what costs least.
+    """
+
+    entries: Sequence[tuple[Any, Any]]
+    states: Sequence[Any]
+    priors: Sequence[Any]
+
+    def __len__(self) -> int:
+        return len(self.entries)
 
 
 class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
@@ -327,22 +344,18 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
         self._written = None
 
     def changed_entries(self, tracked: Mapping[tuple[K, N], Any],
-                        written: Mapping[tuple[K, N], S | None]
-                        ) -> tuple[tuple[K, N, S | None, Any], ...]:
-        """``(key, namespace, stored state, prior)`` of each ``(key, namespace) -> prior`` in
-        ``tracked``, in order, the states as :meth:`peek` finds them: from ``written`` (what
-        :meth:`record_writes` noted), else looked up in the map."""
-        if len(written) == len(tracked) and list(written) == list(tracked):
+                        written: Mapping[tuple[K, N], S | None]) -> ChangedEntries:
+        """Each ``(key, namespace) -> prior`` of ``tracked``, in order, with its stored state
+        as :meth:`peek` finds it: from ``written`` (what :meth:`record_writes` noted), else
+        looked up in the map."""
+        entries, priors = tuple(tracked), tuple(tracked.values())
+        if len(written) == len(tracked) and list(written) == list(entries):
             # The usual case: every tracked entry was written after it was noted, so both
             # dicts list the same entries in the same order.
-            return tuple((key, namespace, state, prior) for ((key, namespace), prior), state
-                         in zip(tracked.items(), written.values()))
-        found: list[tuple[K, N, S | None, Any]] = []
-        append = found.append
-        for entry, prior in tracked.items():
-            state = written[entry] if entry in written else self.peek(*entry)
-            append((entry[0], entry[1], state, prior))
-        return tuple(found)
+            return ChangedEntries(entries, tuple(written.values()), priors)
+        return ChangedEntries(entries, tuple(written[entry] if entry in written
+                                            else self.peek(*entry) for entry in entries),
+                              priors)
 
     def _peek_slot(self, key: K, namespace: N) -> int:
         table, bucket = self._select(bucket_hash(key, namespace))

@@ -12,15 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from statesource.keygroups import KeyGroupRange
 from statesource.state.changes import KeyGroupChanges
 from statesource.state.descriptors import StateDescriptor
-from statesource.state.statemap import CopyOnWriteStateMap, StateMapSnapshot
-
-ChangedEntry = tuple[Any, Any, Any, Any]
-"""(key, namespace, stored state now or None, stored state at the base or None)."""
+from statesource.state.statemap import ChangedEntries, CopyOnWriteStateMap, StateMapSnapshot
 
 
 class StateTable:
@@ -67,10 +63,9 @@ class StateTableSnapshot:
     key_group_snapshots: tuple[tuple[int, StateMapSnapshot], ...]
     changed: bytes
     """Per key group of the range, 1 if it changed since the backend's base checkpoint."""
-    changed_entries: Mapping[int, tuple[ChangedEntry, ...]] = field(default_factory=dict)
-    """Per changed key group whose entries are known: each changed entry as (key,
-    namespace, state now, state at the base), None for a state that does not exist.
-    A changed key group not listed changed whole."""
+    changed_entries: Mapping[int, ChangedEntries] = field(default_factory=dict)
+    """Per changed key group whose entries are known: its changed entries. A changed key
+    group not listed changed whole."""
 
     def __iter__(self) -> Iterator[tuple[int, StateMapSnapshot]]:
         return iter(self.key_group_snapshots)
