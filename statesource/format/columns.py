@@ -90,21 +90,26 @@ def in_key_order(table: pa.Table) -> pa.Table:
 
     The sort is stable, so an entry's rows stay contiguous and in their order.
     """
+    order = key_order(table)
+    return table if order is None else table.take(pa.array(order))
+
+
+def key_order(table: pa.Table) -> np.ndarray | None:
+    """The row order :func:`in_key_order` puts ``table`` in; None to leave it as it is."""
     if not searchable(table.schema) or table.num_rows < 2 or table.column(KEY).null_count:
-        return table
+        return None
     keys = table.column(KEY).to_numpy()
     groups = table.column(KEY_GROUP).to_numpy()
     if DELTA_KIND in table.column_names:
         segments = groups.astype(np.uint16) * 2 + (table.column(DELTA_KIND).to_numpy() == PRIOR)
     elif np.all((keys[1:] >= keys[:-1]) | (groups[1:] != groups[:-1])):
-        return table  # already in order, as keys inserted in order leave a state map
+        return None  # already in order, as keys inserted in order leave a state map
     else:
         segments = groups.astype(np.uint16)
     # Two stable sorts (by key, then by segment: a radix sort of 16-bit values) order the
     # rows as one lexicographic sort would, in a fraction of its time.
     order = np.argsort(keys, kind="stable")
-    order = order[np.argsort(segments[order], kind="stable")]
-    return table.take(pa.array(order))
+    return order[np.argsort(segments[order], kind="stable")]
 
 
 CHUNK_ROWS = 1 << 12

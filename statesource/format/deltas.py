@@ -48,6 +48,7 @@ from statesource.format.columns import (
     RowEncoder,
     Rows,
     in_key_order,
+    key_order,
     searchable,
 )
 from statesource.format.entries import java_equality_columns, row_changes
@@ -118,37 +119,40 @@ class DeltaEncoder:
         row's ``base_row`` is found; elsewhere it is -1. All key groups are converted to
         Arrow together (a run is often a few rows, and each conversion has a fixed cost).
         """
-        rows: list[Rows] = []
+        state_rows: list[Rows] = []
+        prior_rows: list[Rows] = []
         tombstones: list[tuple[int, Any, Any]] = []
         runs: list[tuple[int, int, int]] = []  # key group, entries, prior entries
         for key_group, changed in key_groups:
             upserts, removed, priors = self._classify(changed)
             if not upserts[0] and not removed:
                 continue
-            rows += [self._current.rows_of(key_group, *upserts),
-                     self._prior.rows_of(key_group, *priors)]
+            state_rows.append(self._current.rows_of(key_group, *upserts))
+            prior_rows.append(self._prior.rows_of(key_group, *priors))
             tombstones += [(key_group, key, namespace) for key, namespace in removed]
             runs.append((key_group, len(upserts[0]) + len(removed), len(priors[0])))
         if not runs:
             return
-        table = self._current.table(rows)
-        kinds = np.repeat(np.tile(np.array([UPSERT, PRIOR], np.int8), len(runs)),
-                          [len(r) for r in rows])
-        table = table.append_column(DELTA_KIND, pa.array(kinds))
+        states = self._tagged(state_rows, UPSERT)
         if tombstones:
-            table = pa.concat_tables([table, self._tombstones(tombstones)])
-            table = table.take(pa.array(np.argsort(table.column(KEY_GROUP).to_numpy(),
-                                                   kind="stable")))
-        table = in_key_order(table)
-        kinds = table.column(DELTA_KIND).to_numpy()
-        table = table.append_column(BASE_ROW, pa.array(
-            _base_rows(table, kinds, base_keys or {}), pa.int32()))
-        state_rows = _by_key_group(table.filter(pa.array(kinds != PRIOR)))
-        prior_rows = _by_key_group(table.filter(pa.array(kinds == PRIOR)))
-        empty = table.schema.empty_table()
+            states = pa.concat_tables([states, self._tombstones(tombstones)])
+            states = states.take(pa.array(np.argsort(states.column(KEY_GROUP).to_numpy(),
+                                                     kind="stable")))
+        states, priors = _in_key_order(states, self._tagged(prior_rows, PRIOR))
+        states = states.append_column(BASE_ROW, pa.array(_base_rows(states, base_keys or {}),
+                                                         pa.int32()))
+        priors = priors.append_column(BASE_ROW, pa.array(np.full(priors.num_rows, -1, np.int32)))
+        by_key_group = _by_key_group(states)
+        priors_by_key_group = _by_key_group(priors)
+        empty = states.schema.empty_table()
         for key_group, entries, prior_entries in runs:
-            yield EncodedRun(key_group, state_rows[key_group],
-                             prior_rows.get(key_group, empty), entries, prior_entries)
+            yield EncodedRun(key_group, by_key_group[key_group],
+                             priors_by_key_group.get(key_group, empty), entries, prior_entries)
+
+    def _tagged(self, rows: list[Rows], kind: int) -> pa.Table:
+        """``rows`` as one table of the data schema with every ``delta_kind`` ``kind``."""
+        table = self._current.table(rows)
+        return table.append_column(DELTA_KIND, pa.array(np.full(table.num_rows, kind, np.int8)))
 
     def _classify(self, changed: ChangedEntries
                   ) -> tuple[tuple[list, list, list], list, tuple[list, list, list]]:
@@ -191,10 +195,21 @@ class DeltaEncoder:
             self.schema.get_field_index(BASE_ROW)))
 
 
-def _base_rows(table: pa.Table, kinds: np.ndarray, base_keys: Mapping[int, np.ndarray]
-               ) -> np.ndarray:
-    """Per row of ``table`` (rows ascending by key group), the row of its entry among its
-    key group's ``base_keys``; -1 for prior rows and where no base row holds the key."""
+def _in_key_order(states: pa.Table, priors: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """A run's state and prior rows each in key order (:func:`in_key_order`), sorted once
+    where they name the same entries in the same order, as updates alone leave them."""
+    order = key_order(states)
+    if order is None:
+        return states, in_key_order(priors)
+    same = priors.column(KEY).equals(states.column(KEY)) \
+        and priors.column(KEY_GROUP).equals(states.column(KEY_GROUP))
+    taken = pa.array(order)
+    return states.take(taken), priors.take(taken) if same else in_key_order(priors)
+
+
+def _base_rows(table: pa.Table, base_keys: Mapping[int, np.ndarray]) -> np.ndarray:
+    """Per row of ``table`` (state rows ascending by key group), the row of its entry among
+    its key group's ``base_keys``; -1 where no base row holds the key."""
     rows = np.full(table.num_rows, -1, dtype=np.int32)
     if not base_keys or not searchable(table.schema) or table.column(KEY).null_count:
         return rows
@@ -207,7 +222,7 @@ def _base_rows(table: pa.Table, kinds: np.ndarray, base_keys: Mapping[int, np.nd
             continue
         wanted = keys[start:end]
         found = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
-        hit = (known[found] == wanted) & (kinds[start:end] != PRIOR)
+        hit = known[found] == wanted
         rows[start:end][hit] = found[hit]
     return rows
 
