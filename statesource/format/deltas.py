@@ -26,7 +26,7 @@ without searching the base.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -65,13 +65,13 @@ class ChangedEntries(Protocol):
     change tracking hands them over."""
 
     @property
-    def entries(self) -> Sequence[tuple[Any, Any]]: ...
+    def entries(self) -> Collection[tuple[Any, Any]]: ...
 
     @property
-    def states(self) -> Sequence[Any]: ...
+    def states(self) -> Collection[Any]: ...
 
     @property
-    def priors(self) -> Sequence[Any]: ...
+    def priors(self) -> Collection[Any]: ...
 
 
 def delta_schema(data_schema: pa.Schema, row_addressed: bool = True) -> pa.Schema:

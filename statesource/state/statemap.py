@@ -26,7 +26,7 @@ shared with ``snapshot``, and a stale read of it by the owner only costs a needl
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -88,9 +88,9 @@ class ChangedEntries:
     while the program waits, and C-level copies of the tracking dicts are what costs least.
     """
 
-    entries: Sequence[tuple[Any, Any]]
-    states: Sequence[Any]
-    priors: Sequence[Any]
+    entries: Collection[tuple[Any, Any]]
+    states: Collection[Any]
+    priors: Collection[Any]
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -347,12 +347,13 @@ class CopyOnWriteStateMap(BucketTables, Generic[K, N, S]):
                         written: Mapping[tuple[K, N], S | None]) -> ChangedEntries:
         """Each ``(key, namespace) -> prior`` of ``tracked``, in order, with its stored state
         as :meth:`peek` finds it: from ``written`` (what :meth:`record_writes` noted), else
-        looked up in the map."""
-        entries, priors = tuple(tracked), tuple(tracked.values())
+        looked up in the map. Both dicts must be the caller's alone from now on: their
+        views are kept, not copied."""
+        entries, priors = tracked.keys(), tracked.values()
         if len(written) == len(tracked) and list(written) == list(entries):
             # The usual case: every tracked entry was written after it was noted, so both
             # dicts list the same entries in the same order.
-            return ChangedEntries(entries, tuple(written.values()), priors)
+            return ChangedEntries(entries, written.values(), priors)
         return ChangedEntries(entries, tuple(written[entry] if entry in written
                                             else self.peek(*entry) for entry in entries),
                               priors)

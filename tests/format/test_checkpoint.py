@@ -194,6 +194,41 @@ def test_asynchronous_write_never_sees_later_mutations(tmp_path, backend, monkey
     assert dump(backend) != expected
 
 
+def test_an_incremental_asynchronous_write_never_sees_later_mutations(tmp_path, backend,
+                                                                     monkeypatch):
+    """The changed entries a snapshot hands over (views of the change tracking's dicts)
+    must not move when the program goes on writing the same entries."""
+    release = threading.Event()
+    original = writer_module.write_delta_file
+
+    def held_write(*args, **kwargs):
+        assert release.wait(10)
+        return original(*args, **kwargs)
+
+    value = backend.get_state(ValueStateDescriptor("value", "long"))
+    items = backend.get_state(ListStateDescriptor("list", "string"))
+    with CheckpointWriter(str(tmp_path), incremental=True) as writer:
+        writer.write(1, {"op": [backend]})
+        for key in KEYS[:40]:
+            backend.set_current_key(key)
+            value.update(5)
+            items.add("changed")
+        expected = dump(backend)
+        monkeypatch.setattr(writer_module, "write_delta_file", held_write)
+        pending = writer.write_async(2, {"op": [backend]})
+        for key in KEYS[:80]:
+            backend.set_current_key(key)
+            value.clear() if len(key) % 2 else value.update(-1)
+            items.add("late")
+        assert not pending.done()
+        release.set()
+        pending.result(10)
+    checkpoint = Checkpoint.open(str(tmp_path), checkpoint_id=2)
+    assert checkpoint.operator().keyed_state("value").delta_files
+    restored = restore_keyed_backend(checkpoint, 0, 1, clock=backend.clock)
+    assert dump(restored) == expected
+
+
 def test_failure_mid_write_keeps_earlier_checkpoints_and_leaves_nothing(tmp_path, backend,
                                                                       monkeypatch):
     writer = CheckpointWriter(str(tmp_path))

@@ -743,7 +743,7 @@ def test_changed_entries_finds_what_peek_finds_also_mid_rehash():
             wanted = [(k, k % 3) for k in range(0, i + 5, 3)] + [(k, 9) for k in range(5)]
             priors = {entry: ("prior", entry) for entry in wanted}
             found = state_map.changed_entries(priors, {})
-            assert (found.entries, found.states, found.priors) == (
+            assert (tuple(found.entries), tuple(found.states), tuple(found.priors)) == (
                 tuple(wanted), tuple(state_map.peek(k, n) for k, n in wanted),
                 tuple(("prior", entry) for entry in wanted))
     assert seen_rehash
@@ -769,8 +769,8 @@ def test_changed_entries_take_recorded_writes_and_look_up_the_rest(tracked_keys)
     state_map.put(4, None, [14])  # not recorded
     priors = {(key, None): ("prior", key) for key in tracked_keys}
     found = state_map.changed_entries(priors, written)
-    assert found.entries == tuple((key, None) for key in tracked_keys)
-    assert found.priors == tuple(("prior", key) for key in tracked_keys)
+    assert list(found.entries) == [(key, None) for key in tracked_keys]
+    assert list(found.priors) == [("prior", key) for key in tracked_keys]
     assert all(state is state_map.peek(key, None)
                for (key, _), state in zip(found.entries, found.states))
     expected = {0: [10], 1: [1, 11], 2: None, 3: [13], 9: None}
