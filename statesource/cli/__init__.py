@@ -26,6 +26,7 @@ from statesource.cli import (
 from statesource.errors import StateSourceError
 from statesource.format.metadata import FORMAT_VERSION
 from statesource.format.metadata import SUPPORTED_FORMAT_VERSIONS as SUPPORTED
+from statesource.format.storage import redacted
 
 _COMMANDS = (demo, export_flink, import_flink, inspect, jvm, keygroup, rescale, retain, diff,
              erase)
@@ -57,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args) or 0
     except StateSourceError as error:
-        print(f"statesource {args.command}: error: {error}", file=sys.stderr)
+        # Messages may quote what the user typed: a URI's credentials stay off the terminal.
+        print(f"statesource {args.command}: error: {redacted(str(error))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"statesource {args.command}: interrupted", file=sys.stderr)

@@ -46,7 +46,18 @@ _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 """A scheme of two or more characters (one letter followed by ``:`` is a drive letter)."""
 _S3_ALIASES = re.compile(r"s3[an]://", re.IGNORECASE)
 """Hadoop's names for S3 (``s3a://``, ``s3n://``): the same objects as ``s3://``."""
-_USER_INFO = re.compile(r"(?<=://)[^/@]*@")
+_USER_INFO = re.compile(r"(?<=://)[^/@\s]*@")
+_SECRET_PARAMETER = re.compile(
+    r"(?i)([?&][^=&#\s]*(?:key|secret|token|password|credential)[^=&#\s]*=)[^&#\s]*")
+"""A query parameter whose value is a credential (pyarrow's S3 URIs take ``access_key``,
+``secret_key`` and ``session_token``)."""
+
+
+def redacted(text: str) -> str:
+    """``text`` with the credentials any URI in it may carry left out: its user info
+    (``s3://key:secret@bucket``) and the values of query parameters naming a key, secret,
+    token, password or credential (``?access_key=...&secret_key=...``)."""
+    return _SECRET_PARAMETER.sub(r"\1***", _USER_INFO.sub("***@", text))
 
 
 @dataclass(frozen=True)
@@ -90,8 +101,8 @@ class Location:
         return self.filesystem.get_file_info(self.path).type != pafs.FileType.NotFound
 
     def __str__(self) -> str:
-        """The URI, with any credentials in it (``s3://key:secret@bucket``) left out."""
-        return _USER_INFO.sub("***@", self.uri, count=1)
+        """The URI, with any credentials in it left out (:func:`redacted`)."""
+        return redacted(self.uri)
 
 
 PathOrLocation = str | os.PathLike[str] | Location
@@ -124,7 +135,7 @@ def resolve(path: PathOrLocation, filesystem: pafs.FileSystem | None = None) -> 
         if filesystem is not None:  # a path the given file system understands as it is
             return Location(filesystem, path)
         raise InvalidArgumentError(
-            f"cannot use URI {_USER_INFO.sub('***@', path, count=1)!r}: {error} (a file URI is"
+            f"cannot use URI {redacted(path)!r}: {redacted(str(error))} (a file URI is"
             " file:///absolute/path; write a local path holding ':' as ./name:...)") from None
     origin, query = _origin_and_query(uri, resolved)
     return Location(filesystem or parsed, resolved, origin, query)

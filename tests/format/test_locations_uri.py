@@ -7,8 +7,9 @@ import pickle
 import pyarrow.fs as pafs
 import pytest
 
+from statesource.cli import main
 from statesource.errors import InvalidArgumentError
-from statesource.format.storage import resolve
+from statesource.format.storage import redacted, resolve
 
 S3 = "s3://bucket/some/root?region=us-east-1&endpoint_override=127.0.0.1:9&scheme=http"
 
@@ -52,6 +53,25 @@ def test_credentials_in_a_uri_are_kept_for_use_but_never_printed() -> None:
     with pytest.raises(InvalidArgumentError) as refused:
         resolve("s3://AKEY:SECRET@bucket/root?nonsense=1")
     assert "SECRET" not in str(refused.value)
+
+
+def test_credentials_in_query_parameters_are_never_printed_either() -> None:
+    """pyarrow refuses them in S3 URIs, but messages quote what was typed, and other file
+    systems' URIs may carry them."""
+    assert redacted("s3://K:S@b/r?access_key=AKEY&secret_key=S3CR3T&session_token=T0KEN"
+                    "&endpoint_override=localhost:9000&region=us-east-1 and more") == (
+        "s3://***@b/r?access_key=***&secret_key=***&session_token=***"
+        "&endpoint_override=localhost:9000&region=us-east-1 and more")
+    with pytest.raises(InvalidArgumentError) as refused:
+        resolve("s3://bucket/root?secret_key=S3CR3T")
+    assert "S3CR3T" not in str(refused.value) and "secret_key=***" in str(refused.value)
+
+
+def test_command_errors_quote_no_credentials(tmp_path, capsys) -> None:
+    """What a user typed reaches the terminal in error messages, without its secrets."""
+    assert main(["inspect", str(tmp_path / "gone?secret_key=S3CR3T")]) == 1
+    said = capsys.readouterr().err
+    assert "gone?secret_key=***" in said and "S3CR3T" not in said
 
 
 def test_a_location_handed_on_keeps_its_uri_and_file_system() -> None:
