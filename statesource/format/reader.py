@@ -222,7 +222,7 @@ class Checkpoint:
             return
         runs = meta.runs_of()
         base_rows = {loc.key_group: loc.rows for _, loc in meta.key_group_locations()}
-        stored = sorted(kg for kg in meta.stored_key_groups() if kg in wanted)
+        stored = sorted(kg for kg in base_rows.keys() | runs.keys() if kg in wanted)
         head = next(bases, None)
         all_runs = self._run_tables(runs, stored, schema, verify, listener)
         for chunk in _chunks(stored, base_rows):

@@ -337,6 +337,16 @@ MUTANTS = [
     Mutant("statesource/format/keyorder.py",
            "    if not np.array_equal(combined.column(KEY_GROUP).to_numpy(), expected):",
            "    if False:", DELTA_TESTS, "another_key_group"),
+    # upserts written into the bases' read buffers
+    Mutant("statesource/format/inplace.py",
+           "    held &= rows.kinds[selected] == UPSERT", "    held |= True",
+           ("tests/format/test_inplace.py",)),
+    Mutant("statesource/format/inplace.py",
+           "    if not _apart(written, base):", "    if False:",
+           ("tests/format/test_inplace.py",), "overlaps"),
+    Mutant("statesource/format/inplace.py",
+           '    order = np.argsort(ranks, kind="stable") if ranks.any() else np.arange(len(ranks))',
+           "    order = np.arange(len(ranks))", ("tests/format/test_inplace.py",)),
     # the incremental writer's base
     Mutant("statesource/checkpointing/incremental.py",
            "        if not isinstance(token, BaseCheckpoint) or token.root != self.root \\\n"
