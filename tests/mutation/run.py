@@ -420,7 +420,7 @@ MUTANTS = [
            "            self._drop(slot)\n            if self._written is not None:",
            "            self._drop(slot)\n            if False:", RECORDER_TESTS),
     Mutant("statesource/state/statemap.py",
-           "        if len(written) == len(tracked) and list(written) == list(tracked):",
+           "        if len(written) == len(tracked) and list(written) == list(entries):",
            "        if len(written) == len(tracked):", RECORDER_TESTS),
     Mutant("statesource/state/changes.py",
            "            self._recording.pop(index)[0].stop_recording()",
@@ -431,9 +431,10 @@ MUTANTS = [
     Mutant("statesource/format/json_fields.py", "    if not set(map(type, values)) <= {int}:",
            "    if not set(map(type, values)) <= {int, bool}:",
            ("tests/format/test_untrusted_input.py", "tests/format/test_checkpoint.py")),
-    Mutant("statesource/format/keyorder.py",
-           "                     np.searchsorted(groups, searched + 1).tolist())",
-           "                     np.searchsorted(groups, searched).tolist())", DELTA_TESTS),
+    Mutant("statesource/format/inplace.py",
+           "                        np.searchsorted(self.groups, searched + 1).tolist()))",
+           "                        np.searchsorted(self.groups, searched).tolist()))",
+           DELTA_TESTS),
 ]
 
 
