@@ -12,8 +12,9 @@ For states whose entries are one row each (an integer key, no namespace), the
 writer keeps the keys of every base range it wrote, in their order, so that
 each row of a later run can say where its entry lies in that base
 (``base_row``): a read then locates changes without searching. That costs
-8 bytes per entry of such states; bases it did not write (restored ones) get
-runs without that hint, which readers search instead.
+8 bytes per entry of such states. A restore notes the keys of the bases it
+reads into its token, so a writer continuing from a restored backend hints
+its runs too, without reading the bases again.
 
 A key group is instead rewritten whole, into a new base file (as format
 version 3 does), when its entries are not known (it changed mostly, or was
@@ -79,6 +80,9 @@ class BaseCheckpoint:
     root: Location
     checkpoint_id: int
     operator: str
+    base_keys: Mapping[tuple[str, int], np.ndarray] = field(
+        default_factory=dict, compare=False, repr=False)
+    """What a restore noted of the base ranges it read (:func:`note_base_keys`)."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,8 @@ class BaseIndex:
         if found is None:
             return FULL
         base, base_timestamp = found
+        for known, keys in backend.base.base_keys.items():  # a restored backend's base
+            self._base_keys.setdefault(known, keys)
         cutoff = _expiry_cutoff(state.descriptor.declaration, backend.timestamp_ms)
         locations, runs = base.location_of(), base.runs_of()
         entries_now = {key_group: len(snapshot) for key_group, snapshot in state}
@@ -298,7 +304,18 @@ def observe_base_keys(encoded: EncodedKeyGroups, path: str,
                       base_keys: dict[tuple[str, int], np.ndarray]) -> EncodedKeyGroups:
     """Pass ``encoded`` through, noting each key group's keys where they ascend strictly."""
     for key_group, batches, entries in encoded:
-        keys = np.concatenate([batch.column(KEY).to_numpy() for batch in batches])
-        if np.all(keys[1:] > keys[:-1]):
-            base_keys[(path, key_group)] = keys
+        note_base_keys(base_keys, path, key_group, pa.Table.from_batches(batches))
         yield key_group, batches, entries
+
+
+def note_base_keys(base_keys: dict[tuple[str, int], np.ndarray], path: str, key_group: int,
+                   rows: pa.Table) -> None:
+    """Note the keys of ``rows``, key group ``key_group``'s base range in data file ``path``,
+    where they are all there and ascend strictly; a copy, so that nothing keeps the
+    buffer they were read into."""
+    column = rows.column(KEY)
+    if column.null_count or not rows.num_rows:
+        return
+    keys = np.array(column.to_numpy())
+    if np.all(keys[1:] > keys[:-1]):
+        base_keys[(path, key_group)] = keys

@@ -10,9 +10,13 @@ continue one another's round robin; broadcast state comes from the subtasks that
 
 from __future__ import annotations
 
-from statesource.checkpointing.incremental import BaseCheckpoint
+import functools
+
+import numpy as np
+
+from statesource.checkpointing.incremental import BaseCheckpoint, note_base_keys
 from statesource.checks import check_int
-from statesource.format.columns import KEY_GROUP, decode_entries
+from statesource.format.columns import KEY_GROUP, data_schema, decode_entries, searchable
 from statesource.format.reader import Checkpoint
 from statesource.keygroups import check_parallelism, key_group_range_for_operator
 from statesource.redistribution import redistribute_operator
@@ -32,14 +36,18 @@ def restore_keyed_backend(checkpoint: Checkpoint, subtask_index: int, parallelis
     owned = key_group_range_for_operator(op.max_parallelism, parallelism, subtask_index)
     key_type = op.keyed_key_type
     backend = KeyedStateBackend(key_type, op.max_parallelism, owned, clock=clock)
+    base_keys: dict[tuple[str, int], np.ndarray] = {}
     for meta in op.keyed_states:
         declaration = meta.declaration
+        noted = functools.partial(note_base_keys, base_keys) \
+            if searchable(data_schema(key_type, declaration)) else None
         backend.restore_state(StateDescriptor.of(declaration), (
             (table.column(KEY_GROUP)[0].as_py(), decode_entries(key_type, declaration, table))
             for table in checkpoint.read_keyed_state(meta.name, operator=op.uid,
-                                                     key_groups=owned)
+                                                     key_groups=owned, base_listener=noted)
         ))
-    backend.restored_from(BaseCheckpoint(checkpoint.root, checkpoint.checkpoint_id, op.uid))
+    backend.restored_from(BaseCheckpoint(checkpoint.root, checkpoint.checkpoint_id, op.uid,
+                                         base_keys))
     return backend
 
 

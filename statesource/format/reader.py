@@ -9,7 +9,7 @@ resolved under the checkpoint root and never outside it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from itertools import groupby
 
 import numpy as np
@@ -66,6 +66,9 @@ from statesource.format.storage import (
 )
 from statesource.keygroups import KeyGroupRange
 from statesource.redistribution import OldOperatorState
+
+BaseListener = Callable[[str, int, pa.Table], None]
+"""Called with (data file path, key group, rows) for each base range a read decodes."""
 
 _CHUNK_BASE_ROWS = 1 << 20
 """Key groups with delta runs are merged together until their bases hold this many rows."""
@@ -199,8 +202,8 @@ class Checkpoint:
 
     def read_keyed_state(self, state: str | None = None, *, operator: str | None = None,
                          key_groups: KeyGroupRange | Collection[int] | None = None,
-                         verify: bool = True,
-                         listener: ReadListener | None = None) -> Iterator[pa.Table]:
+                         verify: bool = True, listener: ReadListener | None = None,
+                         base_listener: BaseListener | None = None) -> Iterator[pa.Table]:
         """One table per non-empty key group in ``key_groups`` (default: all), in order.
 
         ``key_groups`` is a range or any collection of key groups; only their
@@ -210,12 +213,13 @@ class Checkpoint:
         with delta runs (format version 4) is its base range merged with its
         runs, newest first (:class:`~statesource.format.deltas.SortedRuns`); key groups
         are merged a chunk at a time (up to ``_CHUNK_BASE_ROWS`` base rows).
+        ``base_listener`` sees each base range as read, before any run is applied.
         """
         op = self.operator(operator)
         meta = op.keyed_state(state)
         schema = data_schema(op.keyed_key_type, meta.declaration)
         wanted = self._checked_range(op, key_groups)
-        bases = self._base_tables(meta, schema, wanted, verify, listener)
+        bases = self._base_tables(meta, schema, wanted, verify, listener, base_listener)
         if not meta.delta_files:
             for _, table in bases:
                 yield table
@@ -249,7 +253,8 @@ class Checkpoint:
 
     def _base_tables(self, meta: KeyedStateMeta, schema: pa.Schema,
                      wanted: KeyGroupRange | Collection[int], verify: bool,
-                     listener: ReadListener | None) -> Iterator[tuple[int, pa.Table]]:
+                     listener: ReadListener | None, base_listener: BaseListener | None = None
+                     ) -> Iterator[tuple[int, pa.Table]]:
         """``(key group, rows)`` of each wanted key group's base range, ascending."""
         pieces = sorted(((loc, data_file) for data_file, loc in meta.key_group_locations()
                          if loc.key_group in wanted), key=lambda piece: piece[0].key_group)
@@ -265,6 +270,8 @@ class Checkpoint:
                                                          listener)):
                     table = pa.Table.from_batches(batches, schema=schema)
                     _check_key_group(file, location, table)
+                    if base_listener is not None:
+                        base_listener(data_file.path, location.key_group, table)
                     yield location.key_group, table
 
     def _run_tables(self, runs: dict[int, list[DeltaRun]], key_groups: list[int],

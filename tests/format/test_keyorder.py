@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checkpointing.test_deltas import _set
-from statesource.checkpointing import CheckpointWriter
+from statesource.checkpointing import CheckpointWriter, restore_keyed_backend
 from statesource.errors import CorruptCheckpointError
 from statesource.format import Checkpoint
 from statesource.format.columns import (
@@ -311,3 +311,57 @@ def test_in_key_order_is_the_stable_sort_by_key_group_kind_and_key(rows, with_ki
     expected = sorted(range(len(rows)), key=lambda i: (
         rows[i][0], with_kinds and rows[i][2] == PRIOR, rows[i][1], i))
     assert in_key_order(table).column("value").to_pylist() == expected
+
+
+def test_a_writer_continuing_from_a_restored_backend_hints_its_runs(tmp_path):
+    """A restore notes the base ranges' keys it reads, so the runs of a new writer's first
+    incremental checkpoint say where each entry lies in the base, as the base's own
+    writer's would (restored from a full checkpoint and from one with runs)."""
+    root = str(tmp_path / "root")
+    model = _long_job_checkpoints(root)  # 1 full, 2 and 3 incremental
+    for checkpoint_id, next_id in ((1, 4), (3, 5)):
+        restored = restore_keyed_backend(Checkpoint.open(root, checkpoint_id=checkpoint_id),
+                                         0, 1)
+        state = restored.get_state(ValueStateDescriptor("counts", "long"))
+        expected = _read_model_at(root, checkpoint_id)
+        for key in range(0, 2000, 11):
+            _set(restored, state, expected, key, 3 * key)
+        with CheckpointWriter(root, incremental=True) as writer:
+            writer.write(next_id, {"op": [restored]})
+        checkpoint = Checkpoint.open(root, checkpoint_id=next_id)
+        meta = checkpoint.operator().keyed_state("counts")
+        newest = {kg: [runs[-1]] for kg, runs in meta.runs_of().items()
+                  if runs[-1][0].sequence == next_id}
+        assert newest
+        bases = _base_range_keys(checkpoint)
+        hinted = 0
+        for kg, (run,) in checkpoint.read_runs("counts", runs=newest).items():
+            base_keys = bases[kg]
+            for key, kind, row in zip(run.column("key").to_pylist(),
+                                      run.column(DELTA_KIND).to_pylist(),
+                                      run.column(BASE_ROW).to_pylist()):
+                if kind == UPSERT and key in base_keys:
+                    assert row == base_keys.index(key)
+                    hinted += 1
+        assert hinted
+        assert _read_model(root) == expected
+    assert model
+
+
+def _base_range_keys(checkpoint: Checkpoint) -> dict[int, list[int]]:
+    """Each key group's base range's keys, as a read sees them before applying runs."""
+    bases = {}
+
+    def note(path: str, key_group: int, rows: pa.Table) -> None:
+        bases[key_group] = rows.column("key").to_pylist()
+
+    for _ in checkpoint.read_keyed_state(base_listener=note):
+        pass
+    return bases
+
+
+def _read_model_at(root: str, checkpoint_id: int) -> dict[int, int]:
+    rows = [row for table in Checkpoint.open(root, checkpoint_id=checkpoint_id)
+            .read_keyed_state() for row in
+            zip(table.column("key").to_pylist(), table.column("value").to_pylist())]
+    return dict(rows)
