@@ -306,13 +306,25 @@ class SortedRuns:
             return {}
         before = self._rows((self.sequence == self.first_sequence) & (self.kinds == PRIOR))
         after = self._rows((self.sequence == self.last_sequence) & (self.kinds == UPSERT))
-        key_groups = np.unique(self.table.column(KEY_GROUP).to_numpy()).tolist()
-        return {kg: (before.get(kg), after.get(kg)) for kg in key_groups}
+        groups = self.table.column(KEY_GROUP).to_numpy()  # ascending
+        key_groups = groups[np.concatenate([[0], np.flatnonzero(groups[1:] != groups[:-1]) + 1])]
+        return {kg: (before.get(kg), after.get(kg)) for kg in key_groups.tolist()}
 
     def _rows(self, mask: np.ndarray) -> dict[int, pa.Table]:
-        """The rows ``mask`` picks, per key group, without the ``delta_kind`` column."""
-        picked = self.table.filter(pa.array(mask)).drop_columns(DELTA_COLUMNS)
-        return _by_key_group(picked)
+        """The rows ``mask`` picks, per key group, without the ``delta_kind`` column: slices
+        where they are one stretch of rows per key group (as a run's upserts and its prior
+        rows are, for updates), else a filtered copy."""
+        groups = self.table.column(KEY_GROUP).to_numpy()
+        edges = np.flatnonzero((mask[1:] != mask[:-1]) | (groups[1:] != groups[:-1])) + 1
+        starts, ends = np.concatenate([[0], edges]), np.concatenate([edges, [len(mask)]])
+        picked = mask[starts]
+        starts, ends = starts[picked], ends[picked]
+        stretches = groups[starts]
+        if np.all(stretches[1:] > stretches[:-1]):
+            table = self.table.drop_columns(DELTA_COLUMNS)
+            return {kg: table.slice(start, end - start) for kg, start, end
+                    in zip(stretches.tolist(), starts.tolist(), ends.tolist())}
+        return _by_key_group(self.table.filter(pa.array(mask)).drop_columns(DELTA_COLUMNS))
 
     def _unhidden(self, bases: Mapping[int, pa.Table], key_groups: list[int]
                   ) -> dict[int, pa.Table]:

@@ -422,31 +422,41 @@ def _delta_file_runs(file: Location, delta: DeltaFile, locations: list[KeyGroupL
             yield location.key_group, table.append_column(
                 BASE_ROW, pa.array(np.full(table.num_rows, -1, np.int32)))
         return
-    rows = _addressed_rows(file, delta.file.size_bytes, row_addressed, locations, verify,
-                           listener, state=True)
+    wanted = delta.prior_locations() if priors else {}
+    rows, prior_rows = _addressed_rows(
+        file, delta.file.size_bytes, row_addressed,
+        (locations, [wanted[loc.key_group] for loc in locations if loc.key_group in wanted]),
+        verify, listener)
     if not priors:
         yield from rows
         return
-    wanted = delta.prior_locations()
-    prior_rows = dict(_addressed_rows(
-        file, delta.file.size_bytes, row_addressed,
-        [wanted[loc.key_group] for loc in locations if loc.key_group in wanted], verify,
-        listener, state=False))
+    prior_of = dict(prior_rows)
     for key_group, table in rows:
-        prior = prior_rows.get(key_group)
+        prior = prior_of.get(key_group)
         yield key_group, table if prior is None else pa.concat_tables([table, prior])
 
 
 def _addressed_rows(file: Location, size: int, schema: pa.Schema,
-                    locations: list[KeyGroupLocation], verify: bool,
-                    listener: ReadListener | None, *, state: bool
-                    ) -> list[tuple[int, pa.Table]]:
-    """The rows of row-addressed ``locations`` (all state rows, or all prior rows), each
-    byte range read and checked once however many runs share it."""
-    ranges = list({byte_range_of(loc): loc for loc in locations}.values())
+                    parts: tuple[list[KeyGroupLocation], list[KeyGroupLocation]],
+                    verify: bool, listener: ReadListener | None
+                    ) -> tuple[list[tuple[int, pa.Table]], list[tuple[int, pa.Table]]]:
+    """The rows of row-addressed runs: of ``parts``' state locations and of its prior
+    locations, each byte range read and checked once however many runs share it, all
+    with one request where they are adjacent."""
+    claims: dict[tuple[int, int, int, int, int], tuple[KeyGroupLocation, bool]] = {}
+    for locations, state in zip(parts, (True, False)):
+        for location in locations:
+            claimed = claims.setdefault(byte_range_of(location), (location, state))
+            if claimed[1] != state:
+                raise CorruptCheckpointError(
+                    f"data file {file}: bytes {location.offset}.."
+                    f"{location.offset + location.length} are listed as both state rows and"
+                    " prior rows of delta runs")
+    ranges = sorted(claims.values(), key=lambda claim: claim[0].offset)
     decoded = {}
-    for location, batches in zip(ranges, read_ranges(file, schema, ranges, size, verify,
-                                                     listener, exact_rows=False)):
+    for (location, state), batches in zip(ranges, read_ranges(
+            file, schema, [location for location, _ in ranges], size, verify, listener,
+            exact_rows=False)):
         table = pa.Table.from_batches(batches, schema=schema)
         kinds = table.column(DELTA_KIND).to_numpy()
         if (np.any(kinds == PRIOR) if state else not np.all(kinds == PRIOR)) \
@@ -456,17 +466,21 @@ def _addressed_rows(file: Location, size: int, schema: pa.Schema,
                 f" hold {'prior' if state else 'state'} rows among the"
                 f" {'state' if state else 'prior'} rows of delta runs")
         decoded[byte_range_of(location)] = table
-    runs = []
-    for location in locations:
-        table = decoded[byte_range_of(location)]
-        if location.row_offset + location.rows > table.num_rows:
-            raise CorruptCheckpointError(
-                f"data file {file}: key group {location.key_group}'s run is rows"
-                f" {location.row_offset}..{location.row_offset + location.rows} of bytes"
-                f" {location.offset}..{location.offset + location.length}, which hold"
-                f" {table.num_rows} rows")
-        runs.append((location.key_group, table.slice(location.row_offset, location.rows)))
-    return runs
+    state_rows, prior_rows = ([_run_rows(file, location, decoded[byte_range_of(location)])
+                               for location in locations] for locations in parts)
+    return state_rows, prior_rows
+
+
+def _run_rows(file: Location, location: KeyGroupLocation, table: pa.Table
+              ) -> tuple[int, pa.Table]:
+    """One run's rows of the byte range ``table`` was decoded from."""
+    if location.row_offset + location.rows > table.num_rows:
+        raise CorruptCheckpointError(
+            f"data file {file}: key group {location.key_group}'s run is rows"
+            f" {location.row_offset}..{location.row_offset + location.rows} of bytes"
+            f" {location.offset}..{location.offset + location.length}, which hold"
+            f" {table.num_rows} rows")
+    return location.key_group, table.slice(location.row_offset, location.rows)
 
 
 def _check_key_group(file: Location, location: KeyGroupLocation, table: pa.Table) -> None:

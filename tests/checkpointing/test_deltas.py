@@ -351,6 +351,15 @@ def test_row_addressed_runs_that_misdescribe_their_rows_are_refused(tmp_path, ch
         list(Checkpoint.open(root, checkpoint_id=3).read_keyed_state())
 
 
+def test_a_range_listed_as_state_and_prior_rows_is_refused_by_the_change_feed(tmp_path):
+    """The feed reads a delta file's state and prior rows together: a range listed as
+    both (one run's rows pointed at prior rows) is refused, not read as either."""
+    root, _ = _delta_checkpoint(tmp_path)
+    _rewrite_metadata(root, 3, _run_at_prior_rows)
+    with pytest.raises(CorruptCheckpointError, match="both state rows and prior rows"):
+        list(ChangeFeed.open(root, 1, 3).read())
+
+
 def test_version_3_metadata_ignores_a_delta_files_field(tmp_path):
     root, _ = _delta_checkpoint(tmp_path)
     _rewrite_metadata(root, 3, lambda doc, state: doc.update(formatVersion=3))
