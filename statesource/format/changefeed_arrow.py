@@ -66,23 +66,19 @@ def diff_tables(pairs: Sequence[KeyGroupPair], declaration: StateDeclaration,
     before, after = (_side(pa.concat_tables([pair[i] for pair in tables]).combine_chunks(),
                            declaration, namespaced) for i in (0, 1))
     before, after, aligned = _split_aligned(before, after, lengths, keys)
+    joined = aligned  # each row faced its counterpart and differs from it: all changes
     if before.num_rows or after.num_rows:
-        joined = before.join(after, keys=keys, join_type="full outer", left_suffix="_old",
-                             right_suffix="_new", coalesce_keys=True, use_threads=False)
-        joined = pa.concat_tables([joined,
-                                   aligned.select(joined.column_names).cast(joined.schema)])
-    else:  # every row faced its counterpart
-        joined = aligned
-    old_present = pc.is_valid(joined.column(f"{_PRESENT}_old"))
-    new_present = pc.is_valid(joined.column(f"{_PRESENT}_new"))
-    value_names = [_VALUE, *([_TTL] if declaration.ttl is not None else [])]
-    same = pa.array(_same_values(joined, joined,
-                                 [(f"{name}_old", f"{name}_new") for name in value_names]))
-    changed = pc.or_(pc.invert(pc.and_(old_present, new_present)), pc.invert(same))
-    joined = joined.filter(changed)
-    groups = joined.column(KEY_GROUP).to_numpy()
-    if np.any(groups[1:] < groups[:-1]):  # a join's rows come in no order
-        joined = joined.sort_by(KEY_GROUP)
+        unaligned = before.join(after, keys=keys, join_type="full outer", left_suffix="_old",
+                                right_suffix="_new", coalesce_keys=True, use_threads=False)
+        old_present = pc.is_valid(unaligned.column(f"{_PRESENT}_old"))
+        new_present = pc.is_valid(unaligned.column(f"{_PRESENT}_new"))
+        value_names = [_VALUE, *([_TTL] if declaration.ttl is not None else [])]
+        same = pa.array(_same_values(unaligned, unaligned,
+                                     [(f"{name}_old", f"{name}_new") for name in value_names]))
+        changed = pc.or_(pc.invert(pc.and_(old_present, new_present)), pc.invert(same))
+        unaligned = unaligned.filter(changed)
+        joined = pa.concat_tables([unaligned, aligned.select(unaligned.column_names).cast(
+            unaligned.schema)]).sort_by(KEY_GROUP)  # a join's rows come in no order
     old_present, new_present = (
         pc.is_valid(joined.column(f"{_PRESENT}_{side}")).to_numpy(zero_copy_only=False)
         for side in ("old", "new"))
@@ -149,17 +145,23 @@ def _split_aligned(before: pa.Table, after: pa.Table, lengths: np.ndarray,
 
     paired = equal(keys)
     values = [name for name in before.column_names if name not in keys and name != _PRESENT]
-    updated = pa.array(paired & ~_same_values(aligned_before, aligned_after,
-                                              [(name, name) for name in values]))
-    pairs = {name: aligned_before.column(name).filter(updated) for name in keys}
+    updated = paired & ~_same_values(aligned_before, aligned_after,
+                                     [(name, name) for name in values])
+
+    mask = None if updated.all() else pa.array(updated)  # updates alone: all rows differ
+
+    def picked(column: pa.ChunkedArray) -> pa.ChunkedArray:
+        return column if mask is None else column.filter(mask)
+
+    pairs = {name: picked(aligned_before.column(name)) for name in keys}
     for name in [*values, _PRESENT]:
-        pairs[f"{name}_old"] = aligned_before.column(name).filter(updated)
-        pairs[f"{name}_new"] = aligned_after.column(name).filter(updated)
+        pairs[f"{name}_old"] = picked(aligned_before.column(name))
+        pairs[f"{name}_new"] = picked(aligned_after.column(name))
     rest = []
     for side, table in zip(indices, (before, after)):
         keep = np.ones(table.num_rows, dtype=np.bool_)
         keep[side[paired]] = False
-        rest.append(table.filter(pa.array(keep)))
+        rest.append(table.filter(pa.array(keep)) if keep.any() else table.slice(0, 0))
     return rest[0], rest[1], pa.table(pairs)
 
 
