@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from format.test_keyorder import SCHEMA, _as_model, _chain, _hinted, chains
+from format.test_keyorder import (
+    SCHEMA,
+    _as_model,
+    _chain,
+    _hinted,
+    chains,
+    hint_kinds,
+    hinted_chain,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,12 +48,9 @@ def _values(table: pa.Table) -> tuple[int, int] | None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(chain=chains, hints=st.sampled_from(["exact", "shifted", "random"]),
-       rng=st.randoms(use_true_random=False))
+@given(chain=chains, hints=hint_kinds, rng=st.randoms(use_true_random=False))
 def test_upserts_written_in_place_give_the_merge_the_model_gives(chain, hints, rng):
-    bases, runs, model = _chain(*chain, ordered=True)
-    runs = {kg: [_hinted(run, bases.get(kg), hints, rng) for run in kg_runs]
-            for kg, kg_runs in runs.items()}
+    bases, runs, model = hinted_chain(chain, hints, rng)
     owned = {kg: own_buffer(base) for kg, base in bases.items()}
     where = {kg: _values(base) for kg, base in owned.items()}
     merged = merge_searched(owned, runs, SCHEMA, own_bases=True)

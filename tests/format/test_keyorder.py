@@ -119,13 +119,20 @@ def _hinted(run: pa.Table, base: pa.Table | None, hints: str, rng) -> pa.Table:
                           pa.array(rows, pa.int32()))
 
 
-@settings(max_examples=300, deadline=None)
-@given(chain=chains, hints=st.sampled_from(["exact", "shifted", "random"]),
-       rng=st.randoms(use_true_random=False))
-def test_base_row_hints_right_or_wrong_never_change_the_merge(chain, hints, rng):
+def hinted_chain(chain: tuple, hints: str, rng) -> tuple[dict, dict, dict]:
+    """:func:`_chain`'s bases, runs and model, the runs' hints drawn as ``hints`` says."""
     bases, runs, model = _chain(*chain, ordered=True)
-    runs = {kg: [_hinted(run, bases.get(kg), hints, rng) for run in kg_runs]
-            for kg, kg_runs in runs.items()}
+    return bases, {kg: [_hinted(run, bases.get(kg), hints, rng) for run in kg_runs]
+                   for kg, kg_runs in runs.items()}, model
+
+
+hint_kinds = st.sampled_from(["exact", "shifted", "random"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(chain=chains, hints=hint_kinds, rng=st.randoms(use_true_random=False))
+def test_base_row_hints_right_or_wrong_never_change_the_merge(chain, hints, rng):
+    bases, runs, model = hinted_chain(chain, hints, rng)
     merged = merge_searched(bases, runs, SCHEMA)
     assert merged is not None
     assert _as_model(merged) == model
