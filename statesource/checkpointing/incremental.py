@@ -146,8 +146,9 @@ class BaseIndex:
         if found is None:
             return FULL
         base, base_timestamp = found
-        for known, keys in backend.base.base_keys.items():  # a restored backend's base
-            self._base_keys.setdefault(known, keys)
+        if self.keeps_base_keys:
+            for known, keys in backend.base.base_keys.items():  # a restored backend's base
+                self._base_keys.setdefault(known, keys)
         cutoff = _expiry_cutoff(state.descriptor.declaration, backend.timestamp_ms)
         locations, runs = base.location_of(), base.runs_of()
         entries_now = {key_group: len(snapshot) for key_group, snapshot in state}
@@ -304,18 +305,22 @@ def observe_base_keys(encoded: EncodedKeyGroups, path: str,
                       base_keys: dict[tuple[str, int], np.ndarray]) -> EncodedKeyGroups:
     """Pass ``encoded`` through, noting each key group's keys where they ascend strictly."""
     for key_group, batches, entries in encoded:
-        note_base_keys(base_keys, path, key_group, pa.Table.from_batches(batches))
+        _keep_ascending(base_keys, (path, key_group),
+                        np.concatenate([batch.column(KEY).to_numpy() for batch in batches]))
         yield key_group, batches, entries
 
 
 def note_base_keys(base_keys: dict[tuple[str, int], np.ndarray], path: str, key_group: int,
                    rows: pa.Table) -> None:
-    """Note the keys of ``rows``, key group ``key_group``'s base range in data file ``path``,
-    where they are all there and ascend strictly; a copy, so that nothing keeps the
-    buffer they were read into."""
+    """Note the keys of ``rows``, key group ``key_group``'s base range in data file ``path``
+    as a read decoded it, where they are all there and ascend strictly; a copy, so that
+    nothing keeps the buffer they were read into."""
     column = rows.column(KEY)
-    if column.null_count or not rows.num_rows:
-        return
-    keys = np.array(column.to_numpy())
+    if not column.null_count and rows.num_rows:
+        _keep_ascending(base_keys, (path, key_group), np.array(column.to_numpy()))
+
+
+def _keep_ascending(base_keys: dict[tuple[str, int], np.ndarray], where: tuple[str, int],
+                    keys: np.ndarray) -> None:
     if np.all(keys[1:] > keys[:-1]):
-        base_keys[(path, key_group)] = keys
+        base_keys[where] = keys

@@ -230,4 +230,4 @@ def _where(snapshot: FlinkSnapshot, piece: KeyGroupBytes | None
     ``_metadata`` (never taken for the same range: they are compared byte by byte)."""
     if piece is None or piece.handle.stream.inline is not None:
         return None
-    return str(snapshot.file_location(piece.handle.stream)), piece.begin, piece.end
+    return snapshot.file_location(piece.handle.stream).uri, piece.begin, piece.end

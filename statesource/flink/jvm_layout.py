@@ -98,11 +98,11 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
         location = snapshot.file_location(piece.handle.stream)
         if not location.is_local:
             return f"{location} is not on the local filesystem"
-        name = str(location)
-        if name not in index:
-            index[name] = len(files)
-            files.append((os.path.realpath(location.path), name, piece.handle.stream.size))
-        ranges.append(KeyGroupRange(piece.key_group, index[name], piece.begin,
+        path = os.path.realpath(location.path)  # what tells files apart; str() is for show
+        if path not in index:
+            index[path] = len(files)
+            files.append((path, str(location), piece.handle.stream.size))
+        ranges.append(KeyGroupRange(piece.key_group, index[path], piece.begin,
                                     piece.end - piece.begin))
     return JvmLayout(described, files, ranges)
 

@@ -6,7 +6,8 @@ replace a few of its rows costs about as much as reading the base did. But a
 reader reads every byte range into a buffer of its own
 (:func:`~statesource.format.ipc.read_ranges`), which nothing else holds until
 the tables are handed out, so the values a run upserts can be written where
-the base's lie: the merge then costs what the runs hold.
+the base's lie: the merge then costs what the runs hold. (A reader's
+``base_listener`` sees the base first, and copies what it keeps.)
 
 A key group is merged this way only where the result is the one the merge by
 search (:mod:`statesource.format.keyorder`) gives: every row of its runs is
@@ -27,7 +28,8 @@ import pyarrow as pa
 
 from statesource.format.columns import KEY, KEY_GROUP, NAMESPACE, UPSERT
 
-_ENTRY_COLUMNS = (KEY_GROUP, KEY, NAMESPACE)
+ENTRY_COLUMNS = (KEY_GROUP, KEY, NAMESPACE)
+"""The columns that name an entry; the others hold its state."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def write_upserts(bases: Mapping[int, pa.Table], key_groups: list[int], rows: Ru
     it (see the module) into their bases' buffers, newest run last; return them. ``bases``
     must be fresh reads that nothing else holds, their keys ascending strictly; ``runs`` is
     the runs' table, one chunk per column."""
-    names = [name for name in schema.names if name not in _ENTRY_COLUMNS]
+    names = [name for name in schema.names if name not in ENTRY_COLUMNS]
     sources = {}
     for name in names:
         bits = _bits(runs.column(name))

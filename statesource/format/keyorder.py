@@ -5,9 +5,11 @@ sorts every run row and looks every base row up among them: its cost grows
 with the base, which a read of a full checkpoint only copies. When the key is
 one integer column and the namespace is void, each entry is one key, and a
 base whose keys ascend can instead be searched: each run row finds its entry's
-base row by binary search, and the merged key group is the base with those
-rows' value columns replaced in place (its key columns are shared, not
-copied), removed where a tombstone won, plus the entries no base row holds.
+base row (at its ``base_row`` hint, else by binary search), and the merged key
+group is the base with those rows' values replaced (its key columns are shared,
+not copied; its value columns are copied, unless the read owns the base's buffer
+and :mod:`statesource.format.inplace` writes into it), removed where a tombstone
+won, plus the entries no base row holds.
 
 This implementation's writers put such rows in key order
 (:func:`in_key_order`); nothing in the format promises it (docs/FORMAT.md
@@ -31,14 +33,11 @@ from statesource.format.columns import (
     DELTA_KIND,
     KEY,
     KEY_GROUP,
-    NAMESPACE,
     PRIOR,
     UPSERT,
     searchable,
 )
-from statesource.format.inplace import RunRows, write_upserts
-
-_ENTRY_COLUMNS = (KEY_GROUP, KEY, NAMESPACE)
+from statesource.format.inplace import ENTRY_COLUMNS, RunRows, write_upserts
 
 
 def check_run_key_groups(runs: Mapping[int, Sequence[pa.Table]], combined: pa.Table
@@ -143,7 +142,7 @@ class _Merge:
         absent[in_base] = False
         inserted = self._inserted(absent)
         new_values = {name: _plain_values(self.runs.column(name)) for name in self.schema.names
-                      if name not in _ENTRY_COLUMNS}
+                      if name not in ENTRY_COLUMNS}
         merged = {}
         for kg in self.key_groups:
             pieces = []
@@ -152,7 +151,7 @@ class _Merge:
                 start = self.offsets[kg]
                 at, sources = replaced.of(kg)
                 table = base if not len(at) else pa.Table.from_arrays(
-                    [base.column(name) if name in _ENTRY_COLUMNS
+                    [base.column(name) if name in ENTRY_COLUMNS
                      else self._replaced(name, base.column(name), new_values[name],
                                          at - start, sources)
                      for name in self.schema.names], schema=self.schema)

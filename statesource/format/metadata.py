@@ -250,10 +250,6 @@ class KeyedStateMeta:
                 runs.setdefault(location.key_group, []).append((delta, location))
         return runs
 
-    def stored_key_groups(self) -> set[int]:
-        """Key groups with a base range or a delta run (those that may hold rows)."""
-        return {loc.key_group for _, loc in self.key_group_locations()} | set(self.runs_of())
-
     @property
     def declaration(self) -> StateDeclaration:
         return StateDeclaration(self.name, self.kind, self.namespace_type, self.schemas,

@@ -68,7 +68,9 @@ from statesource.keygroups import KeyGroupRange
 from statesource.redistribution import OldOperatorState
 
 BaseListener = Callable[[str, int, pa.Table], None]
-"""Called with (data file path, key group, rows) for each base range a read decodes."""
+"""Called with (data file path, key group, rows) for each base range a read decodes, before
+any delta run is applied. The read may then write runs' values into those rows' buffers
+(:mod:`statesource.format.inplace`): a listener copies what it keeps."""
 
 _CHUNK_BASE_ROWS = 1 << 20
 """Key groups with delta runs are merged together until their bases hold this many rows."""
@@ -213,7 +215,8 @@ class Checkpoint:
         with delta runs (format version 4) is its base range merged with its
         runs, newest first (:class:`~statesource.format.deltas.SortedRuns`); key groups
         are merged a chunk at a time (up to ``_CHUNK_BASE_ROWS`` base rows).
-        ``base_listener`` sees each base range as read, before any run is applied.
+        ``base_listener`` sees each base range as read, before any run is applied (see
+        :data:`BaseListener`).
         """
         op = self.operator(operator)
         meta = op.keyed_state(state)

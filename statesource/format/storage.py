@@ -46,17 +46,21 @@ _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 """A scheme of two or more characters (one letter followed by ``:`` is a drive letter)."""
 _S3_ALIASES = re.compile(r"s3[an]://", re.IGNORECASE)
 """Hadoop's names for S3 (``s3a://``, ``s3n://``): the same objects as ``s3://``."""
-_USER_INFO = re.compile(r"(?<=://)[^/@\s]*@")
+_USER_INFO = re.compile(r"(?<=://)[^\s'\"]*@")
+"""User info, up to the last ``@`` (secrets may hold ``/`` and ``@``)."""
 _SECRET_PARAMETER = re.compile(
-    r"(?i)([?&][^=&#\s]*(?:key|secret|token|password|credential)[^=&#\s]*=)[^&#\s]*")
-"""A query parameter whose value is a credential (pyarrow's S3 URIs take ``access_key``,
-``secret_key`` and ``session_token``)."""
+    r"(?i)([?&](?:[^=&#\s'\"]*(?:key|secret|token|password|credential|signature)"
+    r"[^=&#\s'\"]*|sig)=)[^&#\s'\"]*")
+"""A query parameter whose value may be a credential (pyarrow's S3 URIs take
+``access_key``, ``secret_key`` and ``session_token``; signed URLs carry ``sig`` or
+``X-Amz-Signature``)."""
 
 
 def redacted(text: str) -> str:
-    """``text`` with the credentials any URI in it may carry left out: its user info
-    (``s3://key:secret@bucket``) and the values of query parameters naming a key, secret,
-    token, password or credential (``?access_key=...&secret_key=...``)."""
+    """``text`` (a message) with the credentials any URI in it may carry left out: its user
+    info (``s3://key:secret@bucket``) and the values of query parameters whose names hold
+    key, secret, token, password, credential or signature, or are ``sig``. For display
+    only: it may also hide a harmless part of a path that looks like them."""
     return _SECRET_PARAMETER.sub(r"\1***", _USER_INFO.sub("***@", text))
 
 
@@ -101,8 +105,10 @@ class Location:
         return self.filesystem.get_file_info(self.path).type != pafs.FileType.NotFound
 
     def __str__(self) -> str:
-        """The URI, with any credentials in it left out (:func:`redacted`)."""
-        return redacted(self.uri)
+        """The URI without the credentials its origin or query may carry (:func:`redacted`);
+        the path is shown as it is, so that distinct files never print the same."""
+        shown = redacted(self.origin) + self.path
+        return shown + (f"?{redacted(f'?{self.query}')[1:]}" if self.query else "")
 
 
 PathOrLocation = str | os.PathLike[str] | Location

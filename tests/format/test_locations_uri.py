@@ -62,9 +62,28 @@ def test_credentials_in_query_parameters_are_never_printed_either() -> None:
                     "&endpoint_override=localhost:9000&region=us-east-1 and more") == (
         "s3://***@b/r?access_key=***&secret_key=***&session_token=***"
         "&endpoint_override=localhost:9000&region=us-east-1 and more")
+    assert redacted("https://a.blob/x?sv=1&sig=ABC&se=2 'http://h/x?X-Amz-Signature=Z'") == (
+        "https://a.blob/x?sv=1&sig=***&se=2 'http://h/x?X-Amz-Signature=***'")
     with pytest.raises(InvalidArgumentError) as refused:
         resolve("s3://bucket/root?secret_key=S3CR3T")
-    assert "S3CR3T" not in str(refused.value) and "secret_key=***" in str(refused.value)
+    assert "S3CR3T" not in str(refused.value) and "secret_key=***'" in str(refused.value)
+
+
+def test_secrets_holding_slashes_or_at_signs_are_left_out_whole() -> None:
+    """A raw AWS secret may hold ``/``, a password ``@``: pyarrow refuses such URIs (they
+    must be percent-encoded), and the refusal shows no part of the secret."""
+    for uri, secret in (("s3://AKIA:abc/def+ghi@bucket/root", "def+ghi"),
+                        ("s3://key:p@ss@bucket/x", "ss@")):
+        with pytest.raises(InvalidArgumentError) as refused:
+            resolve(uri)
+        assert secret not in str(refused.value) and "s3://***@bucket/" in str(refused.value)
+
+
+def test_distinct_local_paths_never_print_the_same(tmp_path) -> None:
+    """Only a URI's origin and query are redacted: a local path that happens to hold
+    ``?token=`` is shown whole, so files are never confused by their printed names."""
+    first, second = (resolve(str(tmp_path / f"d?token=1/{name}")) for name in "ab")
+    assert str(first) != str(second) and str(first).endswith("d?token=1/a")
 
 
 def test_command_errors_quote_no_credentials(tmp_path, capsys) -> None:
