@@ -98,11 +98,11 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
         location = snapshot.file_location(piece.handle.stream)
         if not location.is_local:
             return f"{location} is not on the local filesystem"
-        path = os.path.realpath(location.path)  # what tells files apart; str() is for show
-        if path not in index:
-            index[path] = len(files)
-            files.append((path, str(location), piece.handle.stream.size))
-        ranges.append(KeyGroupRange(piece.key_group, index[path], piece.begin,
+        if location.path not in index:  # the path tells files apart; str() is for show
+            index[location.path] = len(files)
+            files.append((os.path.realpath(location.path), str(location),
+                          piece.handle.stream.size))
+        ranges.append(KeyGroupRange(piece.key_group, index[location.path], piece.begin,
                                     piece.end - piece.begin))
     return JvmLayout(described, files, ranges)
 
