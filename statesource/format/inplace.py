@@ -161,7 +161,7 @@ def _write(targets: dict[int, _Target], rows: RunRows, runs: pa.Table,
     slot = np.repeat(np.arange(len(key_groups)), [end - start for start, end in bounds])
     root = targets[key_groups[0]].root
     lengths = np.array([targets[kg].length for kg in key_groups], dtype=np.int64)
-    positions = np.minimum(np.maximum(rows.hints[selected].astype(np.int64), 0),
+    positions = np.minimum(np.maximum(rows.hints[selected], 0),
                            lengths[slot] - 1)
     held = _view(root, rows.keys.dtype)[
         _starts(targets, key_groups, KEY)[slot] + positions] == rows.keys[selected]

@@ -97,7 +97,7 @@ def merge_searched(bases: Mapping[int, pa.Table], runs: Mapping[int, Sequence[pa
     if written:
         rows = rows.without(written)
         bases = {kg: base for kg, base in bases.items() if kg not in merged}
-    key_groups = sorted(bases.keys() | set(np.unique(rows.groups).tolist()))
+    key_groups = sorted((bases.keys() | runs.keys()) - set(written))
     if key_groups:
         merged.update(_Merge(bases, base_keys, key_groups, combined, rows, schema).tables())
     return merged
