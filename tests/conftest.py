@@ -1,4 +1,5 @@
-"""Test-session fixtures: one SparkSession for the whole run (starting one costs ~20 s).
+"""Test-session fixtures: one SparkSession per test session (starting one costs ~20 s); the
+suite runs in two pytest-xdist workers (pyproject.toml), each a test session of its own.
 
 Markers are applied here, not by hand (all are registered in pyproject.toml):
 

@@ -447,8 +447,8 @@ def run(mutant: Mutant) -> tuple[bool | None, float]:
         return None, 0.0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO), str(REPO / "statesource" / "spark" / "autoload")])}
-    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-               *mutant.tests]
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p",
+               "no:cacheprovider", *mutant.tests]
     if mutant.k:
         command += ["-k", mutant.k]
     missing = [test for test in mutant.tests if not (REPO / test).exists()]
