@@ -38,6 +38,8 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
+if str(TESTS.parent) not in sys.path:  # `tests.race` is imported as a package path (the race
+    sys.path.insert(0, str(TESTS.parent))  # children's too), whichever files are collected
 GOLDEN_FILES = {"test_golden.py", "test_shared_snapshots.py", "test_errors.py", "test_import.py",
                 "test_flink_snapshots.py", "test_keygroup_columns.py", "test_functions.py",
                 "test_flink_round_trips.py", "test_serializer_writer.py"}

@@ -61,6 +61,21 @@ class RunRows:
 
 
 @dataclass(frozen=True)
+class UpsertRows:
+    """The runs' state rows as their blocks hold them (:class:`~statesource.format.runblocks.
+    RunBlocks`), oldest block first: each row's ``groups`` (key group), ``keys``,
+    ``base_row`` ``hints``, ``kinds`` and ``blocks`` (its block, ascending); ``rows``: each
+    one's row in the runs' table, None where they are that table's rows in order."""
+
+    groups: np.ndarray
+    keys: np.ndarray
+    hints: np.ndarray
+    kinds: np.ndarray
+    blocks: np.ndarray
+    rows: np.ndarray | None
+
+
+@dataclass(frozen=True)
 class _Target:
     """Where one base's key and value columns lie, in elements of their own type, in the
     mutable buffer ``root`` it was read into."""
@@ -70,19 +85,22 @@ class _Target:
     starts: dict[str, int]
 
 
-def write_upserts(bases: Mapping[int, pa.Table], key_groups: list[int], rows: RunRows,
+def write_upserts(bases: Mapping[int, pa.Table], key_groups: list[int], rows: UpsertRows,
                   runs: pa.Table, schema: pa.Schema) -> list[int]:
     """Write the upserts of those of ``key_groups`` (the key groups with runs) that allow
-    it (see the module) into their bases' buffers, newest run last; return them. ``bases``
-    must be fresh reads that nothing else holds, their keys ascending strictly; ``runs`` is
-    the runs' table, one chunk per column."""
+    it (see the module) into their bases' buffers, oldest block first; return them.
+    ``bases`` must be fresh reads that nothing else holds, their keys ascending strictly;
+    ``runs`` is the runs' table, one chunk per column."""
     names = [name for name in schema.names if name not in ENTRY_COLUMNS]
-    sources = {}
+    sources, nulls = {}, {}
     for name in names:
         bits = _bits(runs.column(name))
         if bits is None:
             return []
-        sources[name] = bits
+        sources[name] = bits if rows.rows is None else bits[rows.rows]
+        if runs.column(name).null_count:
+            null = runs.column(name).is_null().to_numpy(zero_copy_only=False)
+            nulls[name] = null if rows.rows is None else null[rows.rows]
     targets = {}
     for key_group in key_groups:
         base = bases.get(key_group)
@@ -91,7 +109,7 @@ def write_upserts(bases: Mapping[int, pa.Table], key_groups: list[int], rows: Ru
             targets[key_group] = target
     written: list[int] = []
     for root_targets in _by_root(targets).values():
-        written += _write(root_targets, rows, runs, sources, names)
+        written += _write(root_targets, rows, sources, nulls)
     return sorted(written)
 
 
@@ -151,42 +169,40 @@ def _by_root(targets: dict[int, _Target]) -> dict[int, dict[int, _Target]]:
     return by_root
 
 
-def _write(targets: dict[int, _Target], rows: RunRows, runs: pa.Table,
-           sources: dict[str, np.ndarray], names: list[str]) -> list[int]:
+def _write(targets: dict[int, _Target], rows: UpsertRows, sources: dict[str, np.ndarray],
+           nulls: dict[str, np.ndarray]) -> list[int]:
     """Write the upserts of ``targets``' key groups (all read into one buffer) whose every
     run row upserts, without a null, a row its base holds; return those key groups."""
     key_groups = sorted(targets)
-    bounds = rows.bounds(key_groups)
-    selected = np.concatenate([np.arange(start, end) for start, end in bounds])
-    slot = np.repeat(np.arange(len(key_groups)), [end - start for start, end in bounds])
+    slot_of = np.full(max(key_groups[-1], int(rows.groups.max(initial=0))) + 1, -1, dtype=np.int64)
+    slot_of[key_groups] = np.arange(len(key_groups))
+    slot = slot_of[rows.groups]
+    picked = None if slot.min(initial=0) >= 0 else np.flatnonzero(slot >= 0)
+    if picked is not None:
+        slot = slot[picked]
+    hints, keys, kinds, blocks = (column if picked is None else column[picked] for column in
+                                  (rows.hints, rows.keys, rows.kinds, rows.blocks))
     root = targets[key_groups[0]].root
     lengths = np.array([targets[kg].length for kg in key_groups], dtype=np.int64)
-    positions = np.minimum(np.maximum(rows.hints[selected], 0),
-                           lengths[slot] - 1)
-    held = _view(root, rows.keys.dtype)[
-        _starts(targets, key_groups, KEY)[slot] + positions] == rows.keys[selected]
-    held &= rows.kinds[selected] == UPSERT
-    run_rows = rows.rows[selected]
-    for name in names:
-        if runs.column(name).null_count:
-            held &= ~runs.column(name).is_null().to_numpy(zero_copy_only=False)[run_rows]
+    positions = np.minimum(np.maximum(hints, 0), lengths[slot] - 1)
+    held = _view(root, keys.dtype)[_starts(targets, key_groups, KEY)[slot] + positions] == keys
+    held &= kinds == UPSERT
+    for null in nulls.values():
+        held &= ~(null if picked is None else null[picked])
     fit = np.bincount(slot[~held], minlength=len(key_groups)) == 0
     if not fit.all():
-        kept = fit[slot]
-        slot, positions, selected, run_rows = (slot[kept], positions[kept], selected[kept],
-                                               run_rows[kept])
-    ranks = rows.ranks[selected]
-    order = np.argsort(ranks, kind="stable") if ranks.any() else np.arange(len(ranks))
-    ends = np.searchsorted(ranks[order], np.arange(int(ranks.max(initial=0)) + 1),
+        kept = np.flatnonzero(fit[slot])
+        picked = kept if picked is None else picked[kept]
+        slot, positions, blocks = slot[kept], positions[kept], blocks[kept]
+    ends = np.searchsorted(blocks, np.arange(int(blocks.max(initial=-1)) + 1),
                            side="right").tolist()
-    for name in names:
-        at = (_starts(targets, key_groups, name)[slot] + positions)[order]
-        source = sources[name][run_rows[order]]
+    spans = list(zip([0, *ends[:-1]], ends))
+    for name, values in sources.items():
+        at = _starts(targets, key_groups, name)[slot] + positions
+        source = values if picked is None else values[picked]
         view = _view(root, source.dtype)
-        start = 0
-        for end in ends:  # one run rank at a time, so that the newest run's value is left
+        for start, end in spans:  # one block at a time, so that the newest run's value is left
             view[at[start:end]] = source[start:end]
-            start = end
     return [kg for kg, fits in zip(key_groups, fit.tolist()) if fits]
 
 

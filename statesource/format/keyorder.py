@@ -37,7 +37,8 @@ from statesource.format.columns import (
     UPSERT,
     searchable,
 )
-from statesource.format.inplace import ENTRY_COLUMNS, RunRows, write_upserts
+from statesource.format.inplace import ENTRY_COLUMNS, RunRows, UpsertRows, write_upserts
+from statesource.format.runblocks import RunBlocks
 
 
 def check_run_key_groups(runs: Mapping[int, Sequence[pa.Table]], combined: pa.Table
@@ -56,30 +57,33 @@ def check_run_key_groups(runs: Mapping[int, Sequence[pa.Table]], combined: pa.Ta
 def merge_searched(bases: Mapping[int, pa.Table], runs: Mapping[int, Sequence[pa.Table]],
                    schema: pa.Schema, *, own_bases: bool = False
                    ) -> dict[int, pa.Table] | None:
-    """Each key group's rows, ``bases`` (data ``schema``) with ``runs`` (oldest first)
-    applied as :meth:`SortedRuns.merged` applies them; key groups left without rows are
-    left out. None where the order this merge needs does not hold (see the module).
-    With ``own_bases`` (fresh reads that nothing else holds), upserts may be written into
-    the bases' buffers (:mod:`statesource.format.inplace`)."""
+    """:func:`merge_blocks` of ``runs``, each key group's runs oldest first."""
+    return merge_blocks(bases, RunBlocks.from_key_groups(runs), schema, own_bases=own_bases)
+
+
+def merge_blocks(bases: Mapping[int, pa.Table], runs: RunBlocks, schema: pa.Schema, *,
+                 own_bases: bool = False) -> dict[int, pa.Table] | None:
+    """Each key group's rows, ``bases`` (data ``schema``) with ``runs`` applied as
+    :meth:`SortedRuns.merged` applies them; key groups left without rows are left out.
+    None where the order this merge needs does not hold (see the module). With
+    ``own_bases`` (fresh reads that nothing else holds), upserts may be written into the
+    bases' buffers (:mod:`statesource.format.inplace`)."""
     if not searchable(schema):
         return None
-    tables = [run for kg in sorted(runs) for run in runs[kg]]
-    if not tables:
+    if not runs.blocks:
         return {kg: table for kg, table in sorted(bases.items()) if table.num_rows}
-    combined = pa.concat_tables(tables).combine_chunks()  # one copy, then numpy views
-    run_ids = check_run_key_groups(runs, combined)
+    combined = runs.table()  # one copy, then numpy views
+    groups = combined.column(KEY_GROUP).to_numpy()
+    run_ids, blocks = runs.checked_runs(groups)
     if combined.column(KEY).null_count:
         return None
     kinds = combined.column(DELTA_KIND).to_numpy()
     keys = combined.column(KEY).to_numpy()
     hints = combined.column(BASE_ROW).fill_null(-1).to_numpy().astype(np.intp)
-    state = np.arange(len(kinds))  # the rows that are state (priors never are)
-    if (kinds == PRIOR).any():
-        state = np.flatnonzero(kinds != PRIOR)
-        run_ids, keys, hints = run_ids[state], keys[state], hints[state]
-    if not np.all((keys[1:] > keys[:-1]) | (run_ids[1:] != run_ids[:-1])):
+    state = np.flatnonzero(kinds != PRIOR) if (kinds == PRIOR).any() else None
+    state_keys, state_runs = (keys, run_ids) if state is None else (keys[state], run_ids[state])
+    if not np.all((state_keys[1:] > state_keys[:-1]) | (state_runs[1:] != state_runs[:-1])):
         return None  # a run whose entries do not ascend (or repeat)
-    ranks = np.concatenate([np.arange(len(runs[kg])) for kg in sorted(runs)])[run_ids]
     base_keys = {}
     for kg, base in bases.items():
         if not base.num_rows:
@@ -90,15 +94,24 @@ def merge_searched(bases: Mapping[int, pa.Table], runs: Mapping[int, Sequence[pa
         base_keys[kg] = column.to_numpy()
         if not np.all(base_keys[kg][1:] > base_keys[kg][:-1]):
             return None
-    rows = RunRows(combined.column(KEY_GROUP).to_numpy()[state], keys, hints, ranks,
-                   kinds[state], state)
-    written = write_upserts(bases, sorted(runs), rows, combined, schema) if own_bases else []
+    with_runs = sorted(runs.key_groups())
+    written: list[int] = []
+    if own_bases:
+        upserts = UpsertRows(groups, keys, hints, kinds, blocks, None) if state is None \
+            else UpsertRows(groups[state], keys[state], hints[state], kinds[state],
+                            blocks[state], state)
+        written = write_upserts(bases, with_runs, upserts, combined, schema)
     merged = {kg: bases[kg] for kg in written}
-    if written:
-        rows = rows.without(written)
-        bases = {kg: base for kg, base in bases.items() if kg not in merged}
-    key_groups = sorted((bases.keys() | runs.keys()) - set(written))
+    key_groups = sorted((bases.keys() | set(with_runs)) - set(written))
     if key_groups:
+        order, ranks = runs.key_group_order()
+        if state is not None:
+            kept = kinds[order] != PRIOR
+            order, ranks = order[kept], ranks[kept]
+        rows = RunRows(groups[order], keys[order], hints[order], ranks, kinds[order], order)
+        if written:
+            rows = rows.without(written)
+            bases = {kg: base for kg, base in bases.items() if kg not in merged}
         merged.update(_Merge(bases, base_keys, key_groups, combined, rows, schema).tables())
     return merged
 

@@ -32,7 +32,7 @@ from statesource.format.columns import (
 )
 from statesource.format.deltas import SortedRuns, delta_schema
 from statesource.format.ipc import ReadListener, read_ranges
-from statesource.format.keyorder import merge_searched
+from statesource.format.keyorder import merge_blocks
 from statesource.format.locations import byte_range_of
 from statesource.format.metadata import (
     MAX_METADATA_BYTES,
@@ -44,6 +44,7 @@ from statesource.format.metadata import (
     OperatorMeta,
 )
 from statesource.format.operator_columns import decode_operator_state, operator_state_schema
+from statesource.format.runblocks import RunBlock, RunBlocks
 from statesource.format.source import (
     STATESOURCE,
     ArrowLayout,
@@ -227,20 +228,20 @@ class Checkpoint:
             for _, table in bases:
                 yield table
             return
-        runs = meta.runs_of()
         base_rows = {loc.key_group: loc.rows for _, loc in meta.key_group_locations()}
-        stored = sorted(kg for kg in base_rows.keys() | runs.keys() if kg in wanted)
+        with_runs = {loc.key_group for delta in meta.delta_files for loc in delta.file.locations}
+        stored = sorted(kg for kg in base_rows.keys() | with_runs if kg in wanted)
         head = next(bases, None)
-        all_runs = self._run_tables(runs, stored, schema, verify, listener)
+        all_runs = self._run_blocks(meta, set(stored), schema, verify, listener)
         for chunk in _chunks(stored, base_rows):
-            run_tables = {kg: all_runs[kg] for kg in chunk if kg in all_runs}
+            chunk_runs = all_runs.keeping(chunk[0], chunk[-1])
             chunk_bases = {}
             while head is not None and head[0] <= chunk[-1]:
                 chunk_bases[head[0]] = head[1]
                 head = next(bases, None)
-            merged = merge_searched(chunk_bases, run_tables, schema, own_bases=True)
+            merged = merge_blocks(chunk_bases, chunk_runs, schema, own_bases=True)
             if merged is None:
-                merged = SortedRuns(run_tables).merged(chunk_bases)
+                merged = SortedRuns(chunk_runs.by_key_group()).merged(chunk_bases)
             for key_group in chunk:
                 if key_group in merged:
                     yield merged[key_group]
@@ -276,6 +277,20 @@ class Checkpoint:
                     if base_listener is not None:
                         base_listener(data_file.path, location.key_group, table)
                     yield location.key_group, table
+
+    def _run_blocks(self, meta: KeyedStateMeta, key_groups: set[int], schema: pa.Schema,
+                    verify: bool, listener: ReadListener | None) -> RunBlocks:
+        """The delta runs of ``key_groups``, a block per delta file (oldest first), in the
+        row-addressed delta schema of data ``schema`` (a file's locations ascend by key
+        group: :meth:`DataFile.check`)."""
+        blocks = []
+        with self._unless_retired():
+            for delta in meta.delta_files:
+                locations = [loc for loc in delta.file.locations if loc.key_group in key_groups]
+                if locations:
+                    blocks.append(_delta_file_block(self.data_file(delta.path), delta,
+                                                    locations, schema, verify, listener))
+        return RunBlocks(blocks)
 
     def _run_tables(self, runs: dict[int, list[DeltaRun]], key_groups: list[int],
                     schema: pa.Schema, verify: bool, listener: ReadListener | None, *,
@@ -439,13 +454,53 @@ def _delta_file_runs(file: Location, delta: DeltaFile, locations: list[KeyGroupL
         yield key_group, table if prior is None else pa.concat_tables([table, prior])
 
 
+def _delta_file_block(file: Location, delta: DeltaFile, locations: list[KeyGroupLocation],
+                      schema: pa.Schema, verify: bool, listener: ReadListener | None
+                      ) -> RunBlock:
+    """The state rows of ``locations``' runs (ascending by key group) in one delta file, as
+    one block: the runs' rows where they lie one after the other, as row-addressed files
+    hold them, are taken with one slice."""
+    key_groups = np.array([location.key_group for location in locations], dtype=np.int64)
+    counts = np.array([location.rows for location in locations], dtype=np.int64)
+    if not delta.row_addressed:
+        tables = [table for _, table in _delta_file_runs(file, delta, locations, schema, verify,
+                                                          listener, priors=False)]
+        return RunBlock(pa.concat_tables(tables), key_groups,
+                        np.array([len(table) for table in tables], dtype=np.int64))
+    decoded = _decoded_ranges(file, delta.file.size_bytes, delta_schema(schema),
+                              (locations, []), verify, listener)
+    pieces: list[list] = []  # [table, first row, rows]
+    for location in locations:
+        table = decoded[byte_range_of(location)]
+        _check_run_rows(file, location, table)
+        if pieces and pieces[-1][0] is table \
+                and pieces[-1][1] + pieces[-1][2] == location.row_offset:
+            pieces[-1][2] += location.rows
+        else:
+            pieces.append([table, location.row_offset, location.rows])
+    return RunBlock(pa.concat_tables([table.slice(start, rows) for table, start, rows in pieces]),
+                    key_groups, counts)
+
+
 def _addressed_rows(file: Location, size: int, schema: pa.Schema,
                     parts: tuple[list[KeyGroupLocation], list[KeyGroupLocation]],
                     verify: bool, listener: ReadListener | None
                     ) -> tuple[list[tuple[int, pa.Table]], list[tuple[int, pa.Table]]]:
     """The rows of row-addressed runs: of ``parts``' state locations and of its prior
-    locations, each byte range read and checked once however many runs share it, all
-    with one request where they are adjacent."""
+    locations."""
+    decoded = _decoded_ranges(file, size, schema, parts, verify, listener)
+    state_rows, prior_rows = ([_run_rows(file, location, decoded[byte_range_of(location)])
+                               for location in locations] for locations in parts)
+    return state_rows, prior_rows
+
+
+def _decoded_ranges(file: Location, size: int, schema: pa.Schema,
+                    parts: tuple[list[KeyGroupLocation], list[KeyGroupLocation]],
+                    verify: bool, listener: ReadListener | None
+                    ) -> dict[tuple[int, int, int, int, int], pa.Table]:
+    """The byte ranges of ``parts``' state locations and of its prior locations, each read
+    and checked once however many runs share it, all with one request where they are
+    adjacent."""
     claims: dict[tuple[int, int, int, int, int], tuple[KeyGroupLocation, bool]] = {}
     for locations, state in zip(parts, (True, False)):
         for location in locations:
@@ -469,21 +524,24 @@ def _addressed_rows(file: Location, size: int, schema: pa.Schema,
                 f" hold {'prior' if state else 'state'} rows among the"
                 f" {'state' if state else 'prior'} rows of delta runs")
         decoded[byte_range_of(location)] = table
-    state_rows, prior_rows = ([_run_rows(file, location, decoded[byte_range_of(location)])
-                               for location in locations] for locations in parts)
-    return state_rows, prior_rows
+    return decoded
 
 
 def _run_rows(file: Location, location: KeyGroupLocation, table: pa.Table
               ) -> tuple[int, pa.Table]:
     """One run's rows of the byte range ``table`` was decoded from."""
+    _check_run_rows(file, location, table)
+    return location.key_group, table.slice(location.row_offset, location.rows)
+
+
+def _check_run_rows(file: Location, location: KeyGroupLocation, table: pa.Table) -> None:
+    """A run's rows must lie within the byte range ``table`` was decoded from."""
     if location.row_offset + location.rows > table.num_rows:
         raise CorruptCheckpointError(
             f"data file {file}: key group {location.key_group}'s run is rows"
             f" {location.row_offset}..{location.row_offset + location.rows} of bytes"
             f" {location.offset}..{location.offset + location.length}, which hold"
             f" {table.num_rows} rows")
-    return location.key_group, table.slice(location.row_offset, location.rows)
 
 
 def _check_key_group(file: Location, location: KeyGroupLocation, table: pa.Table) -> None:

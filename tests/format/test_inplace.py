@@ -97,3 +97,19 @@ def test_a_base_whose_value_buffer_overlaps_its_keys_is_merged_by_copying():
     assert merged[0].column("key").to_pylist() == [1, 2, 3]
     assert merged[0].column("value").to_pylist() == [1, 7, 3]
     assert np.array_equal(aliased.column("key").to_numpy(), [1, 2, 3])
+
+
+def test_the_newest_of_several_runs_is_the_value_written():
+    """Two runs upsert one entry in place: the later run's value is what is left, and it is
+    written where the base was read."""
+    bases, runs, model = _chain({0: {1: 1, 2: 2}, 1: {3: 3}},
+                                {0: [{2: 5}, {2: 7}, {1: 4}], 1: [{3: 6}, {3: 8}]},
+                                ordered=True)
+    runs = {kg: [_hinted(run, bases[kg], "exact", None) for run in kg_runs]
+            for kg, kg_runs in runs.items()}
+    owned = {kg: own_buffer(base) for kg, base in bases.items()}
+    where = {kg: _values(base) for kg, base in owned.items()}
+    merged = merge_searched(owned, runs, SCHEMA, own_bases=True)
+    assert _as_model(merged) == model
+    assert merged[0].column("value").to_pylist() == [4, 7]
+    assert {kg: _values(table) for kg, table in merged.items()} == where

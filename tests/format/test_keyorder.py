@@ -163,9 +163,12 @@ def test_repeated_keys_are_declined_not_merged():
     assert merge_searched(ordered_base, {0: [twice]}, SCHEMA) is None
 
 
-def test_a_run_of_another_key_group_is_refused_by_the_search_merge_too():
+def test_a_run_of_another_key_group_is_refused_by_both_merges():
+    runs = {1: [_run(0, {}, {2: 2}, True)]}
     with pytest.raises(CorruptCheckpointError, match="holds rows of another key group"):
-        merge_searched({1: _base(1, {1: 1}, True)}, {1: [_run(0, {}, {2: 2}, True)]}, SCHEMA)
+        merge_searched({1: _base(1, {1: 1}, True)}, runs, SCHEMA)
+    with pytest.raises(CorruptCheckpointError, match="holds rows of another key group"):
+        SortedRuns(runs)
 
 
 def test_other_key_types_and_namespaces_are_left_to_the_general_merge():
