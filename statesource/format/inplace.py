@@ -220,9 +220,9 @@ def _bits(column: pa.ChunkedArray) -> np.ndarray | None:
     width = _width(column.type)
     if width is None or column.num_chunks != 1:
         return None
-    chunk = column.chunk(0)
-    return np.frombuffer(chunk.buffers()[1], dtype=f"u{width}")[
-        chunk.offset:chunk.offset + len(chunk)]
+    chunk = column.chunk(0)  # its data buffer may be longer than its values (Arrow allows it)
+    return np.frombuffer(chunk.buffers()[1], dtype=f"u{width}", count=len(chunk),
+                         offset=chunk.offset * width)
 
 
 def _width(data_type: pa.DataType) -> int | None:

@@ -213,9 +213,12 @@ class Checkpoint:
         byte ranges are read, adjacent ones with one request. The key groups of
         an incremental checkpoint lie in several files whose ranges interleave;
         consecutive key groups of one file are still read together. A key group
-        with delta runs (format version 4) is its base range merged with its
-        runs, newest first (:class:`~statesource.format.deltas.SortedRuns`); key groups
-        are merged a chunk at a time (up to ``_CHUNK_BASE_ROWS`` base rows).
+        with delta runs (format version 4 and later) is its base range with its
+        runs applied oldest first, so that the newest naming an entry decides:
+        by binary search where the key order allows it
+        (:func:`~statesource.format.keyorder.merge_blocks`), else by
+        :class:`~statesource.format.deltas.SortedRuns`; key groups are merged a
+        chunk at a time (up to ``_CHUNK_BASE_ROWS`` base rows).
         ``base_listener`` sees each base range as read, before any run is applied (see
         :data:`BaseListener`).
         """
@@ -457,11 +460,11 @@ def _delta_file_runs(file: Location, delta: DeltaFile, locations: list[KeyGroupL
 def _delta_file_block(file: Location, delta: DeltaFile, locations: list[KeyGroupLocation],
                       schema: pa.Schema, verify: bool, listener: ReadListener | None
                       ) -> RunBlock:
-    """The state rows of ``locations``' runs (ascending by key group) in one delta file, as
-    one block: the runs' rows where they lie one after the other, as row-addressed files
-    hold them, are taken with one slice."""
+    """The rows of ``locations``' runs (ascending by key group) in one delta file, as one
+    block: their state rows (and, in a file of version 4, the prior rows each run holds).
+    Runs whose rows lie one after the other, as row-addressed files hold them, are taken
+    with one slice."""
     key_groups = np.array([location.key_group for location in locations], dtype=np.int64)
-    counts = np.array([location.rows for location in locations], dtype=np.int64)
     if not delta.row_addressed:
         tables = [table for _, table in _delta_file_runs(file, delta, locations, schema, verify,
                                                           listener, priors=False)]
@@ -478,6 +481,7 @@ def _delta_file_block(file: Location, delta: DeltaFile, locations: list[KeyGroup
             pieces[-1][2] += location.rows
         else:
             pieces.append([table, location.row_offset, location.rows])
+    counts = np.array([location.rows for location in locations], dtype=np.int64)  # checked
     return RunBlock(pa.concat_tables([table.slice(start, rows) for table, start, rows in pieces]),
                     key_groups, counts)
 

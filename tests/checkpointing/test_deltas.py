@@ -342,6 +342,8 @@ def _run_at_prior_rows(doc: dict, state: dict) -> None:
 @pytest.mark.parametrize("change, message", [
     (lambda doc, state: state["deltaFiles"][0]["keyGroups"]["rowOffset"].__setitem__(0, 10**6),
      "run is rows 1000000.* which hold"),
+    (lambda doc, state: state["deltaFiles"][0]["keyGroups"]["rows"].__setitem__(0, 2**64),
+     r"run is rows [0-9]+\.\.[0-9]{20} of bytes"),
     (_run_at_prior_rows, "prior rows among the state rows"),
 ])
 def test_row_addressed_runs_that_misdescribe_their_rows_are_refused(tmp_path, change, message):

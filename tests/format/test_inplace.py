@@ -113,3 +113,18 @@ def test_the_newest_of_several_runs_is_the_value_written():
     assert _as_model(merged) == model
     assert merged[0].column("value").to_pylist() == [4, 7]
     assert {kg: _values(table) for kg, table in merged.items()} == where
+
+
+def test_a_run_whose_value_buffer_is_longer_than_its_values_is_read():
+    """Arrow accepts a data buffer longer than its values need (IPC from another writer, or
+    a hostile one): the values are its first bytes, whatever its length."""
+    bases, runs, model = _chain({0: {1: 1, 2: 2}}, {0: [{2: 5}]}, ordered=True)
+    run = _hinted(runs[0][0], bases[0], "exact", None)
+    values = run.column("value").chunk(0)
+    padded = pa.py_buffer(values.buffers()[1].to_pybytes() + b"\0")
+    run = run.set_column(run.schema.get_field_index("value"), run.schema.field("value"),
+                         pa.Array.from_buffers(values.type, len(values),
+                                               [values.buffers()[0], padded]))
+    run.validate(full=True)
+    merged = merge_searched({0: own_buffer(bases[0])}, {0: [run]}, SCHEMA, own_bases=True)
+    assert _as_model(merged) == model
