@@ -21,6 +21,7 @@ from format.test_change_feed import feed_changes, model_changes
 import statesource.checkpointing.writer as writer_module
 import statesource.format.commit as commit_module
 import statesource.format.datafile as datafile_module
+import statesource.format.reader as reader_module
 from checkpointing.model import Job
 from checkpointing.rounds import check_restores, run_rounds
 from sample_state import dump, merged
@@ -302,6 +303,22 @@ def test_a_chain_of_runs_reads_as_the_model_and_records_version_5(tmp_path):
     assert checkpoint.summaries()[0].entries is None  # known only by merging the runs
     assert {k: v for t in checkpoint.read_keyed_state()
             for k, v in zip(t.column("key").to_pylist(), t.column("value").to_pylist())} == model
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 100, 1 << 20])
+@pytest.mark.parametrize("wanted", [None, range(3, 9), (0, 2, 5, 15)])
+def test_reads_of_some_key_groups_in_chunks_of_any_size_read_as_the_model(
+        tmp_path, monkeypatch, chunk_rows, wanted):
+    """Runs are kept per delta file and cut to each chunk of key groups the read merges."""
+    root, model = _delta_checkpoint(tmp_path)
+    monkeypatch.setattr(reader_module, "_CHUNK_BASE_ROWS", chunk_rows)
+    tables = list(Checkpoint.open(root).read_keyed_state(key_groups=wanted))
+    assert [t.column("key_group")[0].as_py() for t in tables] == sorted(
+        kg for kg in range(16) if wanted is None or kg in wanted)
+    assert {k: v for t in tables for k, v in zip(t.column("key").to_pylist(),
+                                                 t.column("value").to_pylist())} == {
+        k: v for k, v in model.items()
+        if wanted is None or assign_to_key_group(k, LONG, 16) in wanted}
 
 
 def _prior_rows_without_a_run(delta: dict) -> None:

@@ -338,6 +338,9 @@ MUTANTS = [
            "    if not np.array_equal(combined.column(KEY_GROUP).to_numpy(), expected):",
            "    if False:", ("tests/format/test_keyorder.py",), "another_key_group"),
     Mutant("statesource/format/runblocks.py",
+           "np.searchsorted(self.key_groups, [first, last + 1])",
+           "np.searchsorted(self.key_groups, [first, last])", DELTA_TESTS, "chunks"),
+    Mutant("statesource/format/runblocks.py",
            "        if not np.array_equal(groups, np.repeat(key_groups, counts)):",
            "        if False:", DELTA_TESTS, "another_key_group"),
     # upserts written into the bases' read buffers
