@@ -64,14 +64,14 @@ class RunRows:
 class UpsertRows:
     """The runs' state rows as their blocks hold them (:class:`~statesource.format.runblocks.
     RunBlocks`), oldest block first: each row's ``groups`` (key group), ``keys``,
-    ``base_row`` ``hints``, ``kinds`` and ``blocks`` (its block, ascending); ``rows``: each
-    one's row in the runs' table, None where they are that table's rows in order."""
+    ``base_row`` ``hints`` and ``kinds``; ``ends``, where each block's rows end; ``rows``:
+    each one's row in the runs' table, None where they are that table's rows in order."""
 
     groups: np.ndarray
     keys: np.ndarray
     hints: np.ndarray
     kinds: np.ndarray
-    blocks: np.ndarray
+    ends: np.ndarray
     rows: np.ndarray | None
 
 
@@ -180,8 +180,8 @@ def _write(targets: dict[int, _Target], rows: UpsertRows, sources: dict[str, np.
     picked = None if slot.min(initial=0) >= 0 else np.flatnonzero(slot >= 0)
     if picked is not None:
         slot = slot[picked]
-    hints, keys, kinds, blocks = (column if picked is None else column[picked] for column in
-                                  (rows.hints, rows.keys, rows.kinds, rows.blocks))
+    hints, keys, kinds = (column if picked is None else column[picked] for column in
+                          (rows.hints, rows.keys, rows.kinds))
     root = targets[key_groups[0]].root
     lengths = np.array([targets[kg].length for kg in key_groups], dtype=np.int64)
     positions = np.minimum(np.maximum(hints, 0), lengths[slot] - 1)
@@ -193,9 +193,8 @@ def _write(targets: dict[int, _Target], rows: UpsertRows, sources: dict[str, np.
     if not fit.all():
         kept = np.flatnonzero(fit[slot])
         picked = kept if picked is None else picked[kept]
-        slot, positions, blocks = slot[kept], positions[kept], blocks[kept]
-    ends = np.searchsorted(blocks, np.arange(int(blocks.max(initial=-1)) + 1),
-                           side="right").tolist()
+        slot, positions = slot[kept], positions[kept]
+    ends = (rows.ends if picked is None else np.searchsorted(picked, rows.ends)).tolist()
     spans = list(zip([0, *ends[:-1]], ends))
     for name, values in sources.items():
         at = _starts(targets, key_groups, name)[slot] + positions

@@ -74,15 +74,15 @@ def merge_blocks(bases: Mapping[int, pa.Table], runs: RunBlocks, schema: pa.Sche
         return {kg: table for kg, table in sorted(bases.items()) if table.num_rows}
     combined = runs.table()  # one copy, then numpy views
     groups = combined.column(KEY_GROUP).to_numpy()
-    run_ids, blocks = runs.checked_runs(groups)
+    runs.check_key_groups(groups)
     if combined.column(KEY).null_count:
         return None
     kinds = combined.column(DELTA_KIND).to_numpy()
     keys = combined.column(KEY).to_numpy()
-    hints = combined.column(BASE_ROW).fill_null(-1).to_numpy().astype(np.intp)
+    hints = combined.column(BASE_ROW)
+    hints = (hints.fill_null(-1) if hints.null_count else hints).to_numpy().astype(np.intp)
     state = np.flatnonzero(kinds != PRIOR) if (kinds == PRIOR).any() else None
-    state_keys, state_runs = (keys, run_ids) if state is None else (keys[state], run_ids[state])
-    if not np.all((state_keys[1:] > state_keys[:-1]) | (state_runs[1:] != state_runs[:-1])):
+    if not _runs_ascend(keys, runs.run_starts(), state):
         return None  # a run whose entries do not ascend (or repeat)
     base_keys = {}
     for kg, base in bases.items():
@@ -97,9 +97,10 @@ def merge_blocks(bases: Mapping[int, pa.Table], runs: RunBlocks, schema: pa.Sche
     with_runs = sorted(runs.key_groups())
     written: list[int] = []
     if own_bases:
-        upserts = UpsertRows(groups, keys, hints, kinds, blocks, None) if state is None \
+        ends = runs.block_ends()
+        upserts = UpsertRows(groups, keys, hints, kinds, ends, None) if state is None \
             else UpsertRows(groups[state], keys[state], hints[state], kinds[state],
-                            blocks[state], state)
+                            np.searchsorted(state, ends), state)
         written = write_upserts(bases, with_runs, upserts, combined, schema)
     merged = {kg: bases[kg] for kg in written}
     key_groups = sorted((bases.keys() | set(with_runs)) - set(written))
@@ -114,6 +115,18 @@ def merge_blocks(bases: Mapping[int, pa.Table], runs: RunBlocks, schema: pa.Sche
             bases = {kg: base for kg, base in bases.items() if kg not in merged}
         merged.update(_Merge(bases, base_keys, key_groups, combined, rows, schema).tables())
     return merged
+
+
+def _runs_ascend(keys: np.ndarray, run_starts: np.ndarray, state: np.ndarray | None) -> bool:
+    """Whether the state rows' ``keys`` ascend strictly within each run (runs begin at rows
+    ``run_starts``; ``state``: the state rows, None for all)."""
+    if state is not None:
+        keys = keys[state]
+        run_starts = np.searchsorted(state, run_starts)  # in state rows
+    ascending = keys[1:] > keys[:-1]
+    joints = run_starts[(run_starts > 0) & (run_starts < len(keys))] - 1
+    ascending[joints] = True  # a run's first row may be below the previous run's last
+    return bool(ascending.all())
 
 
 class _Merge:

@@ -79,25 +79,29 @@ class RunBlocks:
         """Every block's rows, in order, one chunk per column (there must be a block)."""
         return pa.concat_tables([block.rows for block in self.blocks]).combine_chunks()
 
-    def checked_runs(self, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each row's run (numbered over the blocks in order) and block, checking that
-        ``groups``, the rows' key groups as :meth:`table` holds them, are their runs'."""
-        key_groups = _joined([block.key_groups for block in self.blocks])
-        counts = _joined([block.counts for block in self.blocks])
-        if not np.array_equal(groups, np.repeat(key_groups, counts)):
+    def check_key_groups(self, groups: np.ndarray) -> None:
+        """``groups``, the rows' key groups as :meth:`table` holds them, must be their
+        runs'."""
+        if not np.array_equal(groups, np.repeat(self._column("key_groups"),
+                                                self._column("counts"))):
             raise CorruptCheckpointError(
                 f"a delta run of key groups {sorted(self.key_groups())} holds rows of another"
                 " key group")
-        sizes = [block.rows.num_rows for block in self.blocks]
-        return (np.repeat(np.arange(len(counts)), counts),
-                np.repeat(np.arange(len(sizes)), sizes))
+
+    def run_starts(self) -> np.ndarray:
+        """Each run's first row in :meth:`table` (numbered over the blocks in order)."""
+        counts = self._column("counts")
+        return np.cumsum(counts) - counts
+
+    def block_ends(self) -> np.ndarray:
+        """Where each block's rows end in :meth:`table`."""
+        return np.cumsum([block.rows.num_rows for block in self.blocks], dtype=np.int64)
 
     def key_group_order(self) -> tuple[np.ndarray, np.ndarray]:
         """The rows of :meth:`table` ascending by key group, then oldest run first (the
         order the runs of one key group apply in), and each such row's rank: the n-th run
         of its key group."""
-        key_groups = _joined([block.key_groups for block in self.blocks])
-        counts = _joined([block.counts for block in self.blocks])
+        key_groups, counts = self._column("key_groups"), self._column("counts")
         starts = np.cumsum(counts) - counts
         blocks = np.repeat(np.arange(len(self.blocks)),
                            [len(block.key_groups) for block in self.blocks])
@@ -108,6 +112,7 @@ class RunBlocks:
         rows = np.repeat(starts - (ends - counts), counts) + np.arange(self.rows)
         return rows, np.repeat(ranks, counts)
 
-
-def _joined(arrays: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate([np.empty(0, np.int64), *arrays])
+    def _column(self, name: str) -> np.ndarray:
+        """The runs' ``key_groups`` or ``counts``, over the blocks in order."""
+        return np.concatenate([np.empty(0, np.int64),
+                               *(getattr(block, name) for block in self.blocks)])

@@ -45,8 +45,16 @@ def test_blocks_hold_the_runs_of_each_key_group_in_their_order(keys_of, bounds):
                 for rank, keys in enumerate(keys_of[kg]) for key in keys]
     assert list(zip(table.column("key_group").to_numpy()[order].tolist(), ranks.tolist(),
                     table.column("key").to_numpy()[order].tolist())) == in_order
-    run_ids, block_ids = blocks.checked_runs(table.column("key_group").to_numpy())
-    assert len(run_ids) == len(block_ids) == table.num_rows
+    blocks.check_key_groups(table.column("key_group").to_numpy())
+    starts, ends, row = [], [], 0
+    for rank in range(max(len(runs) for runs in keys_of.values())):  # block n: n-th runs
+        for kg in sorted(keys_of):
+            if len(keys_of[kg]) > rank:
+                starts.append(row)
+                row += len(keys_of[kg][rank])
+        ends.append(row)
+    assert blocks.run_starts().tolist() == starts
+    assert blocks.block_ends().tolist() == ends
 
 
 def test_a_block_holding_rows_of_another_key_group_is_refused():
@@ -54,4 +62,4 @@ def test_a_block_holding_rows_of_another_key_group_is_refused():
     groups = blocks.table().column("key_group").to_numpy().copy()
     groups[-1] = 1
     with pytest.raises(CorruptCheckpointError, match="holds rows of another key group"):
-        blocks.checked_runs(groups)
+        blocks.check_key_groups(groups)
