@@ -473,8 +473,10 @@ def _delta_file_block(file: Location, delta: DeltaFile, locations: list[KeyGroup
     decoded = _decoded_ranges(file, delta.file.size_bytes, delta_schema(schema),
                               (locations, []), verify, listener)
     pieces: list[list] = []  # [table, first row, rows]
+    table, offset = None, -1
     for location in locations:
-        table = decoded[byte_range_of(location)]
+        if location.offset != offset:  # else the range the previous run shares (DataFile.check)
+            table, offset = decoded[byte_range_of(location)], location.offset
         _check_run_rows(file, location, table)
         if pieces and pieces[-1][0] is table \
                 and pieces[-1][1] + pieces[-1][2] == location.row_offset:
@@ -507,7 +509,11 @@ def _decoded_ranges(file: Location, size: int, schema: pa.Schema,
     adjacent."""
     claims: dict[tuple[int, int, int, int, int], tuple[KeyGroupLocation, bool]] = {}
     for locations, state in zip(parts, (True, False)):
+        offset = -1
         for location in locations:
+            if location.offset == offset:
+                continue  # the range the previous run shares (DataFile.check)
+            offset = location.offset
             claimed = claims.setdefault(byte_range_of(location), (location, state))
             if claimed[1] != state:
                 raise CorruptCheckpointError(
