@@ -18,6 +18,7 @@ from conftest import jvm_reader_loaded
 
 from statesource import Checkpoint, CheckpointWriter
 from statesource.checkpointing.writer import SubtaskBackends
+from statesource.format import retain
 from statesource.model import TtlConfig
 from statesource.spark import write_state
 from statesource.spark.jvm.plan import FlinkStatePythonSource, jvm_plan
@@ -430,3 +431,19 @@ def test_a_read_that_falls_back_says_why(jvm, typed_root, caplog, monkeypatch):
     assert not plan["servable"]
     assert any("uses the Python reader" in r.getMessage() and "flattenCollections=false"
                in r.getMessage() for r in caplog.records)
+
+
+def test_a_checkpoint_retired_while_a_query_reads_it_is_said_so(jvm, typed_root, tmp_path):
+    """``retain`` may retire a checkpoint between a query's plan and its tasks: both readers
+    say it is gone, not that a file is corrupt, nor with a bare Java exception."""
+    root = tmp_path / "root"
+    shutil.copytree(typed_root, root)
+    CheckpointWriter(str(root)).write(2, {"other": [KeyedStateBackend("int", 64)]})
+    on_the_jvm, in_python = both(jvm, str(root), state="stamp", checkpointId="1")
+    retain(str(root), 1)
+    with pytest.raises(Exception, match="CheckpointNotFoundError: data file .*stamp.* is"
+                                        " missing: the checkpoint was removed after the query"):
+        on_the_jvm.select("value").collect()
+    with pytest.raises(Exception, match="CheckpointNotFoundError: checkpoint path .*chk-1 does"
+                                        " not exist"):  # the Python source reopens it first
+        in_python.select("value").collect()

@@ -8,6 +8,7 @@ import java.nio.ByteOrder;
 import java.nio.channels.Channels;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
@@ -265,7 +266,14 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
         channel.close();
         channel = null;
       }
-      channel = FileChannel.open(Path.of(plan.filePaths[file]), StandardOpenOption.READ);
+      try {
+        channel = FileChannel.open(Path.of(plan.filePaths[file]), StandardOpenOption.READ);
+      } catch (NoSuchFileException gone) {
+        throw new IllegalStateException("CheckpointNotFoundError: data file " + plan.fileNames[file]
+            + ", which the checkpoint's metadata names, is missing: the checkpoint was removed"
+            + " after the query was planned (retain removes the checkpoints it does not keep);"
+            + " read a checkpoint that is kept");
+      }
       channelFile = file;
       if (channel.size() != plan.fileSizes[file]) {
         throw new IllegalStateException("data file " + plan.fileNames[file] + " is "
