@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from statesource.errors import CorruptCheckpointError
 from statesource.format.columns import (
     BASE_ROW,
     DELTA_COLUMNS,
@@ -38,7 +37,7 @@ from statesource.format.columns import (
     searchable,
 )
 from statesource.format.inplace import ENTRY_COLUMNS, RunRows, UpsertRows, write_upserts
-from statesource.format.runblocks import RunBlocks
+from statesource.format.runblocks import RunBlocks, check_rows_of_runs
 
 
 def check_run_key_groups(runs: Mapping[int, Sequence[pa.Table]], combined: pa.Table
@@ -47,18 +46,9 @@ def check_run_key_groups(runs: Mapping[int, Sequence[pa.Table]], combined: pa.Ta
     then oldest first) must carry that key group; returns each row's run (numbered in
     that order)."""
     sizes = [len(run) for kg in sorted(runs) for run in runs[kg]]
-    expected = np.repeat([kg for kg in sorted(runs) for _ in runs[kg]], sizes)
-    if not np.array_equal(combined.column(KEY_GROUP).to_numpy(), expected):
-        raise CorruptCheckpointError(
-            f"a delta run of key groups {sorted(runs)} holds rows of another key group")
+    check_rows_of_runs(combined.column(KEY_GROUP).to_numpy(),
+                       [kg for kg in sorted(runs) for _ in runs[kg]], sizes)
     return np.repeat(np.arange(len(sizes)), sizes)
-
-
-def merge_searched(bases: Mapping[int, pa.Table], runs: Mapping[int, Sequence[pa.Table]],
-                   schema: pa.Schema, *, own_bases: bool = False
-                   ) -> dict[int, pa.Table] | None:
-    """:func:`merge_blocks` of ``runs``, each key group's runs oldest first."""
-    return merge_blocks(bases, RunBlocks.from_key_groups(runs), schema, own_bases=own_bases)
 
 
 def merge_blocks(bases: Mapping[int, pa.Table], runs: RunBlocks, schema: pa.Schema, *,

@@ -45,7 +45,7 @@ class RunBlocks:
 
     def __init__(self, blocks: Sequence[RunBlock]) -> None:
         self.blocks = [block for block in blocks if len(block.key_groups)]
-        self.rows = sum(block.rows.num_rows for block in self.blocks)
+        self.row_count = sum(block.rows.num_rows for block in self.blocks)
 
     @classmethod
     def from_key_groups(cls, runs: Mapping[int, Sequence[pa.Table]]) -> RunBlocks:
@@ -82,11 +82,7 @@ class RunBlocks:
     def check_key_groups(self, groups: np.ndarray) -> None:
         """``groups``, the rows' key groups as :meth:`table` holds them, must be their
         runs'."""
-        if not np.array_equal(groups, np.repeat(self._column("key_groups"),
-                                                self._column("counts"))):
-            raise CorruptCheckpointError(
-                f"a delta run of key groups {sorted(self.key_groups())} holds rows of another"
-                " key group")
+        check_rows_of_runs(groups, self._column("key_groups"), self._column("counts"))
 
     def run_starts(self) -> np.ndarray:
         """Each run's first row in :meth:`table` (numbered over the blocks in order)."""
@@ -101,18 +97,28 @@ class RunBlocks:
         """The rows of :meth:`table` ascending by key group, then oldest run first (the
         order the runs of one key group apply in), and each such row's rank: the n-th run
         of its key group."""
-        key_groups, counts = self._column("key_groups"), self._column("counts")
-        starts = np.cumsum(counts) - counts
+        key_groups, counts, starts = (self._column("key_groups"), self._column("counts"),
+                                      self.run_starts())
         blocks = np.repeat(np.arange(len(self.blocks)),
                            [len(block.key_groups) for block in self.blocks])
         order = np.lexsort((blocks, key_groups))
         key_groups, starts, counts = key_groups[order], starts[order], counts[order]
         ranks = np.arange(len(order)) - np.searchsorted(key_groups, key_groups)
         ends = np.cumsum(counts)
-        rows = np.repeat(starts - (ends - counts), counts) + np.arange(self.rows)
+        rows = np.repeat(starts - (ends - counts), counts) + np.arange(self.row_count)
         return rows, np.repeat(ranks, counts)
 
     def _column(self, name: str) -> np.ndarray:
         """The runs' ``key_groups`` or ``counts``, over the blocks in order."""
         return np.concatenate([np.empty(0, np.int64),
                                *(getattr(block, name) for block in self.blocks)])
+
+
+def check_rows_of_runs(groups: np.ndarray, key_groups: Sequence[int] | np.ndarray,
+                       counts: Sequence[int] | np.ndarray) -> None:
+    """``groups``, the key groups of the rows of runs of ``key_groups`` taking ``counts`` rows
+    each, one after the other, must be their runs'."""
+    if not np.array_equal(groups, np.repeat(key_groups, counts)):
+        raise CorruptCheckpointError(
+            f"a delta run of key groups {sorted(set(np.asarray(key_groups).tolist()))} holds"
+            " rows of another key group")

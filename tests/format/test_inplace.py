@@ -18,12 +18,12 @@ from format.test_keyorder import (
     chains,
     hint_kinds,
     hinted_chain,
+    merge_searched,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statesource.format.columns import UPSERT
-from statesource.format.keyorder import merge_searched
 
 
 def own_buffer(table: pa.Table) -> pa.Table:

@@ -27,7 +27,8 @@ from statesource.format.columns import (
     in_key_order,
 )
 from statesource.format.deltas import SortedRuns, delta_schema
-from statesource.format.keyorder import merge_searched
+from statesource.format.keyorder import merge_blocks
+from statesource.format.runblocks import RunBlocks
 from statesource.state.descriptors import ValueStateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend
 
@@ -38,6 +39,12 @@ DELTA = delta_schema(SCHEMA)
 keys = st.integers(-50, 50)
 entry_changes = st.dictionaries(keys, st.one_of(st.none(), st.integers(-9, 9)), max_size=12)
 """One run: key -> new value (None: removed)."""
+
+
+def merge_searched(bases, runs, schema, **options):
+    """The search merge of ``runs`` given per key group (oldest first), as the tests write
+    them."""
+    return merge_blocks(bases, RunBlocks.from_key_groups(runs), schema, **options)
 
 
 def _base(key_group: int, entries: dict[int, int], ordered: bool) -> pa.Table:
