@@ -142,9 +142,9 @@ def bench_feed(entries: int, directory: str, repeats: int) -> None:
                   f" full scan {scan:.3f} s = {feed_time / scan:.3f}x the scan")
 
 
-def bench_chain(entries: int, directory: str, repeats: int) -> None:
-    print(f"reading the end of a chain of {CHAIN} incremental checkpoints of {entries:,}"
-          f" entries, each after {CHANGED:.0%} changed (spread)")
+def build_chain(entries: int, directory: str) -> tuple[Checkpoint, Checkpoint]:
+    """The end of a chain of ``CHAIN`` incremental checkpoints, each after 1% of the keys
+    changed (spread), and a full checkpoint of the same state."""
     job = Job(entries)
     rng = np.random.default_rng(3)
     root = f"{directory}/chain"
@@ -154,8 +154,14 @@ def bench_chain(entries: int, directory: str, repeats: int) -> None:
             job.update(job.changed_keys(False, rng), checkpoint_id)
             writer.write(checkpoint_id, {"op": [job.backend]})
         writer.write(CHAIN + 2, {"op": [job.backend]}, incremental=False)
-    chained = Checkpoint.open(root, checkpoint_id=CHAIN + 1)
-    full = Checkpoint.open(root, checkpoint_id=CHAIN + 2)
+    return (Checkpoint.open(root, checkpoint_id=CHAIN + 1),
+            Checkpoint.open(root, checkpoint_id=CHAIN + 2))
+
+
+def bench_chain(entries: int, directory: str, repeats: int) -> None:
+    print(f"reading the end of a chain of {CHAIN} incremental checkpoints of {entries:,}"
+          f" entries, each after {CHANGED:.0%} changed (spread)")
+    chained, full = build_chain(entries, directory)
     runs = max(len(r) for r in chained.operator().keyed_state("counts").runs_of().values())
     assert scan_rows(chained) == scan_rows(full) == entries
     chained_time = best_of(repeats, functools.partial(scan_rows, chained))
