@@ -21,6 +21,11 @@ from statesource.format.storage import Location, open_regular_file
 
 MAX_ROWS_PER_BATCH = 1 << 16
 
+MAX_REQUEST_BYTES = 64 << 20
+"""Adjacent ranges are read with one request up to this many bytes (a larger range is a
+request of its own): a request's buffer lives as long as any table decoded from it, so
+a read of a large file must not take the whole file at once."""
+
 ReadListener = Callable[[str, int, int], None]
 """Called with (path, offset, length) for every byte range read; for instrumentation."""
 
@@ -70,7 +75,8 @@ def read_ranges(file: Location, schema: pa.Schema, ranges: Sequence[LocatedBatch
                 expected_size: int, verify: bool = True,
                 listener: ReadListener | None = None, *,
                 exact_rows: bool = True) -> Iterator[list[pa.RecordBatch]]:
-    """Each range's batches, reading adjacent ranges with one request and checking CRCs.
+    """Each range's batches, reading adjacent ranges with one request (up to
+    :data:`MAX_REQUEST_BYTES`) and checking CRCs.
 
     Each range must hold exactly its ``rows``, unless not ``exact_rows``: ranges that
     runs share (format version 5), whose callers check the rows each run takes.
@@ -149,7 +155,8 @@ def _columns(schema: pa.Schema) -> str:
 def _adjacent_spans(ranges: Sequence[LocatedBatches]) -> Iterator[list[LocatedBatches]]:
     span = [ranges[0]]
     for byte_range in ranges[1:]:
-        if byte_range.offset == span[-1].offset + span[-1].length:
+        if byte_range.offset == span[-1].offset + span[-1].length \
+                and byte_range.offset + byte_range.length - span[0].offset <= MAX_REQUEST_BYTES:
             span.append(byte_range)
         else:
             yield span

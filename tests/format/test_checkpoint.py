@@ -28,7 +28,7 @@ from statesource.errors import (
     StateNotFoundError,
     UnsupportedFormatVersionError,
 )
-from statesource.format import Checkpoint
+from statesource.format import Checkpoint, ipc
 from statesource.format.columns import data_schema
 from statesource.format.metadata import (
     CheckpointMeta,
@@ -164,6 +164,29 @@ def test_reading_one_key_group_reads_only_its_bytes(tmp_path, backend):
     assert reads == [(location.offset, location.length)]
     assert sum(t.num_rows for t in tables) == location.rows
     assert set(tables[0].column("key_group").to_pylist()) == {location.key_group}
+
+
+@pytest.mark.parametrize("largest_alone", [False, True])
+def test_adjacent_ranges_are_read_in_requests_of_bounded_size(tmp_path, backend, monkeypatch,
+                                                              largest_alone):
+    """A request's buffer lives as long as the tables decoded from it: a read of a large
+    file takes it a bounded span at a time, and a range larger than the bound whole."""
+    CheckpointWriter(str(tmp_path)).write(1, {"op": [backend]})
+    checkpoint = Checkpoint.open(str(tmp_path))
+    lengths = sorted(loc.length for loc in checkpoint.operator().keyed_state("value")
+                     .files[0].locations)
+    expected = [table.to_pylist() for table in checkpoint.read_keyed_state("value")]
+    bound = lengths[-1] - 1 if largest_alone else 3 * lengths[-1]
+    monkeypatch.setattr(ipc, "MAX_REQUEST_BYTES", bound)
+    reads: list[tuple[int, int]] = []
+    tables = [table.to_pylist() for table in checkpoint.read_keyed_state(
+        "value", listener=lambda path, offset, length: reads.append((offset, length)))]
+    assert tables == expected
+    assert len(reads) > 1
+    assert all(length <= bound or length in lengths for _, length in reads)
+    assert sum(length for _, length in reads) == sum(lengths)
+    assert all(end == start for (start, _), end in
+               zip(reads[1:], [offset + length for offset, length in reads]))
 
 
 def test_asynchronous_write_never_sees_later_mutations(tmp_path, backend, monkeypatch):
