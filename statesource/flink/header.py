@@ -25,6 +25,11 @@ from statesource.flink.serializers import (
 from statesource.model import StateKind
 
 KEY_VALUE, OPERATOR, BROADCAST, PRIORITY_QUEUE = 0, 1, 2, 3
+_ROLES = {KEY_VALUE: ("NAMESPACE_SERIALIZER", "VALUE_SERIALIZER"),
+          OPERATOR: ("VALUE_SERIALIZER",),
+          BROADCAST: ("KEY_SERIALIZER", "VALUE_SERIALIZER"),
+          PRIORITY_QUEUE: ("VALUE_SERIALIZER",)}
+"""The serializer snapshots each backend state type has (Flink restores none without them)."""
 SUPPORTED_VERSIONS = (6,)
 _KINDS = {"VALUE": StateKind.VALUE, "LIST": StateKind.LIST, "MAP": StateKind.MAP,
           "REDUCING": StateKind.REDUCING, "AGGREGATING": StateKind.AGGREGATING}
@@ -99,8 +104,12 @@ class KeyedHeader:
 
 
 def read_state_info(r: BinaryReader, state_id: int) -> StateInfo:
+    at = r.pos
     name = r.utf()
     backend_type = r.i32()
+    roles = _ROLES.get(backend_type)
+    if roles is None:
+        raise r.error(f"state {name!r} has unknown backend state type {backend_type}", at)
     options = {}
     for _ in range(r.count("number of state options")):
         option = r.utf()
@@ -109,6 +118,10 @@ def read_state_info(r: BinaryReader, state_id: int) -> StateInfo:
     for _ in range(r.count("number of serializers")):
         role = r.utf()
         serializers[role] = read_proxied_snapshot(r)
+    missing = [role for role in roles if role not in serializers]
+    if missing:
+        raise r.error(f"state {name!r} lacks the snapshot of its {' and '.join(missing)}"
+                      f" (it has {', '.join(sorted(serializers)) or 'none'})", at)
     return StateInfo(state_id, name, backend_type, options, serializers)
 
 

@@ -186,11 +186,13 @@ def _operator(reader: BinaryReader) -> OperatorSnapshot:
                            f" {max_parallelism} of operator {uid or operator_id}")
     coordinator = _stream_handle(reader)
     count = reader.i32()
-    subtasks = []
+    subtasks: list[SubtaskState] = []
     for _ in range(max(count, 0)):  # a negative count marks a fully finished operator
         index = reader.i32()
-        if not 0 <= index < parallelism:
-            raise reader.error(f"subtask index {index} of operator {uid or operator_id}")
+        if not 0 <= index < parallelism or any(s.index == index for s in subtasks):
+            raise reader.error(f"subtask index {index} of operator {uid or operator_id}"
+                               f" (parallelism {parallelism}; each index at most once)",
+                               reader.pos - 4)
         subtasks.append(_subtask(reader, index))
     covered: set[int] = set()
     for handle in (h for subtask in subtasks for h in subtask.keyed):

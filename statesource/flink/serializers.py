@@ -20,6 +20,7 @@ states, stay readable.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
@@ -425,10 +426,25 @@ def _record(name: str, fields: list[tuple[str, FlinkType]], row_kind: bool = Fal
 
 # -- snapshots -----------------------------------------------------------------------------
 
+MAX_SNAPSHOT_NESTING = 64
+"""How deep serializer snapshots may nest (a list of maps of rows ... of a type): far more
+than any type a program declares, and few enough that a hostile file cannot exhaust the
+stack of the reader or of what it builds."""
+
+_nesting: ContextVar[int] = ContextVar("serializer_snapshot_nesting", default=0)
+
+
 def read_snapshot(r: BinaryReader) -> FlinkType:
     """One ``writeVersionedSnapshot``: class name, version, payload (kept as ``snapshot``)."""
     at = r.pos
-    found = _read_snapshot(r)
+    depth = _nesting.get()
+    if depth >= MAX_SNAPSHOT_NESTING:
+        raise r.error(f"serializer snapshots nested more than {MAX_SNAPSHOT_NESTING} deep")
+    token = _nesting.set(depth + 1)
+    try:
+        found = _read_snapshot(r)
+    finally:
+        _nesting.reset(token)
     found.snapshot = bytes(r.data[at:r.pos])
     return found
 

@@ -38,6 +38,7 @@ from statesource.format.storage import (
     PathOrLocation,
     checkpoint_dirs,
     confined,
+    open_regular_file,
     resolve,
 )
 
@@ -93,8 +94,9 @@ class FlinkSnapshot:
                 " directory under it")
         source = location.child(FLINK_METADATA)
         try:
-            with source.filesystem.open_input_stream(source.path) as stream:
-                data = stream.read()
+            with open_regular_file(source, "Flink snapshot metadata",
+                                   confine_to=location) as handle:
+                data = handle.read()
         except OSError as error:
             raise CorruptCheckpointError(f"cannot read {source}: {error}") from None
         metadata = parse_metadata(data, str(source))
@@ -280,15 +282,12 @@ class FlinkSnapshot:
     def _read_file(self, stream: StreamHandle, offset: int, length: int) -> bytes:
         location = self.file_location(stream)
         try:
-            with location.filesystem.open_input_file(location.path) as handle:
+            with open_regular_file(location, f"state file named by {FLINK_METADATA}",
+                                   confine_to=self.location) as handle:
                 size = handle.size()
                 if size != stream.size:
                     raise CorruptCheckpointError(
                         f"{location} has {size} bytes; {FLINK_METADATA} records {stream.size}")
                 return handle.read_at(length, offset)
-        except FileNotFoundError:
-            raise CorruptCheckpointError(
-                f"{location}, named by {self.location.child(FLINK_METADATA)}, does not exist"
-            ) from None
         except OSError as error:
             raise CorruptCheckpointError(f"cannot read {location}: {error}") from None

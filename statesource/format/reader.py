@@ -440,6 +440,7 @@ def _delta_file_runs(file: Location, delta: DeltaFile, locations: list[KeyGroupL
                                                            delta.file.size_bytes, verify,
                                                            listener)):
             table = pa.Table.from_batches(batches, schema=legacy)
+            _check_kinds(file, location, table, None)
             yield location.key_group, table.append_column(
                 BASE_ROW, pa.array(np.full(table.num_rows, -1, np.int32)))
         return
@@ -472,12 +473,12 @@ def _delta_file_block(file: Location, delta: DeltaFile, locations: list[KeyGroup
                         np.array([len(table) for table in tables], dtype=np.int64))
     decoded = _decoded_ranges(file, delta.file.size_bytes, delta_schema(schema),
                               (locations, []), verify, listener)
+    _check_runs(file, locations, decoded)
     pieces: list[list] = []  # [table, first row, rows]
     table, offset = None, -1
     for location in locations:
         if location.offset != offset:  # else the range the previous run shares (DataFile.check)
             table, offset = decoded[byte_range_of(location)], location.offset
-        _check_run_rows(file, location, table)
         if pieces and pieces[-1][0] is table \
                 and pieces[-1][1] + pieces[-1][2] == location.row_offset:
             pieces[-1][2] += location.rows
@@ -495,8 +496,12 @@ def _addressed_rows(file: Location, size: int, schema: pa.Schema,
     """The rows of row-addressed runs: of ``parts``' state locations and of its prior
     locations."""
     decoded = _decoded_ranges(file, size, schema, parts, verify, listener)
-    state_rows, prior_rows = ([_run_rows(file, location, decoded[byte_range_of(location)])
-                               for location in locations] for locations in parts)
+    state_rows: list[tuple[int, pa.Table]] = []
+    prior_rows: list[tuple[int, pa.Table]] = []
+    for locations, rows in zip(parts, (state_rows, prior_rows)):
+        _check_runs(file, locations, decoded)
+        rows += [(location.key_group, decoded[byte_range_of(location)].slice(
+            location.row_offset, location.rows)) for location in locations]
     return state_rows, prior_rows
 
 
@@ -526,39 +531,69 @@ def _decoded_ranges(file: Location, size: int, schema: pa.Schema,
             file, schema, [location for location, _ in ranges], size, verify, listener,
             exact_rows=False)):
         table = pa.Table.from_batches(batches, schema=schema)
-        kinds = table.column(DELTA_KIND).to_numpy()
-        if (np.any(kinds == PRIOR) if state else not np.all(kinds == PRIOR)) \
-                or np.any((kinds < UPSERT) | (kinds > PRIOR)):
-            raise CorruptCheckpointError(
-                f"data file {file}: bytes {location.offset}..{location.offset + location.length}"
-                f" hold {'prior' if state else 'state'} rows among the"
-                f" {'state' if state else 'prior'} rows of delta runs")
+        _check_kinds(file, location, table, state)
         decoded[byte_range_of(location)] = table
     return decoded
 
 
-def _run_rows(file: Location, location: KeyGroupLocation, table: pa.Table
-              ) -> tuple[int, pa.Table]:
-    """One run's rows of the byte range ``table`` was decoded from."""
-    _check_run_rows(file, location, table)
-    return location.key_group, table.slice(location.row_offset, location.rows)
-
-
-def _check_run_rows(file: Location, location: KeyGroupLocation, table: pa.Table) -> None:
-    """A run's rows must lie within the byte range ``table`` was decoded from."""
-    if location.row_offset + location.rows > table.num_rows:
+def _check_kinds(file: Location, location: KeyGroupLocation, table: pa.Table,
+                 state: bool | None) -> None:
+    """Every row of runs must be of a known kind: with ``state``, an upsert or a tombstone;
+    with ``state`` False, a prior row; None (a version 4 run), any. A merge takes a row of
+    no other kind for a tombstone, so a null or unknown kind must not reach it."""
+    column = table.column(DELTA_KIND)
+    kinds = column.to_numpy()
+    if column.null_count or np.any((kinds < UPSERT) | (kinds > PRIOR)):
         raise CorruptCheckpointError(
-            f"data file {file}: key group {location.key_group}'s run is rows"
-            f" {location.row_offset}..{location.row_offset + location.rows} of bytes"
-            f" {location.offset}..{location.offset + location.length}, which hold"
-            f" {table.num_rows} rows")
+            f"data file {file}: bytes {location.offset}..{location.offset + location.length}"
+            f" hold delta runs' rows of no known {DELTA_KIND} (null, or not {UPSERT}..{PRIOR})")
+    if state is not None and (np.any(kinds == PRIOR) if state else not np.all(kinds == PRIOR)):
+        raise CorruptCheckpointError(
+            f"data file {file}: bytes {location.offset}..{location.offset + location.length}"
+            f" hold {'prior' if state else 'state'} rows among the"
+            f" {'state' if state else 'prior'} rows of delta runs")
+
+
+def _check_runs(file: Location, locations: list[KeyGroupLocation],
+                decoded: dict[tuple[int, int, int, int, int], pa.Table]) -> None:
+    """Each run's rows must lie within the range decoded for it, and be all its key group's
+    rows there. A file holds one run per key group and part, so rows of a run's key group
+    next to its own mean the metadata miscounts them; read as listed, the run would lose
+    its first or last upserts or tombstones without a word. (``locations``: one part's
+    runs, ascending by key group; runs sharing a range are listed one after the other.)"""
+    for _, sharing in groupby(locations, key=lambda location: location.offset):
+        runs = list(sharing)
+        table = decoded[byte_range_of(runs[0])]
+        for location in runs:
+            if location.row_offset + location.rows > table.num_rows:
+                raise CorruptCheckpointError(
+                    f"data file {file}: key group {location.key_group}'s run is rows"
+                    f" {location.row_offset}..{location.row_offset + location.rows} of bytes"
+                    f" {location.offset}..{location.offset + location.length}, which hold"
+                    f" {table.num_rows} rows")
+        groups = table.column(KEY_GROUP).to_numpy(zero_copy_only=False)
+        key_groups, starts, counts = (np.array([getattr(run, name) for run in runs],
+                                               dtype=np.int64)
+                                      for name in ("key_group", "row_offset", "rows"))
+        ends = starts + counts
+        cut = (starts > 0) & (groups[np.maximum(starts - 1, 0)] == key_groups)
+        cut |= (ends < len(groups)) & (groups[np.minimum(ends, len(groups) - 1)] == key_groups)
+        if cut.any():
+            run = runs[int(np.argmax(cut))]
+            raise CorruptCheckpointError(
+                f"data file {file}: key group {run.key_group}'s run is rows {run.row_offset}.."
+                f"{run.row_offset + run.rows} of bytes {run.offset}..{run.offset + run.length},"
+                " but rows of its key group lie next to them: the metadata miscounts the run")
 
 
 def _check_key_group(file: Location, location: KeyGroupLocation, table: pa.Table) -> None:
     """The rows read for a key group must all carry it: anything else is a misplaced range."""
-    bounds = pc.min_max(table.column(KEY_GROUP))
-    if (bounds["min"].as_py(), bounds["max"].as_py()) != (location.key_group,) * 2:
+    column = table.column(KEY_GROUP)
+    bounds = pc.min_max(column)
+    if column.null_count or (bounds["min"].as_py(), bounds["max"].as_py()) \
+            != (location.key_group,) * 2:
         raise CorruptCheckpointError(
             f"data file {file}: the bytes recorded for key group {location.key_group} hold rows"
             f" of key groups {bounds['min']}..{bounds['max']}"
+            + (f" and {column.null_count} of none (null)" if column.null_count else "")
         )

@@ -24,6 +24,7 @@ import statesource.format.datafile as datafile_module
 import statesource.format.reader as reader_module
 from checkpointing.model import Job
 from checkpointing.rounds import check_restores, run_rounds
+from rewritten_files import rewrite_data_file, with_column
 from sample_state import dump, merged
 from statesource.checkpointing import CheckpointWriter, restore_keyed_backend
 from statesource.cli import main
@@ -356,7 +357,24 @@ def _run_at_prior_rows(doc: dict, state: dict) -> None:
     delta["keyGroups"]["rowOffset"][-1] = 0
 
 
+def _miscounted(part: str, front: bool):
+    """One row fewer for the first run of ``part`` of the newest delta file with two rows or
+    more: its last row, or (``front``) its first, then lies outside every run listed."""
+    def change(doc: dict, state: dict) -> None:
+        runs = state["deltaFiles"][-1][part]
+        index = next(i for i, rows in enumerate(runs["rows"]) if rows >= 2)
+        runs["rows"][index] -= 1
+        runs["entries"][index] = min(runs["entries"][index], runs["rows"][index])
+        runs["rowOffset"][index] += front
+    return change
+
+
+_MISCOUNTED = "rows of its key group lie next to them: the metadata miscounts the run"
+
+
 @pytest.mark.parametrize("change, message", [
+    (_miscounted("keyGroups", front=False), _MISCOUNTED),
+    (_miscounted("keyGroups", front=True), _MISCOUNTED),
     (lambda doc, state: state["deltaFiles"][0]["keyGroups"]["rowOffset"].__setitem__(0, 10**6),
      "run is rows 1000000.* which hold"),
     (lambda doc, state: state["deltaFiles"][0]["keyGroups"]["rows"].__setitem__(0, 2**64),
@@ -368,6 +386,49 @@ def test_row_addressed_runs_that_misdescribe_their_rows_are_refused(tmp_path, ch
     _rewrite_metadata(root, 3, change)
     with pytest.raises(CorruptCheckpointError, match=message):
         list(Checkpoint.open(root, checkpoint_id=3).read_keyed_state())
+
+
+@pytest.mark.parametrize("front", [False, True])
+def test_prior_rows_miscounted_are_refused_by_the_change_feed(tmp_path, front):
+    root, _ = _delta_checkpoint(tmp_path)
+    _rewrite_metadata(root, 3, _miscounted("priorKeyGroups", front))
+    with pytest.raises(CorruptCheckpointError, match=_MISCOUNTED):
+        list(ChangeFeed.open(root, 2, 3).read())
+
+
+def test_a_run_row_of_no_kind_is_refused_not_taken_for_a_tombstone(tmp_path):
+    root, _ = _delta_checkpoint(tmp_path)
+    path = Checkpoint.open(root).operator().keyed_state().delta_files[-1].path
+
+    def first_kind_null(index, batches):
+        if index:
+            return batches
+        kinds = batches[0].column(DELTA_KIND).to_pylist()
+        assert kinds[0] == TOMBSTONE
+        return [with_column(batches[0], DELTA_KIND, [None, *kinds[1:]]), *batches[1:]]
+
+    rewrite_data_file(root, 3, path, first_kind_null)
+    with pytest.raises(CorruptCheckpointError, match="rows of no known delta_kind"):
+        list(Checkpoint.open(root).read_keyed_state())
+
+
+@pytest.mark.parametrize("checkpoint_id", [1, 3])
+def test_a_base_row_of_no_key_group_is_refused(tmp_path, checkpoint_id):
+    """A full checkpoint's ranges and an incremental one's bases alike."""
+    root, _ = _delta_checkpoint(tmp_path)
+    path = Checkpoint.open(root).operator().keyed_state().files[0].path
+
+    def second_range_row_null(index, batches):
+        if index != 1:
+            return batches
+        groups = batches[0].column("key_group").to_pylist()
+        return [with_column(batches[0], "key_group", [groups[0], None, *groups[2:]]),
+                *batches[1:]]
+
+    rewrite_data_file(root, checkpoint_id, path, second_range_row_null)
+    with pytest.raises(CorruptCheckpointError,
+                       match="hold rows of key groups 1..1 and 1 of none"):
+        list(Checkpoint.open(root, checkpoint_id=checkpoint_id).read_keyed_state())
 
 
 def test_a_range_listed_as_state_and_prior_rows_is_refused_by_the_change_feed(tmp_path):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import struct
+import threading
 
 import pytest
 
@@ -14,6 +17,7 @@ from statesource.errors import (
     StateNotFoundError,
     UnsupportedFormatVersionError,
 )
+from statesource.flink import metadata as metadata_module
 from statesource.flink.reader import FlinkCheckpoint
 
 STATEFUL_FILE = "eeb8ae95-707b-428c-ae89-7aafd303254d"
@@ -95,7 +99,7 @@ def test_wrong_key_group_in_a_key(canonical):
 
 def test_missing_data_file(canonical):
     (canonical / STATEFUL_FILE).unlink()
-    with pytest.raises(CorruptCheckpointError, match="does not exist"):
+    with pytest.raises(CorruptCheckpointError, match="state file named by _metadata .* is missing"):
         _read_all(canonical)
 
 
@@ -178,3 +182,70 @@ def test_a_short_read_is_an_error_not_a_hang(canonical, monkeypatch):
     monkeypatch.setattr(type(snapshot), "_read_file", shrinking)
     with pytest.raises(CorruptCheckpointError, match="bytes at offset 0 were asked for"):
         _read_all(canonical)
+
+
+def _java_utf(text: str) -> bytes:
+    return struct.pack(">H", len(text)) + text.encode()
+
+
+def test_a_state_without_its_value_serializer_is_named(canonical):
+    data = (canonical / STATEFUL_FILE).read_bytes()
+    role = _java_utf("VALUE_SERIALIZER")
+    _patch(canonical / STATEFUL_FILE, data.index(role) + len(role) - 1, b"S")
+    with pytest.raises(CorruptCheckpointError,
+                       match=f"{STATEFUL_FILE}: state '.*' lacks the snapshot of its"
+                             " VALUE_SERIALIZER \\(it has NAMESPACE_SERIALIZER,"
+                             " VALUE_SERIALIZES\\) at byte offset"):
+        _read_all(canonical)
+
+
+def test_an_unknown_backend_state_type_is_named(canonical):
+    data = (canonical / STATEFUL_FILE).read_bytes()
+    name = _java_utf("sum_by_tag")
+    _patch(canonical / STATEFUL_FILE, data.index(name) + len(name), struct.pack(">i", 9))
+    with pytest.raises(CorruptCheckpointError,
+                       match="state 'sum_by_tag' has unknown backend state type 9"):
+        _read_all(canonical)
+
+
+def test_two_subtasks_with_one_index_are_refused(canonical, monkeypatch):
+    """Flink keys subtask states by index: a second one would silently replace the first's
+    operator state."""
+    offsets = []
+    read_subtask = metadata_module._subtask
+
+    def noting(reader, index):
+        offsets.append((reader.pos - 4, index))
+        return read_subtask(reader, index)
+
+    monkeypatch.setattr(metadata_module, "_subtask", noting)
+    stateful = FlinkCheckpoint.open(str(canonical)).snapshot.operator("stateful")
+    assert [subtask.index for subtask in stateful.subtasks] == [0, 1]
+    second = next(at for at, index in offsets if index == 1
+                  and (canonical / "_metadata").read_bytes()[at:at + 4] == b"\0\0\0\1")
+    _patch(canonical / "_metadata", second, struct.pack(">i", 0))
+    with pytest.raises(CorruptCheckpointError,
+                       match="subtask index 0 of operator .* each index at most once"):
+        FlinkCheckpoint.open(str(canonical))
+
+
+@pytest.mark.parametrize("name", ["_metadata", STATEFUL_FILE])
+def test_a_fifo_in_place_of_a_file_is_refused_not_waited_on(canonical, name):
+    (canonical / name).unlink()
+    os.mkfifo(canonical / name)
+    outcome = []
+
+    def read():
+        try:
+            _read_all(canonical)
+        except CorruptCheckpointError as error:
+            outcome.append(error)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(30)
+    if reader.is_alive():  # a writer's open releases the reader blocked in its own
+        with open(canonical / name, "wb"):
+            pass
+        pytest.fail(f"the reader waited on a FIFO named {name}")
+    assert len(outcome) == 1 and "is not a regular file" in str(outcome[0])

@@ -3,10 +3,14 @@ Flink 2.x's nullable collections."""
 
 from __future__ import annotations
 
+import pytest
+
+from statesource.errors import CorruptCheckpointError
 from statesource.flink.binary import BinaryReader
 from statesource.flink.binary_writer import BinaryWriter
 from statesource.flink.serializer_writer import (
     SIMPLE,
+    ListSerializer,
     NullableSerializer,
     extracted_list,
     extracted_set,
@@ -14,6 +18,7 @@ from statesource.flink.serializer_writer import (
 )
 from statesource.flink.serializers import (
     COMPOSITE_MAGIC,
+    MAX_SNAPSHOT_NESTING,
     NESTED_MAGIC,
     PojoFlinkType,
     RowFlinkType,
@@ -109,3 +114,29 @@ def test_nullable_and_set_serializers_decode_their_values():
     padded = flink_type(NullableSerializer(SIMPLE["long"], padding=8))
     r = BinaryReader(bytes([1]) + bytes(8) + bytes([0]) + (5).to_bytes(8, "big"), "values")
     assert padded.read(r) is None and padded.read(r) == 5
+
+
+def _lists_of_strings(depth: int) -> bytes:
+    """A list of lists ... of strings, ``depth`` lists deep: each list's snapshot ends with
+    its element's, so it is the same bytes before the string's each time."""
+    strings, lists = BinaryWriter(), BinaryWriter()
+    SIMPLE["string"].write(strings)
+    ListSerializer(SIMPLE["string"]).write(lists)
+    layer = lists.getvalue()[:-len(strings.getvalue())]
+    return layer * depth + strings.getvalue()
+
+
+def test_snapshots_nested_up_to_the_bound_are_read():
+    found = read_snapshot(BinaryReader(_lists_of_strings(MAX_SNAPSHOT_NESTING - 1), "deep"))
+    for _ in range(MAX_SNAPSHOT_NESTING - 1):
+        found = found.element
+    assert found.serializer.endswith("StringSerializerSnapshot")
+
+
+@pytest.mark.parametrize("depth", [MAX_SNAPSHOT_NESTING, 2000])
+def test_snapshots_nested_past_the_bound_are_refused_not_a_recursion_error(depth):
+    """A hostile header can nest snapshots until Python's stack runs out."""
+    with pytest.raises(CorruptCheckpointError,
+                       match=f"deep: serializer snapshots nested more than"
+                             f" {MAX_SNAPSHOT_NESTING} deep at byte offset"):
+        read_snapshot(BinaryReader(_lists_of_strings(depth), "deep"))

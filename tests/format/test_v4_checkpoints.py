@@ -19,8 +19,10 @@ import pytest
 from format.test_change_feed import feed_changes, model_changes
 
 from checkpointing.model import DESCRIPTORS
+from rewritten_files import rewrite_data_file, with_column
 from sample_state import dump, merged
 from statesource.checkpointing import CheckpointWriter, restore_keyed_backend
+from statesource.errors import CorruptCheckpointError
 from statesource.format import Checkpoint
 from statesource.format.changefeed import ChangeFeed
 
@@ -108,3 +110,19 @@ def test_incremental_checkpoints_build_on_version_4_runs(root):
     for name in model:
         assert feed_changes(ChangeFeed.open(str(root), 4, 7, state=name)) == model_changes(
             name, EXPECTED[4][name], model[name])
+
+
+@pytest.mark.parametrize("kind", [None, 3, -1])
+def test_a_run_row_of_no_known_kind_is_refused_not_taken_for_a_tombstone(root, kind):
+    state = next(state for state in Checkpoint.open(str(root), checkpoint_id=4)
+                 .operator().keyed_states if state.delta_files)
+
+    def first_row(index, batches):
+        if index:
+            return batches
+        kinds = batches[0].column("delta_kind").to_pylist()
+        return [with_column(batches[0], "delta_kind", [kind, *kinds[1:]]), *batches[1:]]
+
+    rewrite_data_file(root, 4, state.delta_files[-1].path, first_row)
+    with pytest.raises(CorruptCheckpointError, match="rows of no known delta_kind"):
+        list(Checkpoint.open(str(root), checkpoint_id=4).read_keyed_state(state.name))
