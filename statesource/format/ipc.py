@@ -117,6 +117,14 @@ def _read_into_own_buffer(handle: pa.NativeFile, start: int, length: int,
     return data
 
 
+def check_file_schema(file: Location, schema: pa.Schema, first_range: int) -> None:
+    """The check :func:`read_ranges` makes of a data file's own schema (see
+    :func:`_check_file_schema`), for a reader that reads its byte ranges itself (the JVM
+    reader, when its read is planned); ``first_range``: where the file's first range lies."""
+    with open_regular_file(file, "data file") as handle:
+        _check_file_schema(file, handle, schema, first_range)
+
+
 _MAGIC = b"ARROW1\0\0"
 _HEADER = len(_MAGIC) + 8  # the magic, then the schema message's marker and length
 

@@ -18,7 +18,7 @@ from conftest import jvm_reader_loaded
 
 from statesource import Checkpoint, CheckpointWriter
 from statesource.checkpointing.writer import SubtaskBackends
-from statesource.format import retain
+from statesource.format import ipc, retain
 from statesource.model import TtlConfig
 from statesource.spark import write_state
 from statesource.spark.jvm.plan import FlinkStatePythonSource, jvm_plan
@@ -192,6 +192,71 @@ def test_damaged_files_fail_alike_and_release_memory(jvm, typed_root, tmp_path, 
         assert message in str(raised.value) and data_file_of(damaged, "stamp").name in str(
             raised.value)
     assert shim_memory(jvm) == 0
+
+
+@pytest.fixture(scope="module")
+def batched_root(tmp_path_factory):
+    """Long keys and values, each key group's rows in several record batches."""
+    root = tmp_path_factory.mktemp("batched")
+    backend = KeyedStateBackend("long", 16)
+    state = backend.get_state(ValueStateDescriptor("counts", "long"))
+    for key in range(300):
+        backend.set_current_key(key)
+        state.update(key)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ipc, "MAX_ROWS_PER_BATCH", 8)
+        CheckpointWriter(str(root)).write(1, {"op": [backend]})
+    return str(root)
+
+
+def _range_of_the_next_key_group(state: dict) -> None:
+    """Key group 1's location names key group 2's bytes (its CRC holds); 2 is not listed."""
+    ranges = state["files"][0]["keyGroups"]
+    assert ranges["keyGroup"][1:3] == [1, 2]
+    for name, column in ranges.items():
+        if name != "keyGroup":
+            column[1] = column[2]
+        del column[2]
+
+
+def _fewer_batches(state: dict) -> None:
+    """Key group 0's first batches only, its bytes still all of them (the CRC holds)."""
+    ranges = state["files"][0]["keyGroups"]
+    assert ranges["batchCount"][0] == 3
+    ranges["batchCount"][0] = 2
+    ranges["rows"][0] = ranges["entries"][0] = 16
+
+
+def _a_row_more(state: dict) -> None:
+    ranges = state["files"][0]["keyGroups"]
+    ranges["rows"][0] += 1
+    ranges["entries"][0] += 1
+
+
+def _doubles(state: dict) -> None:
+    """Values declared as doubles: the same layout, other values, unless the file's own
+    schema is checked."""
+    state["valueSchemas"]["value"] = "double"
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (_range_of_the_next_key_group, "the bytes recorded for key group 1 hold rows of key group"),
+    (_fewer_batches, "metadata says 16 rows in"),
+    (_a_row_more, "rows in 1128 bytes of 3 batches, the metadata says 19 rows"),
+    (_doubles, "holds other columns than the metadata's types make"),
+])
+def test_metadata_misdescribing_the_bytes_fails_alike(jvm, batched_root, tmp_path, edit,
+                                                       message):
+    """The JVM reader refuses what the Python reader refuses, never reading other rows."""
+    copy = tmp_path / "edited"
+    shutil.copytree(batched_root, copy)
+    metadata = copy / "chk-1" / "_metadata.json"
+    document = json.loads(metadata.read_text())
+    edit(document["operators"][0]["keyedStates"][0])
+    metadata.write_text(json.dumps(document))
+    for name in ("flinkstate", "flinkstate-python"):
+        with pytest.raises(Exception, match=message):
+            jvm.read.format(name).load(str(copy)).select("key", "value").collect()
 
 
 def test_counts_per_key_group_come_from_the_metadata(jvm, typed_root, tmp_path):

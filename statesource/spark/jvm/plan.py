@@ -3,8 +3,9 @@
 When the Java shim is loaded, ``format("flinkstate")`` resolves to its JVM
 provider (a JVM source always wins a short name). That provider asks this
 source, registered as ``flinkstate-python``, to plan: the options are parsed,
-the checkpoint opened and every path confined exactly as for the Python
-reader, so errors and schemas are the Python source's own. The plan (the
+the checkpoint opened, every path confined and every data file's own schema
+checked exactly as for the Python reader, so errors and schemas are the Python
+source's own. The plan (the
 confined data files, each key group's byte range, CRC-32 and row count, the
 partition slices) travels back as metadata of the schema's first field; the
 JVM then reads the byte ranges itself and returns Arrow columnar batches.
@@ -42,6 +43,7 @@ from pyspark.sql.types import StructField, StructType
 from statesource.flink.jvm_layout import JvmLayout, jvm_layout
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.snapshot import FLINK_METADATA
+from statesource.format.ipc import check_file_schema
 from statesource.format.source import StateSource
 from statesource.sources import reopen
 from statesource.spark.compat import is_connect
@@ -151,6 +153,11 @@ def jvm_plan(target: ReadTarget,
                   if not _jvm_readable(f.type, True)]
     if unreadable:
         return _unservable(f"Arrow types the JVM reader does not convert: {', '.join(unreadable)}")
+    first_ranges: dict[int, int] = {}
+    for index, loc in layout.key_groups:
+        first_ranges[index] = min(first_ranges.get(index, loc.offset), loc.offset)
+    for index, first_range in first_ranges.items():
+        check_file_schema(layout.files[index][0], layout.schema, first_range)
     files = [{"path": os.path.realpath(location.path), "name": str(location), "sizeBytes": size}
              for location, size in layout.files]
     groups: dict[str, list[int]] = {name: [] for name in

@@ -75,6 +75,7 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
   private ArrowBuf range;
   private long cursor;
   private int remaining;
+  private long rangeRows;
   private int entry = -1;
   private ColumnarBatch current;
 
@@ -245,7 +246,7 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
     while (target.hasRemaining()) {
       int read = file.read(target, at + target.position());
       if (read < 0) {
-        throw new IllegalStateException("data file " + plan.fileNames[plan.file[index]]
+        throw new IllegalStateException("CorruptCheckpointError: data file " + plan.fileNames[plan.file[index]]
             + ": short read at offset " + at + " (" + target.position() + " of " + length
             + " bytes): the file is truncated");
       }
@@ -253,10 +254,11 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
     CRC32 crc = new CRC32();
     crc.update(range.nioBuffer(0, (int) length));
     if (crc.getValue() != plan.crc32[index]) {
-      throw new IllegalStateException("data file " + plan.fileNames[plan.file[index]]
+      throw new IllegalStateException("CorruptCheckpointError: data file " + plan.fileNames[plan.file[index]]
           + ": checksum mismatch in bytes " + at + ".." + (at + length) + ": the file is corrupt");
     }
     cursor = 0;
+    rangeRows = 0;
     remaining = plan.batchCount[index];
   }
 
@@ -276,7 +278,7 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
       }
       channelFile = file;
       if (channel.size() != plan.fileSizes[file]) {
-        throw new IllegalStateException("data file " + plan.fileNames[file] + " is "
+        throw new IllegalStateException("CorruptCheckpointError: data file " + plan.fileNames[file] + " is "
             + channel.size() + " bytes, the metadata says " + plan.fileSizes[file]
             + ": it was truncated or replaced");
       }
@@ -286,7 +288,7 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
 
   /** One encapsulated IPC message: 0xFFFFFFFF, int32 metadata length, Message, body. */
   private void loadNextBatch() throws IOException {
-    long length = range.capacity();
+    long length = plan.length[entry];
     if (cursor + 8 > length) {
       throw corrupt(entry, "a message header beyond the byte range");
     }
@@ -316,6 +318,30 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
     }
     cursor = bodyStart + bodyLength;
     remaining--;
+    checkKeyGroup();
+    rangeRows += root.getRowCount();
+    if (remaining == 0 && (cursor != length || rangeRows != plan.rows[entry])) {
+      // The checksum held, so the metadata describes these bytes wrongly: reading fewer
+      // batches or rows than are there would be a silently different answer.
+      throw new IllegalStateException("CorruptCheckpointError: data file "
+          + plan.fileNames[plan.file[entry]] + ": bytes " + plan.offset[entry] + ".."
+          + (plan.offset[entry] + length) + " hold " + rangeRows + " rows in " + cursor
+          + " bytes of " + plan.batchCount[entry] + " batches, the metadata says "
+          + plan.rows[entry] + " rows in " + length + " bytes");
+    }
+  }
+
+  /** The rows read for a key group must all carry it: anything else is a misplaced range. */
+  private void checkKeyGroup() {
+    IntVector groups = (IntVector) root.getVector(KEY_GROUP);
+    int expected = plan.keyGroup[entry];
+    for (int row = 0; row < groups.getValueCount(); row++) {
+      if (groups.isNull(row) || groups.get(row) != expected) {
+        throw new IllegalStateException("CorruptCheckpointError: data file "
+            + plan.fileNames[plan.file[entry]] + ": the bytes recorded for key group " + expected
+            + " hold rows of key group " + (groups.isNull(row) ? "null" : groups.get(row)));
+      }
+    }
   }
 
   private Schema fileSchema() {
@@ -389,7 +415,7 @@ final class KeyGroupBatchReader implements PartitionReader<ColumnarBatch> {
   }
 
   private IllegalStateException corrupt(int index, String what) {
-    return new IllegalStateException("data file " + plan.fileNames[plan.file[index]]
+    return new IllegalStateException("CorruptCheckpointError: data file " + plan.fileNames[plan.file[index]]
         + ": cannot decode record batches at offset " + plan.offset[index] + ": " + what);
   }
 
