@@ -122,7 +122,29 @@ def read_state_info(r: BinaryReader, state_id: int) -> StateInfo:
     if missing:
         raise r.error(f"state {name!r} lacks the snapshot of its {' and '.join(missing)}"
                       f" (it has {', '.join(sorted(serializers)) or 'none'})", at)
-    return StateInfo(state_id, name, backend_type, options, serializers)
+    info = StateInfo(state_id, name, backend_type, options, serializers)
+    kind = options.get("KEYED_STATE_TYPE") if backend_type == KEY_VALUE else None
+    holder = _HOLDERS.get(kind or "")
+    if holder is not None and not isinstance(info.value, holder):
+        raise r.error(f"{(kind or '').lower()} state {name!r} has the value serializer"
+                      f" {info.value.describe()}, not a {(kind or '').lower()} serializer", at)
+    return info
+
+
+_HOLDERS: dict[str, type] = {"LIST": ListType, "MAP": MapType}
+"""The value serializer the states of a kind have: Flink's list and map states hold their
+elements and entries with a list and a map serializer (wrapping TTL inside)."""
+
+
+def unique_states(states: tuple[StateInfo, ...], r: BinaryReader) -> tuple[StateInfo, ...]:
+    """A header names each state once: the state ids of its data, and a read by name, need
+    it."""
+    names = [info.name for info in states]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise r.error(f"the header lists state{'s' if len(twice) > 1 else ''}"
+                      f" {', '.join(map(repr, twice))} more than once")
+    return states
 
 
 def read_keyed_header(r: BinaryReader) -> KeyedHeader:
@@ -137,5 +159,5 @@ def read_keyed_header(r: BinaryReader) -> KeyedHeader:
     count = r.i16()
     if count < 0:
         raise r.error(f"invalid number of states {count}")
-    states = tuple(read_state_info(r, state_id) for state_id in range(count))
+    states = unique_states(tuple(read_state_info(r, state_id) for state_id in range(count)), r)
     return KeyedHeader(version, compressed, key, states, r.pos)

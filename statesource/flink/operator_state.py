@@ -10,6 +10,7 @@ int size and its (key, value) pairs.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +20,8 @@ from statesource.errors import (
     UnsupportedFormatVersionError,
 )
 from statesource.flink.binary import BinaryReader
-from statesource.flink.header import StateInfo, read_state_info
-from statesource.flink.metadata import OperatorSnapshot
+from statesource.flink.header import StateInfo, read_state_info, unique_states
+from statesource.flink.metadata import OperatorSnapshot, OperatorStateOffsets
 from statesource.flink.snappy import unframe
 from statesource.format.source import OperatorStateShares
 from statesource.model import DistributionMode
@@ -51,13 +52,8 @@ def read_operator_header(r: BinaryReader) -> OperatorHeader:
     kinds = []
     for _ in range(2):  # list states, then broadcast states
         kinds.append(tuple(read_state_info(r, index) for index in range(r.i16())))
+    unique_states(kinds[0] + kinds[1], r)  # _metadata names them apart by name alone
     return OperatorHeader(version, compressed, kinds[0], kinds[1], r.pos)
-
-
-def _header(r: BinaryReader) -> tuple[dict[str, StateInfo], bool]:
-    header = read_operator_header(r)
-    infos = {info.name: info for info in header.list_states + header.broadcast_states}
-    return infos, header.compressed
 
 
 def _schemas(info: StateInfo, mode: DistributionMode) -> dict[str, ValueSchema]:
@@ -75,22 +71,23 @@ def read_operator_states(snapshot: Any, op: OperatorSnapshot) -> dict[str, Opera
         for handle in subtask.operator:
             source = snapshot.describe(handle.stream)
             data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
-            infos, compressed = _header(BinaryReader(data, source))
-            bounds = sorted({o for state in handle.states for o in state.offsets} | {len(data)})
+            header = read_operator_header(BinaryReader(data, source))
+            bounds = _piece_bounds(handle.states, header.data_start, len(data), source)
             for state in handle.states:
-                info = infos.get(state.name)
-                if info is None:
-                    raise IncompatibleCheckpointError(
-                        f"{source}: _metadata names operator state {state.name!r}, which the"
-                        " file's header does not declare")
+                info = _info(header, state, source)
                 share = shares.get(state.name)
                 if share is None:
                     empty: type = dict if state.mode is DistributionMode.BROADCAST else list
                     share = OperatorStateShares(state.name, state.mode, _schemas(info, state.mode),
                                            [empty() for _ in range(op.parallelism)])
                     shares[state.name] = share
+                elif share.mode is not state.mode:
+                    raise CorruptCheckpointError(
+                        f"{source}: _metadata gives operator state {state.name!r} the"
+                        f" distribution mode {state.mode.name}, another subtask's"
+                        f" {share.mode.name}")
                 share.size_bytes += handle.stream.size
-                pieces = [read_piece(data, source, offset, bounds, compressed)
+                pieces = [read_piece(data, source, offset, bounds, header.compressed)
                           for offset in state.offsets]
                 value = decode_pieces(pieces, info, state.mode)
                 share.values[subtask.index] = value
@@ -98,15 +95,49 @@ def read_operator_states(snapshot: Any, op: OperatorSnapshot) -> dict[str, Opera
     return shares
 
 
+def _info(header: OperatorHeader, state: OperatorStateOffsets, source: str) -> StateInfo:
+    """The header's info of the state ``_metadata`` names: a broadcast state's among the
+    broadcast states, a list state's (split or union) among the list states."""
+    broadcast = state.mode is DistributionMode.BROADCAST
+    for info in header.broadcast_states if broadcast else header.list_states:
+        if info.name == state.name:
+            return info
+    other = header.list_states if broadcast else header.broadcast_states
+    if any(info.name == state.name for info in other):
+        raise CorruptCheckpointError(
+            f"{source}: _metadata gives operator state {state.name!r} the distribution mode"
+            f" {state.mode.name}, but the file's header declares it a"
+            f" {'list' if broadcast else 'broadcast'} state")
+    raise IncompatibleCheckpointError(
+        f"{source}: _metadata names operator state {state.name!r}, which the file's header"
+        " does not declare")
+
+
+def _piece_bounds(states: tuple[OperatorStateOffsets, ...], data_start: int, size: int,
+                  source: str) -> list[int]:
+    """Where the pieces (elements, broadcast maps) ``_metadata`` lists in a file begin, and
+    the file's end: each piece lies after the header, at its own offset, and is decoded up
+    to the next one, exactly (Flink writes them one after the other)."""
+    offsets = [offset for state in states for offset in state.offsets]
+    for offset in offsets:
+        if not data_start <= offset < size:
+            raise CorruptCheckpointError(
+                f"{source}: operator state offset {offset} lies outside the file's data"
+                f" (bytes {data_start}..{size}, after its header)")
+    if len(set(offsets)) != len(offsets):
+        raise CorruptCheckpointError(
+            f"{source}: _metadata lists operator state offset"
+            f" {next(o for o in offsets if offsets.count(o) > 1)} more than once")
+    return sorted(offsets) + [size]
+
+
 def read_piece(data: bytes, source: str, offset: int, bounds: list[int],
-           compressed: bool) -> BinaryReader:
-    """A reader of the bytes at ``offset`` (up to the next offset; decompressed if need be)."""
-    if not 0 <= offset < len(data):
-        raise CorruptCheckpointError(f"{source}: operator state offset {offset} lies outside"
-                                     f" the file's {len(data)} bytes")
+               compressed: bool) -> BinaryReader:
+    """A reader of the bytes at ``offset`` up to the next of ``bounds`` (decompressed if
+    need be), which the piece must take exactly."""
+    end = bounds[bisect.bisect_right(bounds, offset)]
     if not compressed:
-        return BinaryReader(data, source, pos=offset)
-    end = next(b for b in bounds if b > offset)
+        return BinaryReader(data, source, pos=offset, end=end)
     return BinaryReader(unframe(data[offset:end], source, offset),
                         f"{source} (decompressed from byte offset {offset})", offset)
 
@@ -118,8 +149,22 @@ def decode_pieces(pieces: list[BinaryReader], info: StateInfo, mode: Distributio
         read_value = info.serializers["VALUE_SERIALIZER"].read
         for r in pieces:
             for _ in range(r.count("broadcast state size")):
+                at = r.pos
                 key = read_key(r)
+                if key in entries:
+                    raise r.error(f"broadcast state {info.name!r} holds key {key!r} twice", at)
                 entries[key] = read_value(r)
+            _check_taken(r, info)
         return entries
     element = info.value
-    return [element.to_value(element.read(r)) for r in pieces]
+    values = []
+    for r in pieces:
+        values.append(element.to_value(element.read(r)))
+        _check_taken(r, info)
+    return values
+
+
+def _check_taken(r: BinaryReader, info: StateInfo) -> None:
+    if not r.at_end():
+        raise r.error(f"operator state {info.name!r}: {r.remaining()} bytes after a piece,"
+                      " before the next offset _metadata lists")

@@ -491,14 +491,18 @@ def _nested_serializers(r: BinaryReader) -> list[FlinkType]:
 
 
 def _composite(build: Callable[[str, BinaryReader, Any, list[FlinkType]], FlinkType],
-               outer: Callable[[BinaryReader, int], Any] | None = None
-               ) -> Callable[[str, BinaryReader], FlinkType]:
+               outer: Callable[[BinaryReader, int], Any] | None = None,
+               arity: int | None = None) -> Callable[[str, BinaryReader], FlinkType]:
+    """A composite snapshot's reader; ``arity``: how many nested serializers it has, where
+    that is fixed (a map's two, not a tuple's any number)."""
     def read(name: str, r: BinaryReader) -> FlinkType:
         at = r.pos
         version = _outer_version(r)
         extra = outer(r, version) if outer is not None else None
         nested = _nested_serializers(r)
         try:
+            if arity is not None and len(nested) != arity:
+                raise ValueError(arity)
             return build(name, r, extra, nested)
         except (IndexError, ValueError):
             raise CorruptCheckpointError(
@@ -572,15 +576,17 @@ def _nullable_outer(r: BinaryReader, version: int) -> int:
 
 
 _COMPOSITES: dict[str, Callable[[str, BinaryReader], FlinkType]] = {
-    _BASE + "ListSerializerSnapshot": _composite(lambda n, r, x, s: ListType(n, s[0])),
-    _BASE + "MapSerializerSnapshot": _composite(lambda n, r, x, s: MapType(n, s[0], s[1])),
-    _BASE + "SetSerializerSnapshot": _composite(lambda n, r, x, s: SetType(n, s[0])),
+    _BASE + "ListSerializerSnapshot":
+        _composite(lambda n, r, x, s: ListType(n, s[0]), arity=1),
+    _BASE + "MapSerializerSnapshot":
+        _composite(lambda n, r, x, s: MapType(n, s[0], s[1]), arity=2),
+    _BASE + "SetSerializerSnapshot": _composite(lambda n, r, x, s: SetType(n, s[0]), arity=1),
     _RUNTIME + "NullableSerializer$NullableSerializerSnapshot":
-        _composite(lambda n, r, x, s: NullableType(n, s[0], x), _nullable_outer),
+        _composite(lambda n, r, x, s: NullableType(n, s[0], x), _nullable_outer, arity=1),
     "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot":
-        _composite(lambda n, r, x, s: TtlType(n, s[0], s[1])),
+        _composite(lambda n, r, x, s: TtlType(n, s[0], s[1]), arity=2),
     "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot":
-        _composite(lambda n, r, x, s: TimerType(n, s[0], s[1])),
+        _composite(lambda n, r, x, s: TimerType(n, s[0], s[1]), arity=2),
     "org.apache.flink.api.java.typeutils.runtime.TupleSerializerSnapshot":
         _composite(lambda n, r, x, s: TupleFlinkType(n, x, s), _tuple_outer),
     "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot":

@@ -18,6 +18,7 @@ import pyarrow.fs as pafs
 from statesource.errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
+    IncompatibleCheckpointError,
     StateNotFoundError,
 )
 from statesource.flink.binary import BinaryReader
@@ -69,6 +70,7 @@ class KeyGroupBytes:
     handle: KeyedHandle
     begin: int
     end: int
+    operator_id: str
 
 
 class FlinkSnapshot:
@@ -78,6 +80,7 @@ class FlinkSnapshot:
         self.location = location
         self.metadata = metadata
         self._headers: dict[str, KeyedHeader] = {}
+        self._same_header: set[StreamHandle] = set()
 
     @classmethod
     def open(cls, path: PathOrLocation, *, checkpoint_id: int | None = None,
@@ -160,6 +163,33 @@ class FlinkSnapshot:
                     raise
                 probe = max(probe * 4, _HEADER_PROBE)
 
+    def check_header(self, op: OperatorSnapshot, handle: KeyedHandle) -> None:
+        """``handle``'s file must begin with the header every key group of ``op`` is decoded
+        with (the first file's), as when all its subtasks registered the same states.
+
+        A state obtained lazily, by some subtasks only, gives the files other state ids;
+        their key groups cannot be decoded with the first file's header, so they are
+        refused rather than misread. Checked once per file, when a key group of it is
+        first read: one read of the header's bytes.
+        """
+        if handle.stream in self._same_header:
+            return
+        first = self.keyed_handles(op)[0]
+        expected = self.header_bytes(op)
+        if handle.stream != first.stream and (
+                handle.stream.size < len(expected)
+                or self.read_bytes(handle.stream, 0, len(expected)) != expected):
+            own = self.read_header(handle)  # a damaged header says so here
+            header = self.header(op)
+            assert header is not None
+            raise IncompatibleCheckpointError(
+                f"the keyed-state files of operator {op.label!r} declare different states:"
+                f" {self.describe(first.stream)} {[info.name for info in header.states]},"
+                f" {self.describe(handle.stream)} {[info.name for info in own.states]} (or"
+                " other serializers); statesource reads an operator whose subtasks"
+                " registered the same states, in the same order")
+        self._same_header.add(handle.stream)
+
     def keyed_state_info(self, op: OperatorSnapshot, name: str | None) -> StateInfo:
         header = self.header(op)
         states = header.states if header else ()
@@ -183,7 +213,7 @@ class FlinkSnapshot:
             for key_group, begin, end in check_key_group_range(
                     handle.offsets, handle.start, handle.stream.size,
                     header.data_start if header else 0, self.describe(handle.stream)):
-                ranges.append(KeyGroupBytes(key_group, handle, begin, end))
+                ranges.append(KeyGroupBytes(key_group, handle, begin, end, op.operator_id))
         return sorted(ranges, key=lambda r: r.key_group)
 
     def read_key_groups(self, op: OperatorSnapshot, state_ids: Collection[int] | None = None,
@@ -202,6 +232,8 @@ class FlinkSnapshot:
 
     def piece_bytes(self, piece: KeyGroupBytes, listener: ReadListener | None = None) -> bytes:
         """The raw bytes of one key group (all states of the operator)."""
+        if piece.handle.stream not in self._same_header:
+            self.check_header(self.operator(piece.operator_id), piece.handle)
         length = piece.end - piece.begin
         if listener is not None:
             listener(self.describe(piece.handle.stream), piece.begin, length)

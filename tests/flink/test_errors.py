@@ -6,6 +6,7 @@ import os
 import shutil
 import struct
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -249,3 +250,127 @@ def test_a_fifo_in_place_of_a_file_is_refused_not_waited_on(canonical, name):
             pass
         pytest.fail(f"the reader waited on a FIFO named {name}")
     assert len(outcome) == 1 and "is not a regular file" in str(outcome[0])
+
+
+MP256 = Path(__file__).resolve().parents[1] / "fixtures" / "flink" / "mp256" / "canonical"
+
+
+@pytest.fixture
+def mp256(tmp_path):
+    """Savepoint with list, union and broadcast operator state stored inline in _metadata."""
+    target = tmp_path / "mp256"
+    shutil.copytree(MP256, target)
+    for file in target.iterdir():
+        file.chmod(0o644)
+    return target
+
+
+def _replace_first(path, old: bytes, new: bytes) -> None:
+    """The first ``old`` in the file (subtask 0's, in a _metadata) as ``new``, of its length."""
+    data = path.read_bytes()
+    at = data.index(old)
+    assert len(old) == len(new)
+    path.write_bytes(data[:at] + new + data[at + len(old):])
+
+
+@pytest.mark.parametrize(("named", "mode", "operator", "state", "declared"), [
+    (b"\x00\x04seen\x00", b"\x02", "stateful", "seen", "list"),
+    (b"\x00\x05rules\x02", b"\x00", "broadcaster", "rules", "broadcast"),
+], ids=["list state as broadcast", "broadcast state as list"])
+def test_an_operator_state_whose_mode_contradicts_its_header_is_refused(
+        mp256, named, mode, operator, state, declared):
+    """A list state read as a broadcast one failed on a missing key serializer; a broadcast
+    state read as a list decoded its map's bytes as list elements."""
+    data = (mp256 / "_metadata").read_bytes()
+    at = data.index(named) + len(named) - 1
+    (mp256 / "_metadata").write_bytes(data[:at] + mode + data[at + 1:])
+    with pytest.raises(CorruptCheckpointError,
+                       match=f"operator state '{state}' the distribution mode .* but the file's"
+                             f" header declares it a {declared} state"):
+        FlinkCheckpoint.open(str(mp256)).read_operator_state(state, operator=operator)
+
+
+@pytest.mark.parametrize(("offset", "message"), [
+    (340, "operator state offset 340 lies outside the file's data .bytes 362..380"),
+    (371, "truncated"),  # the previous element would end a byte early
+])
+def test_operator_state_offsets_misplacing_a_piece_are_refused(mp256, offset, message):
+    _replace_first(mp256 / "_metadata", struct.pack(">q", 372), struct.pack(">q", offset))
+    with pytest.raises(CorruptCheckpointError, match=message):
+        FlinkCheckpoint.open(str(mp256)).read_operator_state("seen", operator="stateful")
+
+
+def test_a_broadcast_state_holding_a_key_twice_is_refused(mp256):
+    """Flink writes a broadcast state from a map: a repeated key is corruption, which a dict
+    would otherwise hide by keeping one of the values."""
+    _replace_first(mp256 / "_metadata", b"\x03u6\x00\x00\x00\x00\x00\x00\x03\xe1",
+                  b"\x03u5\x00\x00\x00\x00\x00\x00\x03\xe1")
+    with pytest.raises(CorruptCheckpointError, match="broadcast state 'rules' holds key 'u5'"
+                                                     " twice"):
+        FlinkCheckpoint.open(str(mp256)).read_operator_state("rules", operator="broadcaster")
+
+
+def _first_keyed_file(root) -> Path:
+    checkpoint = FlinkCheckpoint.open(str(root))
+    stateful = checkpoint.snapshot.operator("stateful")
+    return root / Path(checkpoint.snapshot.keyed_handles(stateful)[0].stream.path).name
+
+
+def test_a_state_kind_its_value_serializer_cannot_be_is_refused(mp256):
+    """A list state must hold a list serializer (Flink's value states never do)."""
+    _replace_first(_first_keyed_file(mp256),
+                  b"\x00\x05total\x00\x00\x00\x00\x00\x00\x00\x01\x00\x10KEYED_STATE_TYPE"
+                  b"\x00\x05VALUE",
+                  b"\x00\x06totalX\x00\x00\x00\x00\x00\x00\x00\x01\x00\x10KEYED_STATE_TYPE"
+                  b"\x00\x04LIST")
+    with pytest.raises(CorruptCheckpointError, match="list state 'totalX' has the value"
+                                                     " serializer .*, not a list serializer"):
+        FlinkCheckpoint.open(str(mp256)).operator("stateful")
+
+
+def test_a_collection_snapshot_with_more_nested_serializers_than_it_takes_is_refused(mp256):
+    _replace_first(_first_keyed_file(mp256), b"base.MapSerializerSnapshot",
+                  b"base.SetSerializerSnapshot")
+    with pytest.raises(CorruptCheckpointError, match="SetSerializerSnapshot at byte offset"
+                                                     " [0-9]+ has 2 nested serializers"):
+        FlinkCheckpoint.open(str(mp256)).operator("stateful")
+
+
+def _names_alike(root) -> tuple[str, str]:
+    """Two states of the same name length in the stateful operator's header."""
+    checkpoint = FlinkCheckpoint.open(str(root))
+    names = [info.name for info in checkpoint.snapshot.header(
+        checkpoint.snapshot.operator("stateful")).states]
+    return next((a, b) for a in names for b in names if a < b and len(a) == len(b))
+
+
+def _java_utf_of(name: str) -> bytes:
+    return struct.pack(">H", len(name)) + name.encode()
+
+
+def test_a_header_naming_a_state_twice_is_refused(mp256):
+    a, b = _names_alike(mp256)
+    _replace_first(_first_keyed_file(mp256), _java_utf_of(a), _java_utf_of(b))
+    with pytest.raises(CorruptCheckpointError, match=f"the header lists state '{b}' more than"
+                                                     " once"):
+        FlinkCheckpoint.open(str(mp256)).operator("stateful")
+
+
+def test_subtasks_whose_files_declare_other_states_are_refused_not_misread(mp256):
+    """Every key group is decoded with the first file's header: another file whose states
+    differ (a state some subtasks never obtained) would have its state ids misread."""
+    checkpoint = FlinkCheckpoint.open(str(mp256))
+    stateful = checkpoint.snapshot.operator("stateful")
+    handles = checkpoint.snapshot.keyed_handles(stateful)
+    assert len({handle.stream for handle in handles}) > 1
+    a, b = _names_alike(mp256)
+    second = mp256 / Path(handles[-1].stream.path).name
+    placeholder = _java_utf_of("\x01" * len(a))
+    _replace_first(second, _java_utf_of(a), placeholder)  # swapped: ids mean the other state
+    _replace_first(second, _java_utf_of(b), _java_utf_of(a))
+    _replace_first(second, placeholder, _java_utf_of(b))
+    with pytest.raises(IncompatibleCheckpointError,
+                       match=f"the keyed-state files of operator 'stateful' declare different"
+                             f" states: .*'{a}', .*'{b}'.*"):
+        for state in (a, b):
+            list(FlinkCheckpoint.open(str(mp256)).read_keyed_state(state, operator="stateful"))

@@ -268,7 +268,9 @@ def reencode_operator_states(path: Path) -> Counter[str]:
         for handle in (h for subtask in op.subtasks for h in subtask.operator):
             data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
             source = snapshot.describe(handle.stream)
-            infos, compressed = operator_state._header(BinaryReader(data, source))
+            header = operator_state.read_operator_header(BinaryReader(data, source))
+            infos = {info.name: info for info in header.list_states + header.broadcast_states}
+            compressed = header.compressed
             bounds = sorted({o for state in handle.states for o in state.offsets} | {len(data)})
             for state in handle.states:
                 info = infos[state.name]

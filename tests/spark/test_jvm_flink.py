@@ -392,6 +392,37 @@ def test_a_map_key_flink_would_encode_otherwise_is_refused_not_misread(jvm, tmp_
     assert len(on_jvm) == 2 and "a map key encoded as Flink never encodes it" in on_jvm[1]
 
 
+@pytest.mark.parametrize(("state", "loose"), [
+    ("pojos", 0x06),  # POJO flags: "no subclass" with another bit set, read alike
+    ("rows", 0x01),  # a Row's null mask with an unused last bit set
+])
+def test_a_map_key_repeated_in_other_bytes_is_refused_on_both_paths(jvm, tmp_path, state,
+                                                                    loose):
+    """The second entry of a map gets the first one's user key, in bytes that Flink reads as
+    the same value though it never writes them: the per-value decoder finds the key twice;
+    the JVM, which tells keys apart by their bytes, must not return both."""
+    path = tmp_path / "copy"
+    shutil.copytree(FIXTURES / "types" / "canonical", path)
+    snapshot = FlinkSnapshot.open(str(path))
+    op = snapshot.operator("typed")
+    info = snapshot.keyed_state_info(op, state)
+    piece = snapshot.key_group_bytes(op)[0]
+    data = snapshot.piece_bytes(piece)
+    (section,) = canonical_sections(data, piece.key_group, prefix_bytes(op.max_parallelism),
+                                    len(snapshot.header(op).states), (info.state_id,))
+    user_key = 1 + 8 + 1  # after the key-group prefix, the Long key and the void namespace
+    first, second = (int(section.key_start[i]) + user_key for i in (0, 1))
+    ends = [int(section.key_end[i]) for i in (0, 1)]
+    assert ends[0] - first == ends[1] - second and data[first - 9:first] == data[second - 9:second]
+    _rewrite(snapshot, piece, second, ends[1],
+             bytes([loose]) + data[first + 1:ends[0]])
+    on_python = _read(jvm, "flinkstate-python", path, "typed", state)
+    on_jvm = _read(jvm, "flinkstate", path, "typed", state)
+    assert len(on_python) == 2 and "holds the user key" in on_python[1], on_python
+    assert len(on_jvm) == 2 and "a map key encoded as Flink never encodes it" in on_jvm[1], \
+        on_jvm
+
+
 def test_a_truncated_file_is_refused_naming_it(jvm, tmp_path):
     def cut(raw: bytearray, begin: int, end: int) -> None:
         del raw[end - 3:]

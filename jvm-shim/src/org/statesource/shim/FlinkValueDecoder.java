@@ -349,6 +349,7 @@ abstract class FlinkValueDecoder implements Serializable {
         int at = in.pos;
         int flags = in.u8();
         if ((flags & NULL) != 0) {
+          in.loose |= flags != NULL; // Flink writes exactly these flags: others read alike
           if (out != null) {
             out.appendStruct(true);
           }
@@ -358,6 +359,7 @@ abstract class FlinkValueDecoder implements Serializable {
           throw new FlinkDataException("a subclass of a POJO (flags 0x" + Integer.toHexString(flags)
               + ") is not supported", at);
         }
+        in.loose |= flags != NO_SUBCLASS;
       }
       if (out != null) {
         out.appendStruct(false);
@@ -402,6 +404,9 @@ abstract class FlinkValueDecoder implements Serializable {
       int maskAt = in.pos;
       in.skip((bits + 7) / 8);
       byte[] data = in.data;
+      for (int unused = bits; unused % 8 != 0; unused++) {
+        in.loose |= bit(data, maskAt, unused) != 0; // Flink leaves the mask's last bits clear
+      }
       int kind = kindInMask ? bit(data, maskAt, 0) | (bit(data, maskAt, 1) << 1) : 0;
       if (out != null) {
         out.appendStruct(false);
