@@ -143,8 +143,8 @@ def bench_feed(entries: int, directory: str, repeats: int) -> None:
 
 
 def build_chain(entries: int, directory: str) -> tuple[Checkpoint, Checkpoint]:
-    """The end of a chain of ``CHAIN`` incremental checkpoints, each after 1% of the keys
-    changed (spread), and a full checkpoint of the same state."""
+    """The end of a chain of ``CHAIN`` incremental checkpoints, each after ``CHANGED`` of
+    the keys changed (spread), and a full checkpoint of the same state."""
     job = Job(entries)
     rng = np.random.default_rng(3)
     root = f"{directory}/chain"

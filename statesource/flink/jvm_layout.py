@@ -79,8 +79,9 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
         return f"operator {op.label!r} has no keyed state"
     info = snapshot.keyed_state_info(op, state)
     handles = snapshot.keyed_handles(op)
-    for handle in handles:  # the shim decodes every file with the first one's header
-        snapshot.check_header(op, handle)
+    if any(snapshot.handle_header(op, handle) is not header for handle in handles):
+        return ("the operator's keyed-state files declare different states (some subtasks"
+                " never obtained some); they are decoded by the Python source")
     if any(h.stream.inline is not None for h in handles):
         return "state stored inline in _metadata is decoded by the Python source"
     native = not all(h.savepoint for h in handles)

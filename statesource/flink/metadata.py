@@ -187,12 +187,14 @@ def _operator(reader: BinaryReader) -> OperatorSnapshot:
     coordinator = _stream_handle(reader)
     count = reader.i32()
     subtasks: list[SubtaskState] = []
+    indexes: set[int] = set()
     for _ in range(max(count, 0)):  # a negative count marks a fully finished operator
         index = reader.i32()
-        if not 0 <= index < parallelism or any(s.index == index for s in subtasks):
+        if not 0 <= index < parallelism or index in indexes:
             raise reader.error(f"subtask index {index} of operator {uid or operator_id}"
                                f" (parallelism {parallelism}; each index at most once)",
                                reader.pos - 4)
+        indexes.add(index)
         subtasks.append(_subtask(reader, index))
     covered: set[int] = set()
     for handle in (h for subtask in subtasks for h in subtask.keyed):

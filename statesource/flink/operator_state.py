@@ -147,12 +147,20 @@ def decode_pieces(pieces: list[BinaryReader], info: StateInfo, mode: Distributio
         entries: dict[Any, Any] = {}
         read_key = info.serializers["KEY_SERIALIZER"].read
         read_value = info.serializers["VALUE_SERIALIZER"].read
+        written: set[bytes] = set()
         for r in pieces:
             for _ in range(r.count("broadcast state size")):
                 at = r.pos
                 key = read_key(r)
-                if key in entries:
+                key_bytes = bytes(r.data[at:r.pos])
+                if key_bytes in written:  # Flink writes a map: each key once
                     raise r.error(f"broadcast state {info.name!r} holds key {key!r} twice", at)
+                written.add(key_bytes)
+                if key in entries:  # Java tells them apart (0.0 and -0.0, two byte[])
+                    raise IncompatibleCheckpointError(
+                        f"{r.source}: broadcast state {info.name!r} holds keys that Java tells"
+                        f" apart but that read as one value here ({key!r}), at byte offset"
+                        f" {r.base + at}")
                 entries[key] = read_value(r)
             _check_taken(r, info)
         return entries
@@ -167,4 +175,4 @@ def decode_pieces(pieces: list[BinaryReader], info: StateInfo, mode: Distributio
 def _check_taken(r: BinaryReader, info: StateInfo) -> None:
     if not r.at_end():
         raise r.error(f"operator state {info.name!r}: {r.remaining()} bytes after a piece,"
-                      " before the next offset _metadata lists")
+                      " before where the next piece _metadata lists (or the file) begins")

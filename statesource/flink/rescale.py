@@ -58,7 +58,7 @@ from statesource.flink.declarations import native_blockers
 from statesource.flink.encoders import encode
 from statesource.flink.flink_type import FlinkType
 from statesource.flink.header import SUPPORTED_VERSIONS as HEADER_VERSIONS
-from statesource.flink.header import KeyedHeader, StateInfo
+from statesource.flink.header import KeyedHeader, StateInfo, same_state
 from statesource.flink.header_writer import write_keyed_header
 from statesource.flink.keyed import (
     END_OF_KEY_GROUP,
@@ -505,7 +505,7 @@ def _merged_header(snapshot: FlinkSnapshot, where: str, handles: Sequence[KeyedH
             if at is None:
                 at = by_name[info.name] = len(states)
                 states.append(dataclasses.replace(info, state_id=at))
-            elif not _same_state(states[at], info):
+            elif not same_state(states[at], info):
                 raise IncompatibleCheckpointError(
                     f"{where}: state {info.name!r} has other serializers in"
                     f" {snapshot.describe(handle.stream)} than in the operator's other files")
@@ -513,12 +513,6 @@ def _merged_header(snapshot: FlinkSnapshot, where: str, handles: Sequence[KeyedH
         inputs.append(_KeyedInput(handle, header, tuple(ids)))
     assert first is not None
     return KeyedHeader(first.version, False, first.key, tuple(states), 0), tuple(inputs)
-
-
-def _same_state(a: StateInfo, b: StateInfo) -> bool:
-    return (a.backend_type == b.backend_type and dict(a.options) == dict(b.options)
-            and {r: s.snapshot for r, s in a.serializers.items()}
-            == {r: s.snapshot for r, s in b.serializers.items()})
 
 
 # -- writing -------------------------------------------------------------------------------

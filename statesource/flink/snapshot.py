@@ -22,7 +22,7 @@ from statesource.errors import (
     StateNotFoundError,
 )
 from statesource.flink.binary import BinaryReader
-from statesource.flink.header import KeyedHeader, StateInfo, read_keyed_header
+from statesource.flink.header import KeyedHeader, StateInfo, read_keyed_header, reads_alike
 from statesource.flink.keyed import KeyGroupState, check_key_group_range, decode_key_group
 from statesource.flink.metadata import (
     KeyedHandle,
@@ -70,7 +70,6 @@ class KeyGroupBytes:
     handle: KeyedHandle
     begin: int
     end: int
-    operator_id: str
 
 
 class FlinkSnapshot:
@@ -80,7 +79,9 @@ class FlinkSnapshot:
         self.location = location
         self.metadata = metadata
         self._headers: dict[str, KeyedHeader] = {}
-        self._same_header: set[StreamHandle] = set()
+        self._handle_headers: dict[StreamHandle, KeyedHeader] = {}
+        self._regular_files: set[StreamHandle] = set()
+        self._header_bytes: dict[str, bytes] = {}
 
     @classmethod
     def open(cls, path: PathOrLocation, *, checkpoint_id: int | None = None,
@@ -163,32 +164,39 @@ class FlinkSnapshot:
                     raise
                 probe = max(probe * 4, _HEADER_PROBE)
 
-    def check_header(self, op: OperatorSnapshot, handle: KeyedHandle) -> None:
-        """``handle``'s file must begin with the header every key group of ``op`` is decoded
-        with (the first file's), as when all its subtasks registered the same states.
+    def handle_header(self, op: OperatorSnapshot, handle: KeyedHandle) -> KeyedHeader:
+        """The header of ``handle``'s file: :meth:`header` itself where the file begins with
+        the same bytes, as when every subtask registered the same states.
 
-        A state obtained lazily, by some subtasks only, gives the files other state ids;
-        their key groups cannot be decoded with the first file's header, so they are
-        refused rather than misread. Checked once per file, when a key group of it is
-        first read: one read of the header's bytes.
+        Every key group of ``op`` is decoded with :meth:`header`. A subtask that never
+        obtained a state the first one did writes fewer states: where its header lists,
+        id for id, some of the first one's states, its key groups read alike, and only
+        its data starts elsewhere. Any other header gives state ids other meanings, so
+        its key groups are refused rather than misread. Read once per file.
         """
-        if handle.stream in self._same_header:
-            return
+        header = self.header(op)
+        assert header is not None
+        known = self._handle_headers.get(handle.stream)
+        if known is not None:
+            return known
         first = self.keyed_handles(op)[0]
         expected = self.header_bytes(op)
+        own = header
         if handle.stream != first.stream and (
                 handle.stream.size < len(expected)
                 or self.read_bytes(handle.stream, 0, len(expected)) != expected):
             own = self.read_header(handle)  # a damaged header says so here
-            header = self.header(op)
-            assert header is not None
-            raise IncompatibleCheckpointError(
-                f"the keyed-state files of operator {op.label!r} declare different states:"
-                f" {self.describe(first.stream)} {[info.name for info in header.states]},"
-                f" {self.describe(handle.stream)} {[info.name for info in own.states]} (or"
-                " other serializers); statesource reads an operator whose subtasks"
-                " registered the same states, in the same order")
-        self._same_header.add(handle.stream)
+            if not reads_alike(own, header):
+                raise IncompatibleCheckpointError(
+                    f"the keyed-state files of operator {op.label!r} number their states"
+                    f" differently: {self.describe(first.stream)}"
+                    f" {[info.name for info in header.states]},"
+                    f" {self.describe(handle.stream)} {[info.name for info in own.states]}"
+                    " (its subtasks registered states in another order, or one the first"
+                    " file lacks); statesource's reader decodes an operator's key groups"
+                    " with one numbering (rescale merges them by name)")
+        self._handle_headers[handle.stream] = own
+        return own
 
     def keyed_state_info(self, op: OperatorSnapshot, name: str | None) -> StateInfo:
         header = self.header(op)
@@ -208,12 +216,11 @@ class FlinkSnapshot:
     def key_group_bytes(self, op: OperatorSnapshot) -> list[KeyGroupBytes]:
         """The byte range of every non-empty key group of the operator, by key group."""
         ranges = []
-        header = self.header(op)
         for handle in self.keyed_handles(op):
             for key_group, begin, end in check_key_group_range(
                     handle.offsets, handle.start, handle.stream.size,
-                    header.data_start if header else 0, self.describe(handle.stream)):
-                ranges.append(KeyGroupBytes(key_group, handle, begin, end, op.operator_id))
+                    self.handle_header(op, handle).data_start, self.describe(handle.stream)):
+                ranges.append(KeyGroupBytes(key_group, handle, begin, end))
         return sorted(ranges, key=lambda r: r.key_group)
 
     def read_key_groups(self, op: OperatorSnapshot, state_ids: Collection[int] | None = None,
@@ -232,8 +239,6 @@ class FlinkSnapshot:
 
     def piece_bytes(self, piece: KeyGroupBytes, listener: ReadListener | None = None) -> bytes:
         """The raw bytes of one key group (all states of the operator)."""
-        if piece.handle.stream not in self._same_header:
-            self.check_header(self.operator(piece.operator_id), piece.handle)
         length = piece.end - piece.begin
         if listener is not None:
             listener(self.describe(piece.handle.stream), piece.begin, length)
@@ -256,7 +261,10 @@ class FlinkSnapshot:
         header = self.header(op)
         if header is None:
             return b""
-        return self.read_bytes(self.keyed_handles(op)[0].stream, 0, header.data_start)
+        if op.operator_id not in self._header_bytes:
+            self._header_bytes[op.operator_id] = self.read_bytes(
+                self.keyed_handles(op)[0].stream, 0, header.data_start)
+        return self._header_bytes[op.operator_id]
 
     # -- files -----------------------------------------------------------------------------
 
@@ -312,14 +320,21 @@ class FlinkSnapshot:
         return data
 
     def _read_file(self, stream: StreamHandle, offset: int, length: int) -> bytes:
-        location = self.file_location(stream)
+        location = self.file_location(stream)  # confined to the snapshot
         try:
-            with open_regular_file(location, f"state file named by {FLINK_METADATA}",
-                                   confine_to=self.location) as handle:
+            if stream in self._regular_files:
+                opened = location.filesystem.open_input_file(location.path)
+            else:  # once per file: a FIFO would block every read
+                opened = open_regular_file(location, f"state file named by {FLINK_METADATA}")
+                self._regular_files.add(stream)
+            with opened as handle:
                 size = handle.size()
                 if size != stream.size:
                     raise CorruptCheckpointError(
                         f"{location} has {size} bytes; {FLINK_METADATA} records {stream.size}")
                 return handle.read_at(length, offset)
+        except FileNotFoundError:
+            raise CorruptCheckpointError(f"state file named by {FLINK_METADATA} {location} is"
+                                         " missing") from None
         except OSError as error:
             raise CorruptCheckpointError(f"cannot read {location}: {error}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import struct
@@ -19,7 +20,14 @@ from statesource.errors import (
     UnsupportedFormatVersionError,
 )
 from statesource.flink import metadata as metadata_module
+from statesource.flink.binary import BinaryReader
+from statesource.flink.binary_writer import BinaryWriter
+from statesource.flink.header import BROADCAST, StateInfo, reads_alike
+from statesource.flink.operator_state import decode_pieces
 from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.serializer_writer import SIMPLE
+from statesource.flink.serializers import read_snapshot
+from statesource.model import DistributionMode
 
 STATEFUL_FILE = "eeb8ae95-707b-428c-ae89-7aafd303254d"
 HANDLE_TYPE_OFFSET = 0x94  # the first keyed-state handle's type byte in this _metadata
@@ -370,7 +378,43 @@ def test_subtasks_whose_files_declare_other_states_are_refused_not_misread(mp256
     _replace_first(second, _java_utf_of(b), _java_utf_of(a))
     _replace_first(second, placeholder, _java_utf_of(b))
     with pytest.raises(IncompatibleCheckpointError,
-                       match=f"the keyed-state files of operator 'stateful' declare different"
-                             f" states: .*'{a}', .*'{b}'.*"):
+                       match=f"the keyed-state files of operator 'stateful' number their"
+                             f" states differently: .*'{a}', .*'{b}'.*"):
         for state in (a, b):
             list(FlinkCheckpoint.open(str(mp256)).read_keyed_state(state, operator="stateful"))
+
+
+def test_a_file_declaring_some_of_the_first_files_states_id_for_id_reads_alike(mp256):
+    """A subtask that never obtained a state writes fewer: its key groups decode with the
+    first file's header wherever its states keep their ids; any other numbering does not."""
+    checkpoint = FlinkCheckpoint.open(str(mp256))
+    header = checkpoint.snapshot.header(checkpoint.snapshot.operator("stateful"))
+    states = header.states
+    assert len(states) >= 3
+    fewer = dataclasses.replace(header, states=states[:-1])
+    assert reads_alike(header, header) and reads_alike(fewer, header)
+    assert not reads_alike(header, fewer)  # a state the decoding header lacks
+    renumbered = tuple(dataclasses.replace(info, state_id=index)
+                       for index, info in enumerate(states[1:]))
+    assert not reads_alike(dataclasses.replace(header, states=renumbered), header)
+    other_key = dataclasses.replace(header, key=states[0].value)
+    assert not reads_alike(other_key, header)
+
+
+def _flink_type(name: str):
+    w = BinaryWriter()
+    SIMPLE[name].write(w)
+    return read_snapshot(BinaryReader(w.getvalue(), "snapshot"))
+
+
+def test_broadcast_keys_java_tells_apart_but_python_cannot_are_refused_not_merged():
+    """A broadcast HashMap<Double, Integer> holds 0.0 and -0.0 apart; a dict cannot."""
+    info = StateInfo(0, "b", BROADCAST, {}, {"KEY_SERIALIZER": _flink_type("double"),
+                                             "VALUE_SERIALIZER": _flink_type("int")})
+    data = (struct.pack(">i", 2) + struct.pack(">d", 0.0) + struct.pack(">i", 1)
+            + struct.pack(">d", -0.0) + struct.pack(">i", 2))
+    with pytest.raises(IncompatibleCheckpointError,
+                       match="broadcast state 'b' holds keys that Java tells apart but that"
+                             " read as one value here .-0.0."):
+        decode_pieces([BinaryReader(data, "file", end=len(data))], info,
+                      DistributionMode.BROADCAST)
