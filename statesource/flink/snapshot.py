@@ -174,11 +174,11 @@ class FlinkSnapshot:
         its data starts elsewhere. Any other header gives state ids other meanings, so
         its key groups are refused rather than misread. Read once per file.
         """
-        header = self.header(op)
-        assert header is not None
         known = self._handle_headers.get(handle.stream)
         if known is not None:
             return known
+        header = self.header(op)
+        assert header is not None
         first = self.keyed_handles(op)[0]
         expected = self.header_bytes(op)
         own = header

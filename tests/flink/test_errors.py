@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import struct
-import threading
 from pathlib import Path
 
 import pytest
 
+from fifos import fifo_in_place_of, opened_without_hanging
 from flink_snapshots import only
 from statesource.errors import (
     CheckpointNotFoundError,
@@ -240,24 +239,9 @@ def test_two_subtasks_with_one_index_are_refused(canonical, monkeypatch):
 
 @pytest.mark.parametrize("name", ["_metadata", STATEFUL_FILE])
 def test_a_fifo_in_place_of_a_file_is_refused_not_waited_on(canonical, name):
-    (canonical / name).unlink()
-    os.mkfifo(canonical / name)
-    outcome = []
-
-    def read():
-        try:
-            _read_all(canonical)
-        except CorruptCheckpointError as error:
-            outcome.append(error)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(30)
-    if reader.is_alive():  # a writer's open releases the reader blocked in its own
-        with open(canonical / name, "wb"):
-            pass
-        pytest.fail(f"the reader waited on a FIFO named {name}")
-    assert len(outcome) == 1 and "is not a regular file" in str(outcome[0])
+    fifo_in_place_of(canonical / name)
+    error = opened_without_hanging(lambda: _read_all(canonical))
+    assert isinstance(error, CorruptCheckpointError) and "is not a regular file" in str(error)
 
 
 MP256 = Path(__file__).resolve().parents[1] / "fixtures" / "flink" / "mp256" / "canonical"
@@ -352,13 +336,9 @@ def _names_alike(root) -> tuple[str, str]:
     return next((a, b) for a in names for b in names if a < b and len(a) == len(b))
 
 
-def _java_utf_of(name: str) -> bytes:
-    return struct.pack(">H", len(name)) + name.encode()
-
-
 def test_a_header_naming_a_state_twice_is_refused(mp256):
     a, b = _names_alike(mp256)
-    _replace_first(_first_keyed_file(mp256), _java_utf_of(a), _java_utf_of(b))
+    _replace_first(_first_keyed_file(mp256), _java_utf(a), _java_utf(b))
     with pytest.raises(CorruptCheckpointError, match=f"the header lists state '{b}' more than"
                                                      " once"):
         FlinkCheckpoint.open(str(mp256)).operator("stateful")
@@ -373,10 +353,10 @@ def test_subtasks_whose_files_declare_other_states_are_refused_not_misread(mp256
     assert len({handle.stream for handle in handles}) > 1
     a, b = _names_alike(mp256)
     second = mp256 / Path(handles[-1].stream.path).name
-    placeholder = _java_utf_of("\x01" * len(a))
-    _replace_first(second, _java_utf_of(a), placeholder)  # swapped: ids mean the other state
-    _replace_first(second, _java_utf_of(b), _java_utf_of(a))
-    _replace_first(second, placeholder, _java_utf_of(b))
+    placeholder = _java_utf("\x01" * len(a))
+    _replace_first(second, _java_utf(a), placeholder)  # swapped: ids mean the other state
+    _replace_first(second, _java_utf(b), _java_utf(a))
+    _replace_first(second, placeholder, _java_utf(b))
     with pytest.raises(IncompatibleCheckpointError,
                        match=f"the keyed-state files of operator 'stateful' number their"
                              f" states differently: .*'{a}', .*'{b}'.*"):

@@ -12,12 +12,12 @@ import copy
 import json
 import os
 import pathlib
-import threading
 import zlib
 from collections.abc import Callable
 
 import pytest
 
+from fifos import fifo_in_place_of, opened_without_hanging
 from sample_state import KEYS, populate
 from statesource.checkpointing import CheckpointWriter, SubtaskBackends
 from statesource.errors import (
@@ -340,34 +340,9 @@ def test_metadata_larger_than_the_limit_is_refused_before_reading(root, monkeypa
         Checkpoint.open(str(root))
 
 
-def _fifo_in_place_of(path: pathlib.Path) -> None:
-    path.unlink()
-    os.mkfifo(path)
-
-
-def _opened_without_hanging(action: Callable[[], object]) -> BaseException | None:
-    """Run ``action`` in a thread; a reader blocked on a FIFO would never return."""
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            action()
-            outcome.append(None)
-        except BaseException as error:  # noqa: BLE001 - handed to the test
-            outcome.append(error)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(20)
-    if thread.is_alive():
-        # Unblock the reader by opening the FIFO's other end, then fail.
-        pytest.fail("the reader blocked opening a FIFO")
-    return outcome[0]
-
-
 def test_a_fifo_as_metadata_is_refused_without_blocking(root):
-    _fifo_in_place_of(metadata_path(root))
-    error = _opened_without_hanging(lambda: Checkpoint.open(str(root / "chk-1")))
+    fifo_in_place_of(metadata_path(root))
+    error = opened_without_hanging(lambda: Checkpoint.open(str(root / "chk-1")))
     assert isinstance(error, CorruptCheckpointError)
     assert "_metadata.json is not a regular file" in str(error)
 
@@ -375,12 +350,12 @@ def test_a_fifo_as_metadata_is_refused_without_blocking(root):
 def test_a_fifo_as_data_file_is_refused_without_blocking(root):
     checkpoint = Checkpoint.open(str(root))
     path = root / checkpoint.operator().keyed_state("value").files[0].path
-    _fifo_in_place_of(path)
-    error = _opened_without_hanging(checkpoint.verify)  # checks every file's type and size
+    fifo_in_place_of(path)
+    error = opened_without_hanging(checkpoint.verify)  # checks every file's type and size
     assert isinstance(error, CorruptCheckpointError)
     assert f"{path.relative_to(root).as_posix()} under {root} is not a regular file" \
         in str(error)
-    error = _opened_without_hanging(lambda: list(checkpoint.read_keyed_state("value")))
+    error = opened_without_hanging(lambda: list(checkpoint.read_keyed_state("value")))
     assert isinstance(error, CorruptCheckpointError)
     assert f"data file {path} is not a regular file" in str(error)
 

@@ -5,10 +5,10 @@ provider (a JVM source always wins a short name). That provider asks this
 source, registered as ``flinkstate-python``, to plan: the options are parsed,
 the checkpoint opened, every path confined and every data file's own schema
 checked exactly as for the Python reader, so errors and schemas are the Python
-source's own. The plan (the
-confined data files, each key group's byte range, CRC-32 and row count, the
-partition slices) travels back as metadata of the schema's first field; the
-JVM then reads the byte ranges itself and returns Arrow columnar batches.
+source's own. The plan (the confined data files, each key group's byte range,
+CRC-32 and row count, the partition slices) travels back as metadata of the
+schema's first field; the JVM then reads the byte ranges itself, checks them
+as the Python reader does, and returns Arrow columnar batches.
 
 A keyed or timer state of a Flink savepoint or checkpoint is planned as its key
 groups' byte ranges and a type descriptor per column
