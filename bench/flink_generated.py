@@ -26,12 +26,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from statesource.flink.export import export_flink
+from statesource.flink.operations.export import export_flink
 from statesource.format import CheckpointMeta, commit_checkpoint
 from statesource.format.columns import KEY_GROUP, data_schema
 from statesource.format.datafile import write_keyed_file
 from statesource.format.ipc import MAX_ROWS_PER_BATCH
-from statesource.format.metadata import KeyedStateMeta, OperatorMeta
+from statesource.format.keyed_state_meta import KeyedStateMeta
+from statesource.format.metadata import OperatorMeta
 from statesource.format.reader import Checkpoint
 from statesource.format.storage import new_data_file, resolve
 from statesource.keygroups import key_group_range_for_operator, key_groups

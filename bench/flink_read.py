@@ -67,8 +67,8 @@ import pyarrow.compute as pc
 from flink_generated import OPERATOR, PARALLELISM, STATES, generated
 from timing import best_of
 
-from statesource.flink.changefeed import FlinkChangeFeed
-from statesource.flink.importer import import_flink
+from statesource.flink.operations.changefeed import FlinkChangeFeed
+from statesource.flink.operations.importer import import_flink
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.format.reader import Checkpoint
 from statesource.keygroups import assign_to_key_group
@@ -252,7 +252,7 @@ def _mb(path: Path) -> float:
 
 def bench_generated(entries: int, repeats: int, max_parallelism: int) -> None:
     """The savepoint of ``entries`` generated pairs against the same rows in Parquet."""
-    from statesource.flink.rescale import rescale_max_parallelism
+    from statesource.flink.operations.rescale import rescale_max_parallelism
     from statesource.spark import session
 
     savepoint, parquet = generated(entries)

@@ -7,7 +7,7 @@ Without --savepoint, a canonical savepoint of tests/fixtures/flink/FixtureJob.ja
 (max parallelism 128; six keyed states, timers, a Kryo state and a window
 operator) is made with a real Flink, from the jars of the installed
 ``apache-flink-libraries`` (Java 17), and kept in the system's temp directory
-for later runs. Then ``statesource.flink.rescale.rescale_max_parallelism``
+for later runs. Then ``statesource.flink.operations.rescale.rescale_max_parallelism``
 writes it under ``--max-parallelism`` key groups: every pair re-keyed (only keys
 decoded), framed and written, ``_metadata`` published. Printed: the best of
 ``--repeats`` runs, pairs per second (a pair is one value-state entry, one list,
@@ -31,8 +31,8 @@ from pathlib import Path
 
 from timing import best_of
 
-from statesource.flink.rescale import rescale_max_parallelism
-from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.operations.rescale import rescale_max_parallelism
+from statesource.flink.snapshot.directory import FlinkSnapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "tests" / "fixtures" / "flink" / "FixtureJob.java"
@@ -107,7 +107,7 @@ def spark_baseline(snapshot: FlinkSnapshot, repeats: int) -> float:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from statesource.flink.rescale import _canonical_pairs
+    from statesource.flink.layouts.canonical import canonical_pairs
     from statesource.spark import session
 
     columns: dict[str, list] = {"key_group": [], "state": [], "key": [], "value": []}
@@ -117,9 +117,9 @@ def spark_baseline(snapshot: FlinkSnapshot, repeats: int) -> float:
         prefix = 2 if op.max_parallelism > 128 else 1
         for piece in snapshot.key_group_bytes(op):
             header = snapshot.read_header(piece.handle)
-            for state_id, pairs in _canonical_pairs(snapshot.piece_bytes(piece), "",
-                                                    piece.begin, piece.key_group, header,
-                                                    prefix):
+            for state_id, pairs in canonical_pairs(snapshot.piece_bytes(piece), "",
+                                                   piece.begin, piece.key_group, header,
+                                                   prefix):
                 columns["key_group"] += [piece.key_group] * len(pairs)
                 columns["state"] += [state_id] * len(pairs)
                 columns["key"] += [key for key, _ in pairs]

@@ -31,7 +31,8 @@ from statesource.format import Checkpoint, CheckpointMeta, commit_checkpoint  # 
 from statesource.format.columns import data_schema  # noqa: E402
 from statesource.format.datafile import write_keyed_file, write_operator_state  # noqa: E402
 from statesource.format.ipc import MAX_ROWS_PER_BATCH  # noqa: E402
-from statesource.format.metadata import KeyedStateMeta, OperatorMeta  # noqa: E402
+from statesource.format.keyed_state_meta import KeyedStateMeta  # noqa: E402
+from statesource.format.metadata import OperatorMeta  # noqa: E402
 from statesource.format.storage import new_data_file, resolve  # noqa: E402
 from statesource.keygroups import key_group_range_for_operator, key_groups  # noqa: E402
 from statesource.model import DistributionMode, StateDeclaration, StateKind  # noqa: E402

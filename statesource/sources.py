@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 import pyarrow.fs as pafs
 
 from statesource.errors import InvalidArgumentError
-from statesource.flink.changefeed import FlinkChangeFeed
+from statesource.flink.operations.changefeed import FlinkChangeFeed
+from statesource.flink.operations.savepoint_target import FlinkSavepointTarget
 from statesource.flink.reader import FlinkCheckpoint
-from statesource.flink.serializer_mapping import PojoClass
-from statesource.flink.snapshot import find_flink_snapshot
-from statesource.flink.target import FlinkSavepointTarget
+from statesource.flink.serializers.mapping import PojoClass
+from statesource.flink.snapshot.directory import find_flink_snapshot
 from statesource.format.changefeed import ChangeFeed, KeyGroupChangeFeed
 from statesource.format.reader import Checkpoint
 from statesource.format.source import FLINK, STATESOURCE, SourceRef, StateSource

@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 
 from statesource.flink.reader import FlinkCheckpoint
-from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.snapshot.directory import FlinkSnapshot
 
 
 def entries_by_state(path: Path) -> dict[tuple[str, str], collections.Counter]:

@@ -9,9 +9,9 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from statesource.checkpointing import CheckpointWriter
-from statesource.flink.export import export_flink
-from statesource.flink.framing import canonical_sections
-from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.layouts.framing import canonical_sections
+from statesource.flink.operations.export import export_flink
+from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.keygroups import assign_to_key_group, key_group_range_for_operator
 from statesource.state.clock import ManualClock
 from statesource.state.descriptors import (

@@ -50,6 +50,23 @@ FORBIDDEN: frozenset[tuple[str, str]] = frozenset({
     ("statesource.flink", "statesource.checkpointing"),
 })
 
+# Inside ``statesource.flink``, bottom to top (docs/ARCHITECTURE.md, "Inside flink"): the bytes,
+# the serializers, what _metadata records, the state files, the key-group layouts, the snapshot
+# as a whole, then what reads and operates on whole snapshots.
+FLINK = "statesource.flink"
+FLINK_LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("binary", (FLINK + ".binary",)),
+    ("serializers", (FLINK + ".serializers",)),
+    ("handles", (FLINK + ".handles",)),
+    ("state files", (FLINK + ".statefiles",)),
+    ("layouts", (FLINK + ".layouts",)),
+    ("snapshot", (FLINK + ".snapshot",)),
+    ("declarations", (FLINK + ".declarations",)),
+    ("readers", (FLINK + ".reader", FLINK + ".jvm_layout")),
+    ("operations", (FLINK + ".operations",)),
+    ("package", (FLINK,)),
+]
+
 # Importers the layer rules do not apply to (imports *of* them are still checked).
 EXEMPT = frozenset({PACKAGE})
 
@@ -279,6 +296,42 @@ def test_no_import_cycles(package):
     assert not cycles, (
         f"{len(cycles)} import cycle(s) in {PACKAGE}:\n"
         + "\n".join(describe_cycle(cycle, graph) for cycle in cycles))
+
+
+def inside_flink(found: Iterable[Import]) -> list[Import]:
+    """The imports from one module of ``statesource.flink`` to another."""
+    def flink(name: str) -> bool:
+        return name == FLINK or name.startswith(FLINK + ".")
+    return [imp for imp in found if flink(imp.importer) and flink(imp.imported)]
+
+
+def test_flink_package_imports_flow_down(package):
+    modules, found = package
+    problems = layer_violations(inside_flink(found), layers=FLINK_LAYERS, forbidden=frozenset(),
+                                exempt=frozenset({FLINK}))
+    unplaced = [m for m in modules
+                if m.startswith(FLINK + ".") and unit_of(m, FLINK_LAYERS) is None]
+    assert not problems and not unplaced, (
+        "the flink package's inner order (docs/ARCHITECTURE.md) is broken:\n"
+        + "\n".join(problems + [f"{m} belongs to no flink layer" for m in unplaced]))
+
+
+def test_flink_order_catches_synthetic_violations():
+    bad = [
+        fake(FLINK + ".serializers.columns", FLINK + ".layouts.framing"),
+        fake(FLINK + ".statefiles.operator_state", FLINK + ".snapshot.metadata"),
+        fake(FLINK + ".layouts.keyed", FLINK + ".reader"),
+        fake(FLINK + ".reader", FLINK + ".operations.census"),
+    ]
+    good = [
+        fake(FLINK + ".operations.rescale", FLINK + ".layouts.keyed"),
+        fake(FLINK + ".snapshot.directory", FLINK + ".layouts.keyed"),
+        fake(FLINK + ".layouts.keyed", FLINK + ".serializers.collections"),
+    ]
+    problems = layer_violations(inside_flink(bad + good), layers=FLINK_LAYERS,
+                                forbidden=frozenset(), exempt=frozenset())
+    assert [p.split(": import ")[1].split(":")[0] for p in problems] == [
+        imp.imported for imp in bad], "\n".join(problems)
 
 
 def test_every_module_has_a_layer(package):

@@ -11,7 +11,7 @@ import pytest
 
 from statesource.errors import InvalidArgumentError
 from statesource.format.entries import row_changes
-from statesource.format.metadata import DataFile
+from statesource.format.locations import DataFile
 from statesource.format.storage import resolve
 from statesource.format.target import CheckpointStateSink
 from statesource.keygroups import KeyGroupRange

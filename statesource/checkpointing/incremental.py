@@ -48,15 +48,10 @@ import pyarrow.compute as pc
 from statesource.errors import StateSourceError
 from statesource.format.columns import KEY, TTL_TIMESTAMP
 from statesource.format.deltas import EncodedRun, oldest_upsert_access
-from statesource.format.metadata import (
-    CheckpointMeta,
-    DataFile,
-    DeltaFile,
-    DeltaRun,
-    KeyedStateMeta,
-    KeyGroupLocation,
-)
-from statesource.format.reader import read_metadata
+from statesource.format.keyed_state_meta import DeltaFile, DeltaRun, KeyedStateMeta
+from statesource.format.locations import DataFile, KeyGroupLocation
+from statesource.format.metadata import CheckpointMeta
+from statesource.format.metadata_file import read_metadata
 from statesource.format.storage import Location, checkpoint_dir_name
 from statesource.model import StateDeclaration
 from statesource.state.keyed_backend import KeyedBackendSnapshot

@@ -45,14 +45,10 @@ from statesource.format.columns import RowEncoder, searchable
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
 from statesource.format.datafile import write_delta_file, write_keyed_file, write_operator_state
 from statesource.format.deltas import DeltaEncoder
-from statesource.format.metadata import (
-    CheckpointMeta,
-    DataFile,
-    DeltaFile,
-    KeyedStateMeta,
-    OperatorMeta,
-    OperatorStateMeta,
-)
+from statesource.format.keyed_state_meta import DeltaFile, KeyedStateMeta
+from statesource.format.locations import DataFile
+from statesource.format.metadata import CheckpointMeta, OperatorMeta
+from statesource.format.operator_state_meta import OperatorStateMeta
 from statesource.format.storage import (
     METADATA_FILE,
     Location,

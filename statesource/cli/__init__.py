@@ -24,9 +24,9 @@ from statesource.cli import (
     retain,
 )
 from statesource.errors import StateSourceError
-from statesource.format.metadata import FORMAT_VERSION
-from statesource.format.metadata import SUPPORTED_FORMAT_VERSIONS as SUPPORTED
 from statesource.format.storage import redacted
+from statesource.format.versions import FORMAT_VERSION
+from statesource.format.versions import SUPPORTED_FORMAT_VERSIONS as SUPPORTED
 
 _COMMANDS = (demo, export_flink, import_flink, inspect, jvm, keygroup, rescale, retain, diff,
              erase)

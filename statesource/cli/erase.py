@@ -51,7 +51,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def run_erase(args: argparse.Namespace) -> int:
-    from statesource.flink.edit import erase_keys, operator_key_type
+    from statesource.flink.operations.edit import erase_keys, operator_key_type
 
     if not args.key and args.keys_file is None:
         raise InvalidArgumentError("give the keys to erase: --key K (repeatable), --keys-file"
@@ -72,7 +72,7 @@ def run_erase(args: argparse.Namespace) -> int:
 
 
 def run_drop(args: argparse.Namespace) -> int:
-    from statesource.flink.edit import drop_state
+    from statesource.flink.operations.edit import drop_state
 
     done = drop_state(args.snapshot, args.output, args.operator, args.state,
                       checkpoint_id=args.checkpoint_id)

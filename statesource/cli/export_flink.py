@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from statesource.flink.export import export_flink
-from statesource.flink.serializer_mapping import pojo_classes
+from statesource.flink.operations.export import export_flink
+from statesource.flink.serializers.mapping import pojo_classes
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from statesource.flink.importer import import_flink
+from statesource.flink.operations.importer import import_flink
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -27,4 +27,6 @@ def run(args: argparse.Namespace) -> int:
           f" {result.checkpoint.location}")  # its URI without credentials
     for timers in result.skipped_timers:
         print(f"  skipped timer state {timers} (statesource checkpoints keep no timers)")
+    for operator, reason in result.skipped_operators:
+        print(f"  skipped operator {operator}, its keyed and operator state: {reason}")
     return 0

@@ -16,7 +16,7 @@ from typing import Any
 
 from statesource.checks import check_int
 from statesource.errors import InvalidArgumentError
-from statesource.flink.census import count_snapshot
+from statesource.flink.operations.census import count_snapshot
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.format import Checkpoint
 from statesource.format.metadata import OperatorMeta

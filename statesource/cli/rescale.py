@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_flink(args: argparse.Namespace) -> int:
     """A Flink snapshot under a new max parallelism, as a new canonical savepoint."""
-    from statesource.flink.rescale import rescale_max_parallelism as rescale_savepoint
+    from statesource.flink.operations.rescale import rescale_max_parallelism as rescale_savepoint
 
     if args.max_parallelism is None:
         raise InvalidArgumentError(

@@ -1,10 +1,11 @@
-"""Reading Apache Flink's own savepoints and checkpoints, in pure Python (docs/FLINK.md).
+"""Apache Flink's own savepoints and checkpoints, read and written in pure Python (docs/FLINK.md).
 
-``metadata`` parses ``_metadata``; ``header``, ``serializers`` and ``keyed`` decode
-keyed-state files, ``operator_state`` operator-state files, ``snappy`` their
-compression; ``snapshot`` opens a snapshot directory and ``reader`` presents it
-as a statesource checkpoint; ``importer`` rewrites it through the format layer.
-``binary_writer``, ``metadata_writer``, ``header_writer`` and ``canonical_writer``
-write Flink's own formats back, byte for byte as Flink does; ``publish`` publishes a new
-savepoint directory whole, and ``rescale`` writes one under a new max parallelism.
+The subpackages, from the bytes up: ``binary`` (Java's data streams, Snappy frames),
+``serializers`` (serializer snapshots, types and value codecs), ``handles`` (what
+``_metadata`` records), ``statefiles`` (state-file headers, operator-state files),
+``layouts`` (how key groups lay out entries), ``snapshot`` (``_metadata``, the directory,
+publishing). Above them ``declarations`` says what a Flink state is in statesource's
+vocabulary, ``reader`` presents a snapshot as a :class:`~statesource.format.source.StateSource`,
+``jvm_layout`` describes it to the JVM reader, and ``operations`` rescale, edit, rewrite,
+export, import, count and diff whole snapshots.
 """

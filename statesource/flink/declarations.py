@@ -13,9 +13,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from statesource.flink.header import KeyedHeader, StateInfo
-from statesource.flink.serializers import FlinkType, ListType, MapType, OpaqueType
-from statesource.format.metadata import KeyedStateMeta, OperatorMeta
+from statesource.flink.serializers.base import FlinkType
+from statesource.flink.serializers.collections import ListType, MapType
+from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
+from statesource.format.keyed_state_meta import KeyedStateMeta
+from statesource.format.metadata import OperatorMeta
 from statesource.model import StateDeclaration, StateKind, TtlConfig
 from statesource.schema import ValueSchema, hashable_record
 
@@ -93,30 +95,3 @@ def stored_converter(info: StateInfo) -> _Convert | None:
             return lambda stored: {k: one(v) for k, v in stored.items()}
         return lambda stored: {hashable_record(convert_key(k)): one(v) for k, v in stored.items()}
     return one
-
-
-
-def opaque_classes(flink_type: FlinkType) -> list[str]:
-    """Java classes of the Kryo values anywhere in a type (native snapshots cannot skip them)."""
-    if isinstance(flink_type, OpaqueType):
-        return [flink_type.java_class]
-    found = []
-    for attribute in vars(flink_type).values():
-        for child in attribute if isinstance(attribute, list) else [attribute]:
-            child = child[1] if isinstance(child, tuple) else child
-            if isinstance(child, FlinkType):
-                found += opaque_classes(child)
-    return found
-
-
-def native_blockers(header: KeyedHeader) -> dict[str, str]:
-    """Why each state with Kryo values cannot be read from a native snapshot, by state name."""
-    reasons = {}
-    for info in header.states:
-        classes = [c for t in info.serializers.values() for c in opaque_classes(t)]
-        if classes:
-            reasons[info.name] = (
-                f"its {', '.join(sorted(set(classes)))} values are Kryo bytes, not framed in a"
-                " native snapshot: it, and the states after it in each key group, read only"
-                " from a canonical savepoint")
-    return reasons

@@ -4,7 +4,7 @@ The JVM shim decodes key groups straight into Spark's column vectors
 (jvm-shim/.../FlinkKeyGroupReader.java). Everything else stays here: the
 metadata, the serializer snapshots and which of them the shim can decode are
 interpreted by the same column decoders the Python fast path uses
-(:func:`~statesource.flink.columnar.state_decoder`), and each decoder becomes
+(:func:`~statesource.flink.layouts.columnar.state_decoder`), and each decoder becomes
 a compact type descriptor (FlinkValueDecoder.java reads it), for keyed and
 timer states alike. Native snapshots and checkpoints (the heap backend's own
 layout) carry every state's descriptors, since nothing delimits a value there
@@ -20,22 +20,22 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from statesource.flink.columnar import StateColumns, Ttl
-from statesource.flink.header import StateInfo
-from statesource.flink.metadata import OperatorSnapshot
+from statesource.flink.handles import OperatorSnapshot
+from statesource.flink.layouts.columnar import StateColumns, Ttl
+from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.reader import FlinkCheckpoint
-from statesource.flink.vectors import (
+from statesource.flink.serializers.columns import Decoder, Struct
+from statesource.flink.serializers.nullable import Nullable
+from statesource.flink.serializers.primitives import (
     Bytes,
     Char,
-    Decoder,
     Fixed,
     FlinkString,
-    Nullable,
-    RowDecoder,
-    Struct,
     TimeWindow,
     Void,
 )
+from statesource.flink.serializers.rows import RowDecoder
+from statesource.flink.statefiles.keyed_header import StateInfo
 from statesource.model import StateKind
 
 _FIXED = {"i8": "long", "i4": "int", "i2": "short", "i1": "byte", "u1": "bool",
@@ -44,6 +44,9 @@ _SCALARS: dict[type, str] = {Char: "char", FlinkString: "string", Bytes: "bytes"
                              Void: "void", TimeWindow: "window"}
 _KINDS = {StateKind.VALUE: "value", StateKind.REDUCING: "value",
           StateKind.AGGREGATING: "value", StateKind.LIST: "list", StateKind.MAP: "map"}
+_NATIVE_FLAG = {"canonical": False, "native": True}
+"""The layouts the shim decodes (by name), and its ``native`` flag for each: whether a key
+group is walked through every state's section before the wanted one."""
 
 
 class NotForJvm(Exception):
@@ -84,9 +87,12 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
                 " never obtained some); they are decoded by the Python source")
     if any(h.stream.inline is not None for h in handles):
         return "state stored inline in _metadata is decoded by the Python source"
-    native = not all(h.savepoint for h in handles)
-    if native and any(h.savepoint for h in handles):
-        return "the operator's key groups mix the canonical and the native layout"
+    layouts = sorted({layout_of(handle).name for handle in handles})
+    if len(layouts) > 1:
+        return f"the operator's key groups mix the {' and the '.join(layouts)} layout"
+    if layouts[0] not in _NATIVE_FLAG:
+        return f"the JVM reader does not decode the {layouts[0]} layout; the Python source does"
+    native = _NATIVE_FLAG[layouts[0]]
     common = {"compressed": header.compressed, "states": len(header.states)}
     try:
         described = {**_described(checkpoint, op, info), **common, "native": native}

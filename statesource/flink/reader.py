@@ -12,29 +12,23 @@ statesource's own format does not keep, have their own table,
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from statesource.errors import IncompatibleCheckpointError, StateNotFoundError
-from statesource.flink.canonical_writer import prefix_bytes
-from statesource.flink.columnar import StateColumns, state_decoder
-from statesource.flink.declarations import (
-    native_blockers,
-    operator_meta,
-    stored_converter,
-    value_avro,
-)
-from statesource.flink.framing import canonical_sections
-from statesource.flink.header import StateInfo
-from statesource.flink.keyed import KeyGroupState
-from statesource.flink.metadata import OperatorSnapshot
-from statesource.flink.native_columns import native_tables
-from statesource.flink.operator_state import read_operator_states
-from statesource.flink.snappy import unframe
-from statesource.flink.snapshot import FlinkSnapshot, KeyGroupBytes
+from statesource.flink.declarations import operator_meta, stored_converter, value_avro
+from statesource.flink.handles import OperatorSnapshot
+from statesource.flink.layouts.base import DecodedSection, KeyGroupLayout
+from statesource.flink.layouts.canonical_writer import prefix_bytes
+from statesource.flink.layouts.columnar import StateColumns, state_decoder
+from statesource.flink.layouts.dispatch import blockers, layout_of
+from statesource.flink.layouts.keyed import KeyGroupState
+from statesource.flink.snapshot.directory import FlinkSnapshot, KeyGroupBytes
+from statesource.flink.statefiles.keyed_header import StateInfo
+from statesource.flink.statefiles.operator_state import read_operator_states
 from statesource.format.columns import RowEncoder, data_schema, timer_schema
 from statesource.format.ipc import ReadListener
 from statesource.format.metadata import OperatorMeta
@@ -53,16 +47,6 @@ BYTES_PER_ROW = 32
 (a pair's framing alone is 8 bytes; a small key and value as many again, and every
 state's bytes are scanned to read one), so that Spark tasks get work of about the size
 the format's row counts give them."""
-
-
-class DecodedSection(NamedTuple):
-    """One state's rows in one key group, decoded column-wise, and its framing's counts."""
-
-    state_id: int
-    pairs: int
-    size_bytes: int
-    """The section's bytes as serialized (before compression), its state id included."""
-    table: pa.Table
 
 
 class FlinkCheckpoint:
@@ -113,13 +97,12 @@ class FlinkCheckpoint:
     def unreadable_states(self, operator: str | None = None) -> dict[str, str]:
         """Keyed states this snapshot's format cannot deliver, with the reason, by name.
 
-        Only native snapshots (and checkpoints) have such states: those with
-        Kryo values, whose bytes are not framed there.
+        Their layout says which (:meth:`KeyGroupLayout.blockers`): in native snapshots
+        (and checkpoints), those with Kryo values, whose bytes are not framed there.
         """
         op = self._op(operator)
         header = self.snapshot.header(op)
-        native = any(not h.savepoint for h in self.snapshot.keyed_handles(op))
-        return native_blockers(header) if header is not None and native else {}
+        return {} if header is None else blockers(header, self.snapshot.keyed_handles(op))
 
     def key_group_weights(self, operator: str | None = None, state: str | None = None
                           ) -> dict[int, int]:
@@ -156,49 +139,40 @@ class FlinkCheckpoint:
         wanted = None if key_groups is None else set(key_groups)
         pieces = [piece for piece in self.snapshot.key_group_bytes(op)
                   if wanted is None or piece.key_group in wanted]
-        for batch in _batches(pieces):
+        for layout, batch in _batches(pieces):
             data = [self.snapshot.piece_bytes(piece, listener) for piece in batch]
-            tables = self._native_tables(op, info, batch, data)
-            if tables is not None:
-                yield from (table for table in tables if table.num_rows)
-                continue
-            for piece, piece_data in zip(batch, data):
-                yield from self.piece_tables(op, info, piece, piece_data)
-
-    def _native_tables(self, op: OperatorSnapshot, info: StateInfo, pieces: list[KeyGroupBytes],
-                       data: list[bytes]) -> list[pa.Table] | None:
-        """The state's rows in native key groups read together, column-wise (None: where
-        they are canonical, or are declined, and are read one by one)."""
-        if len(pieces) < 2 or pieces[0].handle.savepoint:
-            return None
-        header = self.snapshot.header(op)
-        assert header is not None
-        states = [self._columns(op, state) for state in header.states]
-        return native_tables(states, info.state_id, [piece.key_group for piece in pieces],
-                             data, header.compressed)
+            yield from self._tables(op, info, layout, batch, data)
 
     def piece_tables(self, op: OperatorSnapshot, info: StateInfo, piece: KeyGroupBytes,
                      data: bytes) -> Iterator[pa.Table]:
         """The rows of one state in one key group whose bytes (:meth:`FlinkSnapshot.piece_bytes`)
-        are ``data``: none if it has no entries there.
+        are ``data``: none if it has no entries there."""
+        return self._tables(op, info, layout_of(piece.handle), [piece], [data])
 
-        Canonical key groups are decoded column-wise where the state's serializers
-        allow (:mod:`statesource.flink.columnar`); anything else, and any key group
-        the column decoders decline, value by value (:mod:`statesource.flink.keyed`).
+    def _tables(self, op: OperatorSnapshot, info: StateInfo, layout: KeyGroupLayout,
+                pieces: list[KeyGroupBytes], data: list[bytes]) -> Iterator[pa.Table]:
+        """The rows of one state in key groups of one layout whose bytes are ``data``, a table
+        per key group that has entries.
+
+        Decoded column-wise where the layout and the state's serializers allow
+        (:meth:`KeyGroupLayout.tables`); anything else, and any key groups the column
+        decoders decline, value by value (:meth:`KeyGroupLayout.decode`).
         """
-        columns = self._columns(op, info) if piece.handle.savepoint else None
-        if columns is not None:
-            table = self._columnar(op, columns, piece, data)
-            if table is not None:
-                if table.num_rows:
-                    yield table
-                return
-        decoded = [(piece.key_group, self.snapshot.decode_piece(op, piece, data,
-                                                                (info.state_id,)))]
-        if info.is_timer:
-            yield from _timer_tables(info, decoded)
-        else:
-            yield from self.keyed_tables(op, info, decoded)
+        header = self.snapshot.header(op)
+        assert header is not None
+        stored = [self.snapshot.key_group_data(piece, piece_data)
+                  for piece, piece_data in zip(pieces, data)]
+        tables = layout.tables(stored, header, info, lambda state: self._columns(op, state))
+        if tables is not None:
+            yield from (table for table in tables if table.num_rows)
+            return
+        for piece, piece_data in zip(pieces, data):
+            decoded = [(piece.key_group, self.snapshot.decode_piece(op, piece, piece_data,
+                                                                    (info.state_id,)))]
+            if info.is_timer:
+                yield from _timer_tables(info, decoded)
+            else:
+                yield from self.keyed_tables(op, info, decoded)
 
     def column_decoder(self, op: OperatorSnapshot, info: StateInfo) -> StateColumns | None:
         """The state's column decoder, or None where it has none (also what the JVM reader
@@ -222,49 +196,17 @@ class FlinkCheckpoint:
                              self.snapshot.header(op))
         return data_schema(meta.keyed_key_type, meta.keyed_state(info.name).declaration)
 
-    def _columnar(self, op: OperatorSnapshot, columns: StateColumns, piece: KeyGroupBytes,
-                  data: bytes) -> pa.Table | None:
-        """The state's rows in the key group, decoded column-wise; None where they cannot be."""
-        header = self.snapshot.header(op)
-        assert header is not None
-        if header.compressed:
-            data = unframe(data, self.snapshot.describe(piece.handle.stream), piece.begin)
-        sections = canonical_sections(data, piece.key_group, columns.prefix_bytes,
-                                      len(header.states), (columns.info.state_id,))
-        if sections is None:
-            return None
-        if not sections:
-            return columns.schema.empty_table()
-        return columns.table(np.frombuffer(data, np.uint8), piece.key_group, sections[0])
-
     def columnar_sections(self, op: OperatorSnapshot, piece: KeyGroupBytes, data: bytes
                           ) -> list[DecodedSection] | None:
-        """Every state's section of one canonical key group, each decoded column-wise; None
-        where a state has no column decoder or the key group is declined (then
+        """Every state's section of one key group, each decoded column-wise; None where its
+        layout declines it (:meth:`KeyGroupLayout.sections`: then
         :meth:`FlinkSnapshot.decode_piece` reads it, or names its fault)."""
         header = self.snapshot.header(op)
-        if header is None or not piece.handle.savepoint:
+        if header is None:
             return None
-        columns = [self._columns(op, info) for info in header.states]
-        if any(c is None for c in columns):
-            return None
-        if header.compressed:
-            data = unframe(data, self.snapshot.describe(piece.handle.stream), piece.begin)
-        prefix = prefix_bytes(op.max_parallelism)
-        sections = canonical_sections(data, piece.key_group, prefix, len(header.states))
-        if sections is None:
-            return None
-        buf = np.frombuffer(data, np.uint8)
-        decoded = []
-        for section in sections:
-            state = columns[section.state_id]
-            assert state is not None
-            table = state.table(buf, piece.key_group, section)
-            if table is None:
-                return None
-            decoded.append(DecodedSection(section.state_id, len(section), section.size_bytes,
-                                          table))
-        return decoded
+        return layout_of(piece.handle).sections(
+            self.snapshot.key_group_data(piece, data), header, prefix_bytes(op.max_parallelism),
+            lambda info: self._columns(op, info))
 
     def keyed_tables(self, op: OperatorSnapshot, info: StateInfo,
                      decoded: Iterable[tuple[int, dict[int, KeyGroupState]]]
@@ -297,19 +239,14 @@ class FlinkCheckpoint:
         """One row per keyed, timer and operator state, as ``flinkstate-metadata`` shows.
 
         Value types are the Avro schemas as Flink's serializers declare them,
-        so a value kept as bytes names its Java class (``java-class``).
+        so a value kept as bytes names its Java class (``java-class``). An operator whose
+        keyed state cannot be decoded gets one row without a state name, saying why
+        (``unreadable``), and its operator states their rows as usual; so does a state of a
+        native snapshot whose values are not framed there.
         """
         rows = []
         for op in self.snapshot.operators:
-            meta = self.operator(op.operator_id)
-            key_type = None if meta.key_type is None else meta.key_type.name
-            header = self.snapshot.header(op)
-            for info in header.states if header else ():
-                kind = "timers" if info.is_timer else info.kind.value
-                types = {} if info.is_timer else value_avro(info)
-                rows.append(StateSummary(self.checkpoint_id, op.label, op.parallelism,
-                                         op.max_parallelism, info.name, kind, key_type, types,
-                                         None, None, None))
+            rows += self._keyed_summaries(op)
             for name, share in sorted(read_operator_states(self.snapshot, op).items()):
                 rows.append(StateSummary(self.checkpoint_id, op.label, op.parallelism,
                                          op.max_parallelism, name,
@@ -318,29 +255,46 @@ class FlinkCheckpoint:
                                          share.rows, share.rows, share.size_bytes))
         return rows
 
+    def _keyed_summaries(self, op: OperatorSnapshot) -> list[StateSummary]:
+        reason = self.snapshot.undecodable(op)
+        if reason is not None:
+            return [StateSummary(self.checkpoint_id, op.label, op.parallelism,
+                                 op.max_parallelism, None, "keyed", None, {}, None, None, None,
+                                 reason)]
+        meta = self.operator(op.operator_id)
+        key_type = None if meta.key_type is None else meta.key_type.name
+        header = self.snapshot.header(op)
+        blocked = self.unreadable_states(op.operator_id)
+        rows = []
+        for info in header.states if header else ():
+            kind = "timers" if info.is_timer else info.kind.value
+            types = {} if info.is_timer else value_avro(info)
+            rows.append(StateSummary(self.checkpoint_id, op.label, op.parallelism,
+                                     op.max_parallelism, info.name, kind, key_type, types,
+                                     None, None, None, blocked.get(info.name)))
+        return rows
 
-NATIVE_BATCH_BYTES = 64 << 20
-"""The most bytes of native key groups decoded together (the more key groups, the fewer
-steps per entry they share; see :mod:`statesource.flink.native_columns`)."""
 
-
-def _batches(pieces: list[KeyGroupBytes]) -> Iterator[list[KeyGroupBytes]]:
-    """The pieces in order: native ones in runs of up to :data:`NATIVE_BATCH_BYTES`, canonical
-    ones alone."""
+def _batches(pieces: list[KeyGroupBytes]
+             ) -> Iterator[tuple[KeyGroupLayout, list[KeyGroupBytes]]]:
+    """The pieces in order, in runs of one layout of up to its
+    :attr:`~KeyGroupLayout.batch_bytes` (a piece alone where that is 0), with the layout."""
     batch: list[KeyGroupBytes] = []
+    layout: KeyGroupLayout | None = None
     size = 0
     for piece in pieces:
         length = piece.end - piece.begin
-        if batch and (piece.handle.savepoint or size + length > NATIVE_BATCH_BYTES):
-            yield batch
+        own = layout_of(piece.handle)
+        if batch and (own is not layout or size + length > own.batch_bytes):
+            assert layout is not None
+            yield layout, batch
             batch, size = [], 0
         batch.append(piece)
         size += length
-        if piece.handle.savepoint:
-            yield batch
-            batch, size = [], 0
+        layout = own
     if batch:
-        yield batch
+        assert layout is not None
+        yield layout, batch
 
 
 def _timer_tables(info: StateInfo, decoded: Iterable[tuple[int, dict[int, KeyGroupState]]]

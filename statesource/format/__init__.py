@@ -13,10 +13,11 @@ from statesource.format.commit import (
     commit_checkpoint,
 )
 from statesource.format.datafile import write_keyed_file, write_operator_state_file
-from statesource.format.metadata import FORMAT_VERSION, CheckpointMeta
+from statesource.format.metadata import CheckpointMeta
 from statesource.format.reader import Checkpoint
 from statesource.format.retention import RetentionPlan, retain
 from statesource.format.source import SourceRef, StateSource, StateSummary
+from statesource.format.versions import FORMAT_VERSION
 
 __all__ = [
     "FORMAT_VERSION",

@@ -45,7 +45,8 @@ from statesource.format.columns import (
     decode_entries,
 )
 from statesource.format.deltas import SortedRuns
-from statesource.format.metadata import KeyedStateMeta, OperatorMeta
+from statesource.format.keyed_state_meta import KeyedStateMeta
+from statesource.format.metadata import OperatorMeta
 from statesource.format.reader import Checkpoint
 from statesource.format.storage import PathOrLocation
 from statesource.model import VALUE_ROLES, StateDeclaration, StateKind

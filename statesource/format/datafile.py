@@ -25,14 +25,10 @@ from statesource.format.columns import KEY_GROUP
 from statesource.format.commit import sync_directory
 from statesource.format.deltas import EncodedRun
 from statesource.format.ipc import MAX_ROWS_PER_BATCH, ByteRange
-from statesource.format.metadata import (
-    DataFile,
-    DeltaFile,
-    KeyGroupLocation,
-    OperatorStateMeta,
-    SubtaskPartition,
-)
+from statesource.format.keyed_state_meta import DeltaFile
+from statesource.format.locations import DataFile, KeyGroupLocation
 from statesource.format.operator_columns import operator_state_schema, operator_state_table
+from statesource.format.operator_state_meta import OperatorStateMeta, SubtaskPartition
 from statesource.format.storage import Location
 from statesource.keygroups import KeyGroupRange
 from statesource.model import DistributionMode

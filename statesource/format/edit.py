@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 from statesource.errors import IncompatibleCheckpointError, StateNotFoundError
-from statesource.format.metadata import CheckpointMeta, KeyedStateMeta, OperatorMeta
+from statesource.format.keyed_state_meta import KeyedStateMeta
+from statesource.format.metadata import CheckpointMeta, OperatorMeta
 from statesource.types import DataType
 
 

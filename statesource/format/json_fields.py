@@ -11,7 +11,10 @@ its corruption error and let a KeyError or TypeError of its own, a bug, through.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class MissingFieldError(ValueError):
@@ -56,6 +59,11 @@ def json_object(value: Any) -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"expected an object, got {value!r:.80}")
     return value
+
+
+def json_nullable(value: object, parse: Callable[[Any], T]) -> T | None:
+    """An optional field: JSON null, or what ``parse`` makes of it."""
+    return None if value is None else parse(value)
 
 
 def json_name(value: Any) -> str:

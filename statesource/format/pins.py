@@ -26,7 +26,7 @@ import pyarrow.fs as pafs
 
 from statesource.errors import CheckpointRetiredError, CorruptCheckpointError
 from statesource.format.metadata import MAX_METADATA_BYTES
-from statesource.format.reader import read_metadata
+from statesource.format.metadata_file import read_metadata
 from statesource.format.storage import (
     Location,
     check_relative_path,

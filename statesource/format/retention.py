@@ -57,8 +57,8 @@ import pyarrow.fs as pafs
 from statesource.checks import check_int
 from statesource.errors import CheckpointNotFoundError, InvalidArgumentError
 from statesource.format.metadata import CheckpointMeta
+from statesource.format.metadata_file import read_metadata
 from statesource.format.pins import Pin, PinFile, pin_directory_files, read_pin
-from statesource.format.reader import read_metadata
 from statesource.format.storage import (
     DATA_DIR,
     METADATA_FILE,

@@ -24,7 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 import pyarrow as pa
 
 from statesource.format.ipc import ReadListener
-from statesource.format.metadata import KeyGroupLocation, OperatorMeta
+from statesource.format.locations import KeyGroupLocation
+from statesource.format.metadata import OperatorMeta
 from statesource.format.storage import Location
 from statesource.keygroups import KeyGroupRange
 from statesource.model import DistributionMode
@@ -77,13 +78,16 @@ class StateSummary:
     operator_uid: str
     parallelism: int
     max_parallelism: int
-    state_name: str
+    state_name: str | None
     kind: str
     key_type: str | None
     value_types: dict[str, Any]
     entries: int | None
     rows: int | None
     size_bytes: int | None
+    unreadable: str | None = None
+    """Why statesource cannot read this state, or None. An operator whose keyed state does
+    not decode at all has one such row, without a state name: it fails alone."""
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,10 @@ from statesource.errors import (
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
 from statesource.format.datafile import write_keyed_file
 from statesource.format.edit import CheckpointEdit
-from statesource.format.metadata import CheckpointMeta, DataFile
+from statesource.format.locations import DataFile
+from statesource.format.metadata import CheckpointMeta
+from statesource.format.metadata_file import read_metadata
 from statesource.format.pins import Pin, pin_listed
-from statesource.format.reader import read_metadata
 from statesource.format.source import STATESOURCE
 from statesource.format.storage import (
     METADATA_FILE,

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from statesource.format.datafile import write_operator_state
-from statesource.format.metadata import OperatorMeta, OperatorStateMeta
+from statesource.format.metadata import OperatorMeta
+from statesource.format.operator_state_meta import OperatorStateMeta
 from statesource.format.reader import Checkpoint
 from statesource.format.storage import Location, new_data_file
 from statesource.model import DistributionMode

@@ -18,8 +18,9 @@ from collections.abc import Callable
 
 from statesource.errors import StateSourceError
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
-from statesource.format.metadata import FORMAT_VERSION, OperatorMeta
+from statesource.format.metadata import OperatorMeta
 from statesource.format.storage import Location, remove_attempt
+from statesource.format.versions import FORMAT_VERSION
 from statesource.rescale.target import RescaleTarget
 
 OperatorRescale = Callable[[OperatorMeta, list[Location]], OperatorMeta]

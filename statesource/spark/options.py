@@ -16,7 +16,7 @@ from typing import Any, overload
 
 from statesource.checks import json_object_argument
 from statesource.errors import InvalidArgumentError, StateSourceError
-from statesource.flink.serializer_mapping import PojoClass, pojo_classes
+from statesource.flink.serializers.mapping import PojoClass, pojo_classes
 from statesource.model import StateKind
 from statesource.spark.compat import pushdown_safe_by_default
 from statesource.types import DataType, key_type, parse_type

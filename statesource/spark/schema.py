@@ -28,7 +28,8 @@ from statesource.format.columns import (
     VALUE_COLUMNS,
     data_schema,
 )
-from statesource.format.metadata import KeyedStateMeta, OperatorMeta
+from statesource.format.keyed_state_meta import KeyedStateMeta
+from statesource.format.metadata import OperatorMeta
 from statesource.model import StateKind
 
 OPERATOR_INDEX = "operator_index"

@@ -16,7 +16,8 @@ from checkpointing.rounds import check_restores, run_rounds
 from statesource.checkpointing import CheckpointWriter, restore_keyed_backend
 from statesource.errors import CorruptCheckpointError
 from statesource.format import Checkpoint, retain
-from statesource.format.metadata import DataFile, KeyedStateMeta, KeyGroupLocation
+from statesource.format.keyed_state_meta import KeyedStateMeta
+from statesource.format.locations import DataFile, KeyGroupLocation
 from statesource.keygroups import KeyGroupRange
 
 

@@ -1,7 +1,7 @@
 """``statesource export-flink``: a statesource checkpoint as a Flink savepoint.
 
 What a real Flink restores of such a savepoint is checked in
-tests/flink/test_flink_export.py; here, that the command writes it, and refuses with
+tests/flink/operations/test_flink_export.py; here, that the command writes it, and refuses with
 nothing written.
 """
 

@@ -18,9 +18,9 @@ from flink_snapshots import expected, only
 from statesource.cli import inspect as inspect_command
 from statesource.cli import main
 from statesource.errors import IncompatibleCheckpointError
-from statesource.flink.census import count_snapshot
+from statesource.flink.operations.census import count_snapshot
 from statesource.flink.reader import FlinkCheckpoint
-from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.keygroups import assign_to_key_group, operator_index_for_key_group
 from statesource.types import INT, LONG, STRING, TupleType
 

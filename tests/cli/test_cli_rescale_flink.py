@@ -1,8 +1,8 @@
 """``statesource rescale`` of a Flink snapshot: a new savepoint under another max parallelism.
 
 What a real Flink restores of such a savepoint is checked in
-tests/flink/test_flink_savepoint_rescale.py; here, that the command reaches it, and refuses
-what does not apply to a Flink snapshot with nothing written.
+tests/flink/operations/test_flink_savepoint_rescale.py; here, that the command reaches it,
+and refuses what does not apply to a Flink snapshot with nothing written.
 """
 
 from __future__ import annotations

@@ -19,15 +19,16 @@ from pathlib import Path
 import pytest
 
 from flink_snapshots import only
-from statesource.flink.binary import BinaryReader
-from statesource.flink.canonical_writer import assemble_keyed_file, frame_key_group
-from statesource.flink.header import read_keyed_header
-from statesource.flink.header_writer import write_keyed_header
-from statesource.flink.keyed import canonical_sections, check_key_group_range
-from statesource.flink.metadata import KeyedHandle, OperatorSnapshot, parse_metadata
-from statesource.flink.metadata_writer import write_metadata
-from statesource.flink.snappy import unframe
-from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.binary.reader import BinaryReader
+from statesource.flink.binary.snappy import unframe
+from statesource.flink.handles import KeyedHandle, OperatorSnapshot
+from statesource.flink.layouts.canonical_writer import assemble_keyed_file, frame_key_group
+from statesource.flink.layouts.keyed import canonical_sections, check_key_group_range
+from statesource.flink.snapshot.directory import FlinkSnapshot
+from statesource.flink.snapshot.metadata import parse_metadata
+from statesource.flink.snapshot.metadata_writer import write_metadata
+from statesource.flink.statefiles.keyed_header import read_keyed_header
+from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 SHARED = ["java/canonical/savepoint-*", "java/native/savepoint-*", "java/checkpoints/chk-4",

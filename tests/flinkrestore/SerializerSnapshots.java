@@ -32,7 +32,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.Obje
 
 /**
  * Serializer snapshots as Flink itself writes them, for the byte-exact tests of the snapshots
- * statesource derives (tests/flink/test_serializer_snapshots_in_flink.py).
+ * statesource derives (tests/flink/serializers/test_serializer_snapshots_in_flink.py).
  *
  * <p>Usage: {@code SerializerSnapshots cases.json out.json}. Each case has an "id" and one of:
  * "serializer": T (the versioned snapshot of T's serializer); "key": T (the snapshot behind the

@@ -30,13 +30,9 @@ from statesource.errors import (
 )
 from statesource.format import Checkpoint, ipc
 from statesource.format.columns import data_schema
-from statesource.format.metadata import (
-    CheckpointMeta,
-    DataFile,
-    KeyedStateMeta,
-    KeyGroupLocation,
-    OperatorMeta,
-)
+from statesource.format.keyed_state_meta import KeyedStateMeta
+from statesource.format.locations import DataFile, KeyGroupLocation
+from statesource.format.metadata import CheckpointMeta, OperatorMeta
 from statesource.keygroups import KeyGroupRange, key_group_range_for_operator
 from statesource.model import TtlConfig
 from statesource.state.clock import ManualClock

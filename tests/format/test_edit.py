@@ -13,7 +13,7 @@ from statesource.checkpointing import CheckpointWriter
 from statesource.errors import IncompatibleCheckpointError
 from statesource.format import Checkpoint
 from statesource.format.edit import CheckpointEdit
-from statesource.format.metadata import KeyedStateMeta
+from statesource.format.keyed_state_meta import KeyedStateMeta
 from statesource.state.descriptors import ValueStateDescriptor
 from statesource.state.keyed_backend import KeyedStateBackend
 from statesource.types import LONG, STRING

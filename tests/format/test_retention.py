@@ -28,10 +28,11 @@ from statesource.errors import (
 from statesource.format import Checkpoint, commit_checkpoint, retain, write_operator_state_file
 from statesource.format import commit as commit_module
 from statesource.format import retention as retention_module
-from statesource.format.metadata import CheckpointMeta, OperatorMeta, OperatorStateMeta
+from statesource.format.metadata import CheckpointMeta, OperatorMeta
+from statesource.format.metadata_file import read_metadata
 from statesource.format.operator_columns import operator_state_schema
+from statesource.format.operator_state_meta import OperatorStateMeta
 from statesource.format.pins import pin_files
-from statesource.format.reader import read_metadata
 from statesource.format.storage import new_data_file, resolve
 from statesource.model import DistributionMode
 from statesource.schema import ValueSchema

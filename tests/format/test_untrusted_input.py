@@ -28,6 +28,7 @@ from statesource.errors import (
     UnsupportedFormatVersionError,
 )
 from statesource.format import Checkpoint
+from statesource.format import keyed_state_meta as keyed_state_meta_module
 from statesource.format import metadata as metadata_module
 from statesource.keygroups import assign_to_key_group, key_group_range_for_operator
 from statesource.state.clock import ManualClock
@@ -279,7 +280,7 @@ def test_a_bug_in_the_parser_is_not_reported_as_corruption(root, monkeypatch, bu
     def broken(text: object) -> None:
         raise bug("a bug of the parser's own")
 
-    monkeypatch.setattr(metadata_module, "parse_type", broken)
+    monkeypatch.setattr(keyed_state_meta_module, "parse_type", broken)
     with pytest.raises(bug, match="a bug of the parser's own") as info:
         Checkpoint.open(str(root))
     assert not isinstance(info.value, StateSourceError)
@@ -330,7 +331,7 @@ def test_a_value_schema_nested_absurdly_deep_is_refused(root):
 
 def test_metadata_larger_than_the_limit_is_refused_before_reading(root, monkeypatch):
     monkeypatch.setattr(metadata_module, "MAX_METADATA_BYTES", 1000)
-    monkeypatch.setattr("statesource.format.reader.MAX_METADATA_BYTES", 1000)
+    monkeypatch.setattr("statesource.format.metadata_file.MAX_METADATA_BYTES", 1000)
     with pytest.raises(CorruptCheckpointError, match=r"bytes, more than the 1,000"):
         Checkpoint.open(str(root))
     huge = metadata_path(root)

@@ -38,9 +38,16 @@ COMMIT_TESTS = ("tests/format/test_commit_failures.py", "tests/format/test_reten
 RACES = "tests/races/test_retain_races.py"
 SPARK_RACES = "tests/races/test_spark_write_races.py"
 WRITER_TESTS = ("tests/test_write_task.py",)
-FLINK_TESTS = ("tests/flink/test_reader_checks.py", "tests/flink/test_snappy.py")
-TARGET_TESTS = ("tests/flink/test_flink_target.py",)
-FRAMING_TESTS = TARGET_TESTS + ("tests/flink/test_flink_savepoint_writes.py",)
+STAGED = "statesource/flink/operations/staged.py"
+SAVEPOINT_TARGET = "statesource/flink/operations/savepoint_target.py"
+FLINK_RESCALE = "statesource/flink/operations/rescale.py"
+SAVEPOINT_PLAN = "statesource/flink/operations/savepoint_plan.py"
+NATIVE_LAYOUT = "statesource/flink/layouts/native.py"
+CANONICAL_WRITER = "statesource/flink/layouts/canonical_writer.py"
+KEYED = "statesource/flink/layouts/keyed.py"
+FLINK_TESTS = ("tests/flink/layouts/test_reader_checks.py", "tests/flink/binary/test_snappy.py")
+TARGET_TESTS = ("tests/flink/operations/test_flink_target.py",)
+FRAMING_TESTS = TARGET_TESTS + ("tests/flink/operations/test_flink_savepoint_writes.py",)
 DELTA_TESTS = ("tests/checkpointing/test_deltas.py",)
 V4_TESTS = DELTA_TESTS + ("tests/format/test_v4_checkpoints.py",)
 RECORDER_TESTS = ("tests/state/test_statemap.py", "tests/state/test_statemap_stateful.py")
@@ -124,11 +131,11 @@ MUTANTS = [
            "_orphans(directory, METADATA_FILE, set()))",
            RETENTION_TESTS),
     # the reader's retirement errors
-    Mutant("statesource/format/reader.py",
+    Mutant("statesource/format/metadata_file.py",
            "        directory.child(RETIRED_FILE).exists() or not directory.exists())",
            "        True)", ("tests/format/test_untrusted_input.py",
                             "tests/format/test_fuzz_untrusted.py") + RETENTION_TESTS),
-    Mutant("statesource/format/reader.py",
+    Mutant("statesource/format/metadata_file.py",
            "        if file_name == METADATA_FILE and was_retired(directory):",
            "        if False:", (RACES,), "reader"),
     Mutant("statesource/format/reader.py",
@@ -143,15 +150,15 @@ MUTANTS = [
            ' "d": "days"}', '_UNITS = {"s": "seconds", "m": "minutes", "h": "hours",'
            ' "d": "hours"}', RETENTION_TESTS),
     # the Flink reader's framing checks
-    Mutant("statesource/flink/keyed.py", "            if len(key) < prefix_bytes:",
+    Mutant(KEYED, "            if len(key) < prefix_bytes:",
            "            if len(key) < prefix_bytes - 1:", FLINK_TESTS),
-    Mutant("statesource/flink/keyed.py",
+    Mutant(KEYED,
            "    if not r.at_end():\n        raise r.error(\"bytes after the end of the key",
            "    if False:\n        raise r.error(\"bytes after the end of the key",
            FLINK_TESTS),
-    Mutant("statesource/flink/keyed.py", "    if found != key_group:\n        raise reader.error",
+    Mutant(KEYED, "    if found != key_group:\n        raise reader.error",
            "    if False:\n        raise reader.error", FLINK_TESTS),
-    Mutant("statesource/flink/snappy.py", "    if expected > MAX_CHUNK:",
+    Mutant("statesource/flink/binary/snappy.py", "    if expected > MAX_CHUNK:",
            "    if expected >= MAX_CHUNK:", FLINK_TESTS),
     # the Spark writer's task
     Mutant("statesource/spark/write/rewrite.py",
@@ -170,24 +177,24 @@ MUTANTS = [
            "    subtasks = operator_indexes(target.max_parallelism, target.parallelism, groups)",
            "    subtasks = groups % target.parallelism", WRITER_TESTS),
     # the issue's other survivors: key/namespace lengths, key-group ranges, v3, TTL, bases
-    Mutant("statesource/flink/keyed.py", "        value >>= 8\n        if not value:",
+    Mutant(KEYED, "        value >>= 8\n        if not value:",
            "        value >>= 8\n        if value < 1 << 8:",  # a two-byte length cut to one
-           ("tests/flink/test_flink_encoders.py",), "varying_size or encoding_fixture"),
-    Mutant("statesource/flink/columnar.py",
+           ("tests/flink/serializers/test_flink_encoders.py",), "varying_size or encoding_fixture"),
+    Mutant("statesource/flink/layouts/columnar.py",
            "            width = 1 + (length >= 1 << 8)",
-           "            width = 1 + (length > 1 << 8)", ("tests/flink/test_columnar.py",),
+           "            width = 1 + (length > 1 << 8)", ("tests/flink/layouts/test_columnar.py",),
            "lengths_after"),
-    Mutant("statesource/flink/rescale.py", "body = key + variable_int_bytes(len(key))",
+    Mutant(NATIVE_LAYOUT, "body = key + variable_int_bytes(len(key))",
            "body = key + variable_int_bytes(len(key))[:1]",
-           ("tests/flink/test_flink_savepoint_writes.py",), "convert or null_map"),
-    Mutant("statesource/flink/rescale.py",
+           ("tests/flink/operations/test_flink_savepoint_writes.py",), "convert or null_map"),
+    Mutant(NATIVE_LAYOUT,
            "                        null_bytes = _null_value(value.value)",
            "                        null_bytes = b\"\"",
-           ("tests/flink/test_flink_savepoint_writes.py",),
+           ("tests/flink/operations/test_flink_savepoint_writes.py",),
            "convert or null_map"),
-    Mutant("statesource/flink/metadata.py", "        if handle.end >= max_parallelism",
-           "        if handle.end > max_parallelism", ("tests/flink/test_errors.py",)),
-    Mutant("statesource/format/metadata.py",
+    Mutant("statesource/flink/snapshot/metadata.py", "        if handle.end >= max_parallelism",
+           "        if handle.end > max_parallelism", ("tests/flink/snapshot/test_errors.py",)),
+    Mutant("statesource/format/keyed_state_meta.py",
            "        return any(after.key_group_range.start <= before.key_group_range.end",
            "        return any(after.key_group_range.start < before.key_group_range.end",
            ("tests/format/test_checkpoint.py",), "version_written"),
@@ -214,98 +221,98 @@ MUTANTS = [
            "        return arrow_type.unit in (\"us\", \"ms\")",
            ("tests/jvm/test_plan_contract.py",), "millisecond"),
     # the Flink savepoint target
-    Mutant("statesource/flink/target.py", "            if keys != key_type:",
+    Mutant(SAVEPOINT_TARGET, "            if keys != key_type:",
            "            if False:", TARGET_TESTS),
-    Mutant("statesource/flink/target.py",
+    Mutant(SAVEPOINT_TARGET,
            "            if info is not None:\n"
            "                _check_replaceable(where, info, state)",
            "            if False:\n                _check_replaceable(where, info, state)",
            TARGET_TESTS),
-    Mutant("statesource/flink/target.py", "    if existing != state:", "    if False:",
+    Mutant(SAVEPOINT_TARGET, "    if existing != state:", "    if False:",
            TARGET_TESTS),
-    Mutant("statesource/flink/target.py",
+    Mutant(SAVEPOINT_TARGET,
            "    if info.is_timer:\n        raise IncompatibleCheckpointError(f\"{where} is a timer",
            "    if False:\n        raise IncompatibleCheckpointError(f\"{where} is a timer",
            TARGET_TESTS),
-    Mutant("statesource/flink/target.py",
+    Mutant(SAVEPOINT_TARGET,
            "        self.remove([f for op in self._edit.operators for s in op.keyed_states\n"
            "                     for f in s.files])\n", "", TARGET_TESTS),
-    Mutant("statesource/flink/target.py",
+    Mutant(SAVEPOINT_TARGET,
            "        dropped = [uid for uid in self._base_operators if self._edit.operator(uid) is"
            " None]", "        dropped: list[str] = []", TARGET_TESTS),
-    Mutant("statesource/flink/target.py",
+    Mutant(SAVEPOINT_TARGET,
            "            drops = tuple(name for name in before.state_names() if name not in kept)",
            "            drops = ()", TARGET_TESTS),
-    Mutant("statesource/flink/target.py",
+    Mutant(SAVEPOINT_TARGET,
            "                metadata = dataclasses.replace(rewrite.metadata(operators),\n"
            "                                               checkpoint_id=self.checkpoint_id)",
            "                metadata = rewrite.metadata(operators)", TARGET_TESTS),
-    Mutant("statesource/flink/target.py",
+    Mutant(SAVEPOINT_TARGET,
            "    infos = tuple(dataclasses.replace(s.info, state_id=i) for i, s in"
            " enumerate(states))", "    infos = tuple(s.info for s in states)", TARGET_TESTS),
-    Mutant("statesource/flink/target.py",
+    Mutant(SAVEPOINT_TARGET,
            "    handles = writer.write_keyed_files(header, framers, op.max_parallelism,"
            " op.parallelism)", "    handles = writer.write_keyed_files(header, framers,"
            " op.max_parallelism, op.max_parallelism)", TARGET_TESTS),
-    Mutant("statesource/flink/target.py", "        skip = prefix_bytes(self.max_parallelism)",
+    Mutant(SAVEPOINT_TARGET, "        skip = prefix_bytes(self.max_parallelism)",
            "        skip = 1", TARGET_TESTS),
-    Mutant("statesource/flink/target.py", "                if pairs:  # null values",
+    Mutant(SAVEPOINT_TARGET, "                if pairs:  # null values",
            "                if True:  # null values", TARGET_TESTS),
     # staged sections and their framing
-    Mutant("statesource/flink/staged.py", "        out.flush()\n        os.fsync(out.fileno())",
+    Mutant(STAGED, "        out.flush()\n        os.fsync(out.fileno())",
            "        out.flush()", TARGET_TESTS),
-    Mutant("statesource/flink/staged.py", "            if len(data) != written.size_bytes:",
+    Mutant(STAGED, "            if len(data) != written.size_bytes:",
            "            if False:", TARGET_TESTS),
-    Mutant("statesource/flink/staged.py", "                if zlib.crc32(body) != loc.crc32:",
+    Mutant(STAGED, "                if zlib.crc32(body) != loc.crc32:",
            "                if False:", TARGET_TESTS),
-    Mutant("statesource/flink/staged.py",
+    Mutant(STAGED,
            "    if os.path.basename(written.path) != written.path or written.path in"
            " (\"\", \".\", \"..\"):", "    if written.path in (\"\", \".\", \"..\"):",
            TARGET_TESTS),
-    Mutant("statesource/flink/staged.py",
+    Mutant(STAGED,
            "        with contextlib.suppress(FileNotFoundError):\n"
            "            os.remove(_inside(work, written))", "        pass", TARGET_TESTS),
-    Mutant("statesource/flink/staged.py",
+    Mutant(STAGED,
            "            locations.append(KeyGroupLocation(key_group, 0, 1, size, len(body),",
            "            locations.append(KeyGroupLocation(key_group, 0, 1, size, len(body) - 1,",
            TARGET_TESTS),
-    Mutant("statesource/flink/canonical_writer.py",
+    Mutant(CANONICAL_WRITER,
            "    return framer.getvalue()[_SHORT.size:-len(_END)]",
            "    return framer.getvalue()[_SHORT.size:]", FRAMING_TESTS),
-    Mutant("statesource/flink/canonical_writer.py",
+    Mutant(CANONICAL_WRITER,
            "        if self._done or state_id in self._sections or not 0 <= state_id <="
            " _MAX_STATE_ID:", "        if self._done or not 0 <= state_id <= _MAX_STATE_ID:",
            FRAMING_TESTS),
-    Mutant("statesource/flink/canonical_writer.py",
+    Mutant(CANONICAL_WRITER,
            "        self._last[state_id] = len(section) + 4",
            "        self._last[state_id] = len(section)", FRAMING_TESTS),
-    Mutant("statesource/flink/canonical_writer.py",
+    Mutant(CANONICAL_WRITER,
            "        if not body:\n            raise InvalidArgumentError(",
            "        if False:\n            raise InvalidArgumentError(", FRAMING_TESTS),
     # the rewrite's edit plan
-    Mutant("statesource/flink/rescale.py",
-           "            for op in snapshot.operators if op.label not in gone))",
-           "            for op in snapshot.operators))", TARGET_TESTS),
-    Mutant("statesource/flink/rescale.py",
+    Mutant(FLINK_RESCALE,
+           "            if op.label in gone:\n                continue",
+           "            if False:\n                continue", TARGET_TESTS),
+    Mutant(SAVEPOINT_PLAN,
            "                REPLACED if s == state_id else s for s in i.state_ids)) for i in"
            " inputs)", "                s for s in i.state_ids)) for i in inputs)", TARGET_TESTS),
-    Mutant("statesource/flink/rescale.py", "            state_id = len(names)\n",
+    Mutant(SAVEPOINT_PLAN, "            state_id = len(names)\n",
            "            state_id = len(names) - 1\n", TARGET_TESTS),
-    Mutant("statesource/flink/rescale.py",
+    Mutant(SAVEPOINT_PLAN,
            "    if header is None or not (edit.erase or edit.staged or len(dropped_operator_states)"
            "\n                              < len(edit.drops)):",
            "    if header is None or not (edit.erase or edit.staged):", TARGET_TESTS),
     # delta runs: metadata and validation
-    Mutant("statesource/format/metadata.py", "        if sequence < 0:",
+    Mutant("statesource/format/keyed_state_meta.py", "        if sequence < 0:",
            "        if sequence < -1:", DELTA_TESTS, DELTA_K),
-    Mutant("statesource/format/metadata.py", "            if delta.sequence < previous:",
+    Mutant("statesource/format/keyed_state_meta.py", "            if delta.sequence < previous:",
            "            if False:", DELTA_TESTS, DELTA_K),
-    Mutant("statesource/format/metadata.py", "            if delta.path in base_paths:",
+    Mutant("statesource/format/keyed_state_meta.py", "            if delta.path in base_paths:",
            "            if False:", DELTA_TESTS, DELTA_K),
-    Mutant("statesource/format/metadata.py",
+    Mutant("statesource/format/keyed_state_meta.py",
            "                if last_sequence.get(location.key_group) == delta.sequence:",
            "                if False:", DELTA_TESTS, DELTA_K),
-    Mutant("statesource/format/metadata.py",
+    Mutant("statesource/format/keyed_state_meta.py",
            "            if version >= DELTA_FILES_VERSION else []",
            "            if version > DELTA_FILES_VERSION else []", V4_TESTS, DELTA_K),
     Mutant("statesource/format/metadata.py",
@@ -315,19 +322,20 @@ MUTANTS = [
     Mutant("statesource/format/metadata.py",
            "            return ROW_ADDRESSED_RUNS_VERSION",
            "            return DELTA_FILES_VERSION", DELTA_TESTS, DELTA_K),
-    Mutant("statesource/format/metadata.py",
+    Mutant("statesource/format/keyed_state_meta.py",
            "        document = {\"sequence\": self.sequence, **self.file.to_json()}",
            "        document = {\"sequence\": 0, **self.file.to_json()}", DELTA_TESTS, DELTA_K),
     # row-addressed runs (format version 5)
-    Mutant("statesource/format/metadata.py",
+    Mutant("statesource/format/keyed_state_meta.py",
            "            if location.key_group not in runs:", "            if False:",
            DELTA_TESTS, DELTA_K),
-    Mutant("statesource/format/reader.py",
+    Mutant("statesource/format/delta_reads.py",
            "        if location.row_offset + location.rows > table.num_rows:",
            "        if False:", DELTA_TESTS, "misdescribe"),
-    Mutant("statesource/format/reader.py",
-           "        if (np.any(kinds == PRIOR) if state else not np.all(kinds == PRIOR)) \\",
-           "        if False \\", DELTA_TESTS, "misdescribe"),
+    Mutant("statesource/format/delta_reads.py",
+           "    if state is not None and (np.any(kinds == PRIOR) if state else"
+           " not np.all(kinds == PRIOR)):",
+           "    if False:", DELTA_TESTS, "misdescribe"),
     Mutant("statesource/format/keyorder.py",
            "            and np.array_equal(base_keys[hints], wanted):",
            "            and True:", ("tests/format/test_keyorder.py",), "hints"),

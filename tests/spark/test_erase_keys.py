@@ -5,7 +5,7 @@ one that cannot see the storage). Here the driver's step runs in this process, a
 pickle round trip as it travels, and the savepoint may be opened only inside it.
 
 The truth is the base savepoint as the Python reader reads it, less the erased keys; that a
-real Flink restores the result is tests/flink/test_flink_savepoint_rewrite.py's.
+real Flink restores the result is tests/flink/operations/test_flink_savepoint_rewrite.py's.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from statesource.errors import TypeMismatchError
 from statesource.flink.reader import FlinkCheckpoint
-from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.spark import erase_keys
 from statesource.spark.write import erase as erase_module
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from statesource.errors import CheckpointNotFoundError, CorruptCheckpointError, StorageAccessError
-from statesource.flink.target import FlinkSavepointTarget
+from statesource.flink.operations.savepoint_target import FlinkSavepointTarget
 from statesource.format.locations import DataFile
 from statesource.format.storage import resolve
 from statesource.format.target import CheckpointTarget

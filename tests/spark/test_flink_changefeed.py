@@ -15,7 +15,7 @@ from flink_changes import (
     model_changes,
     operator_of,
 )
-from statesource.flink.changefeed import FlinkChangeFeed
+from statesource.flink.operations.changefeed import FlinkChangeFeed
 from statesource.keygroups import assign_to_key_group
 from statesource.spark.source import FlinkStateDataSource
 from statesource.types import STRING

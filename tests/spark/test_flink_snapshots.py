@@ -87,6 +87,21 @@ def test_metadata_view_of_a_flink_snapshot(spark, canonical):
     assert kinds[("src", "SourceReaderState")] == "operator-split"
 
 
+def test_metadata_view_lists_an_undecodable_operator_with_its_reason(spark):
+    # tests/fixtures/flink/isolation: "custom" has a serializer no tool knows, "counts" not
+    path = str(Path(__file__).resolve().parents[1] / "fixtures" / "flink" / "isolation"
+               / "canonical")
+    rows = spark.read.format("flinkstate-metadata").load(path).collect()
+    (custom,) = [r for r in rows if r.operator_uid == "custom"]
+    assert (custom.state_name, custom.kind) == (None, "keyed")
+    assert "IsolationJob$TaggedStringSerializer$Snapshot" in custom.unreadable
+    count = next(r for r in rows if (r.operator_uid, r.state_name) == ("counts", "count"))
+    assert count.unreadable is None and count.kind == "value"
+    values = spark.read.format("flinkstate").option("operator", "counts") \
+        .option("state", "count").load(path).collect()
+    assert len(values) == 40 and {r.value for r in values} == {10}
+
+
 def test_operator_state_of_a_statesource_checkpoint(spark, tmp_path):
     subtasks = []
     for index in range(2):

@@ -24,7 +24,8 @@ from pyspark.sql.datasource import (
 import statesource
 from sample_state import KEYS, dump, merged, populate
 from statesource import Checkpoint, CheckpointWriter, InvalidArgumentError
-from statesource.format.metadata import DataFile, KeyedStateMeta, KeyGroupLocation
+from statesource.format.keyed_state_meta import KeyedStateMeta
+from statesource.format.locations import DataFile, KeyGroupLocation
 from statesource.format.source import STATESOURCE
 from statesource.keygroups import (
     KeyGroupRange,

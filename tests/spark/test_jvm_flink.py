@@ -27,12 +27,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flink_snapshots import SAVEPOINTS, only
-from statesource.flink.canonical_writer import prefix_bytes
-from statesource.flink.framing import canonical_sections
 from statesource.flink.jvm_layout import jvm_layout
-from statesource.flink.keyed import native_key_group_reader
+from statesource.flink.layouts.canonical_writer import prefix_bytes
+from statesource.flink.layouts.framing import canonical_sections
+from statesource.flink.layouts.keyed import native_key_group_reader
 from statesource.flink.reader import FlinkCheckpoint
-from statesource.flink.snapshot import FlinkSnapshot
+from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.keygroups import assign_to_key_group
 from statesource.spark.jvm.plan import FlinkStatePythonSource
 from statesource.types import LONG
@@ -72,6 +72,8 @@ def _states(path: Path) -> list[tuple[str, str, bool]]:
     checkpoint = FlinkCheckpoint.open(str(path))
     found = []
     for op in checkpoint.snapshot.operators:
+        if checkpoint.snapshot.undecodable(op) is not None:  # see test_operator_isolation
+            continue
         header = checkpoint.snapshot.header(op)
         for info in header.states if header else ():
             served = not isinstance(jvm_layout(checkpoint, op.operator_id, info.name), str)

@@ -42,7 +42,7 @@ from pyspark.sql.types import StructField, StructType
 
 from statesource.flink.jvm_layout import JvmLayout, jvm_layout
 from statesource.flink.reader import FlinkCheckpoint
-from statesource.flink.snapshot import FLINK_METADATA
+from statesource.flink.snapshot.directory import FLINK_METADATA
 from statesource.format.ipc import check_file_schema
 from statesource.format.source import StateSource
 from statesource.sources import reopen

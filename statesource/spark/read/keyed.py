@@ -28,7 +28,7 @@ from statesource.format.columns import (
 )
 from statesource.format.entries import entry_starts
 from statesource.format.ipc import ReadListener
-from statesource.format.metadata import KeyedStateMeta
+from statesource.format.keyed_state_meta import KeyedStateMeta
 from statesource.format.source import SourceRef, StateSource
 from statesource.keygroups import check_parallelism, operator_index_for_key_group
 from statesource.model import StateKind

@@ -22,10 +22,11 @@ METADATA_SCHEMA = pa.schema([
     ("entries", pa.int64()),
     ("rows", pa.int64()),
     ("bytes", pa.int64()),
+    ("unreadable", pa.string()),
 ])
 METADATA_DDL = ("checkpoint_id bigint, operator_uid string, parallelism int, max_parallelism int,"
                 " state_name string, kind string, key_type string, value_types string,"
-                " entries bigint, rows bigint, bytes bigint")
+                " entries bigint, rows bigint, bytes bigint, unreadable string")
 
 
 class MetadataReader(DataSourceReader):
@@ -38,7 +39,8 @@ class MetadataReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         rows = [
             (s.checkpoint_id, s.operator_uid, s.parallelism, s.max_parallelism, s.state_name,
-             s.kind, s.key_type, json.dumps(s.value_types), s.entries, s.rows, s.size_bytes)
+             s.kind, s.key_type, json.dumps(s.value_types), s.entries, s.rows, s.size_bytes,
+             s.unreadable)
             for s in self.checkpoint.summaries()
         ]
         columns: list[Sequence[object]] = (

@@ -6,7 +6,7 @@ storage runs on Spark's driver (or the Spark Connect server) through
 :func:`~statesource.spark.driver.commit_on_driver`, as every commit does, so
 a caller that cannot see the storage can erase: there the keys are typed and
 checked as the operator's key type (as a write's keys are) and the savepoint
-is rewritten by :func:`statesource.flink.edit.erase_keys`, which decodes only
+is rewritten by :func:`statesource.flink.operations.edit.erase_keys`, which decodes only
 keys and moves every other pair as bytes.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from statesource.errors import InvalidArgumentError
-from statesource.flink.edit import EditedSavepoint, operator_key_type
-from statesource.flink.edit import erase_keys as erase_from_savepoint
+from statesource.flink.operations.edit import EditedSavepoint, operator_key_type
+from statesource.flink.operations.edit import erase_keys as erase_from_savepoint
 from statesource.format.columns import KEY
 from statesource.model import Progress
 from statesource.spark.driver import commit_on_driver

@@ -24,11 +24,13 @@ from typing import Any
 
 from statesource.checks import check_int
 from statesource.errors import InvalidArgumentError
-from statesource.flink.rescale import RescaledSavepoint
-from statesource.flink.rescale import rescale_max_parallelism as rescale_savepoint
+from statesource.flink.operations.rescale import RescaledSavepoint
+from statesource.flink.operations.rescale import rescale_max_parallelism as rescale_savepoint
 from statesource.format.columns import KEY_GROUP
 from statesource.format.commit import CheckpointInfo
-from statesource.format.metadata import DataFile, KeyedStateMeta, OperatorMeta
+from statesource.format.keyed_state_meta import KeyedStateMeta
+from statesource.format.locations import DataFile
+from statesource.format.metadata import OperatorMeta
 from statesource.format.source import FLINK
 from statesource.format.storage import Location, resolve
 from statesource.format.target import CheckpointStateSink, missing_files, remove_files
@@ -85,7 +87,7 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
     carried over unchanged. Everything is checked before the first job runs.
 
     A Flink savepoint or checkpoint at ``path`` becomes the new savepoint directory
-    ``output`` (:func:`statesource.flink.rescale.rescale_max_parallelism`: keys decoded,
+    ``output`` (:func:`statesource.flink.operations.rescale.rescale_max_parallelism`: keys decoded,
     values moved as bytes, in one pass on the driver, which outruns a Spark job on such
     data).
     """

@@ -32,10 +32,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from statesource.errors import InvalidArgumentError
-from statesource.flink.serializer_mapping import PojoClass
+from statesource.flink.serializers.mapping import PojoClass
 from statesource.format.commit import CheckpointInfo
 from statesource.format.edit import CheckpointEdit
-from statesource.format.metadata import DataFile, KeyedStateMeta
+from statesource.format.keyed_state_meta import KeyedStateMeta
+from statesource.format.locations import DataFile
 from statesource.format.target import SnapshotTarget
 from statesource.model import StateDeclaration
 from statesource.sources import open_target as target_of

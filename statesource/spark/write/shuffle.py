@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from statesource.format.columns import KEY
-from statesource.format.metadata import DataFile
+from statesource.format.locations import DataFile
 from statesource.keygroups import key_groups, operator_indexes
 from statesource.model import StateKind
 from statesource.spark.compat import is_connect

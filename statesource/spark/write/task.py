@@ -30,7 +30,7 @@ from statesource.format.columns import (
 )
 from statesource.format.entries import entry_starts, java_equality_columns, row_changes
 from statesource.format.ipc import split_batches
-from statesource.format.metadata import DataFile
+from statesource.format.locations import DataFile
 from statesource.keygroups import KeyGroupRange, key_groups, operator_indexes
 from statesource.model import VALUE_ROLES, StateKind
 from statesource.schema import ValueSchema

@@ -1,0 +1,84 @@
+"""Flink's snapshot compression: xerial Snappy *framed* streams.
+
+With ``execution.checkpointing.snapshot-compression`` Flink wraps key-group data
+in ``SnappyFramedOutputStream``: a stream identifier chunk (``ff 06 00 00
+sNaPpY``), then chunks of a type byte, a 3-byte little-endian length, a masked
+CRC-32C of the uncompressed bytes and the (raw Snappy compressed or stored)
+data. Consecutive streams simply follow one another, so a key group's bytes are
+the concatenation of every data chunk in its byte range.
+
+The framing (chunks, checksums) is read here; each chunk's Snappy block is
+decompressed by pyarrow's Snappy codec, which statesource already depends on, and
+its checksum computed by numpy (:mod:`crc32c`).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from statesource.errors import CorruptCheckpointError
+from statesource.flink.binary.crc32c import crc32c
+
+STREAM_IDENTIFIER = b"\xff\x06\x00\x00sNaPpY"
+MAX_CHUNK = 1 << 16
+_COMPRESSED, _STORED, _IDENTIFIER, _PADDING = 0x00, 0x01, 0xFF, 0xFE
+
+
+def masked_crc32c(data: bytes) -> int:
+    crc = crc32c(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def unframe(data: bytes | memoryview, source: str, base: int = 0, verify: bool = True) -> bytes:
+    """The uncompressed bytes of every framed stream in ``data`` (file ``source`` at ``base``)."""
+    out = bytearray()
+    pos, end = 0, len(data)
+    while pos < end:
+        if pos + 4 > end:
+            raise _corrupt(source, base + pos, "truncated chunk header")
+        kind = data[pos]
+        length = data[pos + 1] | (data[pos + 2] << 8) | (data[pos + 3] << 16)
+        body = pos + 4
+        if body + length > end:
+            raise _corrupt(source, base + pos, f"chunk of {length} bytes runs past the range")
+        if kind == _IDENTIFIER:
+            if bytes(data[body:body + length]) != b"sNaPpY":
+                raise _corrupt(source, base + pos, "bad Snappy stream identifier")
+        elif kind in (_COMPRESSED, _STORED):
+            if length < 4:
+                raise _corrupt(source, base + pos, "chunk too short for its checksum")
+            expected = int.from_bytes(data[body:body + 4], "little")
+            payload = bytes(data[body + 4:body + length])
+            chunk = payload if kind == _STORED else decompress(payload, source, base + body + 4)
+            if verify and masked_crc32c(chunk) != expected:
+                raise _corrupt(source, base + pos, "Snappy chunk checksum mismatch")
+            out += chunk
+        elif kind < 0x80:
+            raise _corrupt(source, base + pos, f"unknown Snappy chunk type {kind:#x}")
+        pos = body + length
+    return bytes(out)
+
+
+def decompress(data: bytes, source: str = "<snappy>", base: int = 0) -> bytes:
+    """One raw Snappy block of a framed stream (at most 64 KiB uncompressed), by pyarrow."""
+    expected, shift, pos = 0, 0, 0
+    while True:
+        if pos >= len(data) or shift > 28:
+            raise _corrupt(source, base + pos, "bad Snappy length preamble")
+        byte = data[pos]
+        pos += 1
+        expected |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+    if expected > MAX_CHUNK:
+        raise _corrupt(source, base, f"Snappy block of {expected} bytes exceeds a frame's"
+                                     f" {MAX_CHUNK}")
+    try:
+        return pa.decompress(data, decompressed_size=expected, codec="snappy", asbytes=True)
+    except (pa.ArrowException, OSError, ValueError) as error:
+        raise _corrupt(source, base, f"invalid Snappy block ({error})") from None
+
+
+def _corrupt(source: str, offset: int, what: str) -> CorruptCheckpointError:
+    return CorruptCheckpointError(f"{source}: {what} at byte offset {offset}")

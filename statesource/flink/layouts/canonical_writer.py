@@ -1,0 +1,197 @@
+"""Writing the key groups of a canonical savepoint's keyed-state file: the counterpart of the
+canonical part of :mod:`keyed`.
+
+A key group is its states' sections one after another: the state's id (a
+short), then its pairs, each an int length and the composite key, an int
+length and the value. The first byte of the last key of a section carries the
+flag ``0x80`` ("meta data follows"); what follows is the next section's state
+id, or ``0xFFFF`` after the last. Every composite key starts with the key
+group (one byte when max parallelism <= 128, else two), so that first byte
+never has the flag's bit of its own. An empty key group has no bytes at all:
+its offset in ``_metadata`` is 0.
+
+Only the framing is written here: composite keys and values come already
+serialized, and compression (a Snappy stream per key group) is the caller's.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+
+from statesource.errors import InvalidArgumentError
+from statesource.flink.layouts.keyed import END_OF_KEY_GROUP, META_DATA_FOLLOWS, CanonicalSection
+
+_MAX_PARALLELISM = 1 << 15
+_MAX_STATE_ID = (1 << 15) - 2  # ids are positions among at most 32767 states
+_INT = struct.Struct(">i")
+_SHORT = struct.Struct(">h")
+_END = struct.pack(">H", END_OF_KEY_GROUP)
+
+
+def prefix_bytes(max_parallelism: int) -> int:
+    """Bytes of the key-group prefix of every composite key (1 up to 128 key groups, else 2)."""
+    if not 1 <= max_parallelism <= _MAX_PARALLELISM:
+        raise InvalidArgumentError(
+            f"max parallelism {max_parallelism} is outside 1 .. {_MAX_PARALLELISM}")
+    return 1 if max_parallelism <= 128 else 2
+
+
+def key_group_prefix(key_group: int, max_parallelism: int) -> bytes:
+    """The bytes every composite key of ``key_group`` starts with (big-endian)."""
+    size = prefix_bytes(max_parallelism)
+    if not 0 <= key_group < max_parallelism:
+        raise InvalidArgumentError(
+            f"key group {key_group} is outside 0 .. {max_parallelism - 1} (max parallelism"
+            f" {max_parallelism})")
+    return key_group.to_bytes(size, "big")
+
+
+def frame_key_group(key_group: int, max_parallelism: int,
+                    sections: Iterable[CanonicalSection]) -> bytes:
+    """The uncompressed bytes of one non-empty key group: its sections, in the order given.
+
+    Flink's restore reads whatever order a file has (a heap backend writes
+    hash-map order), so the order is the caller's; each key must start with
+    the key group's prefix, and each state may have one section, of at least
+    one pair.
+    """
+    prefix = key_group_prefix(key_group, max_parallelism)
+    parts: list[bytes] = []
+    pack_int = _INT.pack
+    seen: set[int] = set()
+    for state_id, pairs in sections:
+        if not 0 <= state_id <= _MAX_STATE_ID or state_id in seen:
+            raise InvalidArgumentError(
+                f"state id {state_id} in key group {key_group}: ids are 0 .. {_MAX_STATE_ID},"
+                " one section each")
+        if not pairs:
+            raise InvalidArgumentError(
+                f"state {state_id} has no entries in key group {key_group}: leave it out")
+        seen.add(state_id)
+        parts.append(_SHORT.pack(state_id))
+        for key, _ in pairs:
+            if not key.startswith(prefix):
+                raise InvalidArgumentError(
+                    f"key {key[:8].hex()}... of state {state_id} does not start with the prefix"
+                    f" {prefix.hex()} of key group {key_group}")
+        for key, value in pairs[:-1]:
+            parts += (pack_int(len(key)), key, pack_int(len(value)), value)
+        key, value = pairs[-1]
+        parts += (pack_int(len(key)), bytes((key[0] | META_DATA_FOLLOWS,)), key[1:],
+                  pack_int(len(value)), value)
+    if not seen:
+        raise InvalidArgumentError(
+            f"key group {key_group} has no entries: an empty key group is not written (offset 0)")
+    parts.append(_END)
+    return b"".join(parts)
+
+
+class KeyGroupFramer:
+    """One canonical key group framed as its pairs arrive, in any order of states.
+
+    What :func:`frame_key_group` writes from sections held whole, built up pair
+    by pair instead: each state's section grows as bytes (no pair is kept as an
+    object), in the order states first arrive; :meth:`getvalue` flags each
+    section's last key and ends the key group. Keys are given without the key
+    group's prefix (``key_tail``), which the framer writes itself.
+    """
+
+    __slots__ = ("key_group", "prefix", "_sections", "_last", "_done")
+
+    def __init__(self, key_group: int, max_parallelism: int) -> None:
+        self.key_group = key_group
+        self.prefix = key_group_prefix(key_group, max_parallelism)
+        self._sections: dict[int, bytearray] = {}
+        self._last: dict[int, int] = {}
+        self._done = False
+
+    def add(self, state_id: int, key_tail: bytes, value: bytes) -> None:
+        """One pair of state ``state_id``: the composite key after its prefix, and the value."""
+        section = self._section(state_id)
+        prefix = self.prefix
+        self._last[state_id] = len(section) + 4
+        section += _INT.pack(len(prefix) + len(key_tail))
+        section += prefix
+        section += key_tail
+        section += _INT.pack(len(value))
+        section += value
+
+    def add_framed(self, state_id: int, pairs: bytes, last_key: int) -> None:
+        """Pairs of state ``state_id`` already framed as :meth:`add` frames them (each key
+        with this key group's prefix, none flagged); ``last_key`` is where the last pair's key
+        starts in ``pairs``. What moves many pairs at once adds them so, one call for all."""
+        if not 0 <= last_key < len(pairs):
+            raise InvalidArgumentError(
+                f"last key at {last_key} of {len(pairs)} bytes of pairs of state {state_id}")
+        section = self._section(state_id)
+        self._last[state_id] = len(section) + last_key
+        section += pairs
+
+    def _section(self, state_id: int) -> bytearray:
+        """The section of ``state_id``, started (with its id) at its first pair."""
+        section = self._sections.get(state_id)
+        if section is None:
+            if self._done or not 0 <= state_id <= _MAX_STATE_ID:
+                raise InvalidArgumentError(
+                    f"state id {state_id} in key group {self.key_group}: ids are 0 .."
+                    f" {_MAX_STATE_ID}, and nothing is added once the key group is framed")
+            section = self._sections[state_id] = bytearray(_SHORT.pack(state_id))
+        elif self._done:
+            raise InvalidArgumentError(f"key group {self.key_group} is already framed")
+        return section
+
+    def add_section(self, state_id: int, body: bytes) -> None:
+        """A whole section of state ``state_id`` framed elsewhere (:func:`section_body`): its
+        pairs, the last key already flagged. The state has no other pairs in the key group."""
+        if self._done or state_id in self._sections or not 0 <= state_id <= _MAX_STATE_ID:
+            raise InvalidArgumentError(
+                f"state id {state_id} in key group {self.key_group}: ids are 0 .."
+                f" {_MAX_STATE_ID}, one section each, and nothing is added once framed")
+        if not body:
+            raise InvalidArgumentError(
+                f"state {state_id} has an empty section in key group {self.key_group}")
+        self._sections[state_id] = bytearray(_SHORT.pack(state_id)) + body
+
+    def getvalue(self) -> bytes:
+        """The key group's bytes; nothing can be added after."""
+        if not self._sections:
+            raise InvalidArgumentError(
+                f"key group {self.key_group} has no entries: an empty key group is not written"
+                " (offset 0)")
+        self._done = True
+        for state_id, last in self._last.items():
+            self._sections[state_id][last] |= META_DATA_FOLLOWS
+        return b"".join([*self._sections.values(), _END])
+
+
+def section_body(key_group: int, max_parallelism: int, key_tails: Iterable[tuple[bytes, bytes]]
+                 ) -> bytes:
+    """One state's pairs of one key group framed as a section without its state id, the last
+    key flagged: what :meth:`KeyGroupFramer.add_section` takes. Keys are given without the
+    key group's prefix; no pairs give no bytes.
+
+    A state's pairs can thus be framed where they are made (a Spark task) and placed under
+    whatever id the state gets in the file's header later.
+    """
+    framer = KeyGroupFramer(key_group, max_parallelism)
+    for key_tail, value in key_tails:
+        framer.add(0, key_tail, value)
+    if not framer._sections:
+        return b""
+    return framer.getvalue()[_SHORT.size:-len(_END)]
+
+
+def assemble_keyed_file(header: bytes, key_groups: Sequence[bytes]) -> tuple[bytes, list[int]]:
+    """A keyed-state file and the offset of each of its key groups, as ``_metadata`` records them.
+
+    ``key_groups`` holds the bytes of each key group of the file's range in
+    order (framed, and compressed if the header says so), empty for an empty
+    key group, whose offset is then 0.
+    """
+    out = bytearray(header)
+    offsets = []
+    for data in key_groups:
+        offsets.append(len(out) if data else 0)
+        out += data
+    return bytes(out), offsets

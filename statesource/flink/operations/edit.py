@@ -1,0 +1,106 @@
+"""Edits of a Flink savepoint: erase keys (a GDPR request), drop a state.
+
+Each writes a new canonical savepoint directory, with the one pass of
+:mod:`statesource.flink.operations.rescale` at the snapshot's own max parallelism and parallelism:
+
+* :func:`erase_keys` leaves out every entry of every keyed state, and every timer, of one
+  operator whose key is Java-equal to one of the given keys (each key decoded, never a
+  value); every other pair is carried over byte for byte.
+* :func:`drop_state` removes one keyed state or timer state of an operator from its
+  header (the states after it renumbered: a state's id is its position in the header)
+  and its sections from every key group; an operator state is removed from the
+  operator-state handles, which Flink reads state by state (its elements stay in the
+  copied file, unreferenced).
+
+The other operators' files are copied byte for byte; the edited operator's keyed state
+of a native savepoint or a checkpoint is converted to the canonical layout, as a rescale
+converts it (Flink picks how to restore each operator by its keyed-state handles). Every refusal (an
+unknown operator or state, a key of the wrong type, an output that exists) happens before
+anything is written, and the output is published whole.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from statesource.errors import InvalidArgumentError
+from statesource.flink.operations.rescale import RescaledSavepoint, rewrite_savepoint
+from statesource.flink.operations.savepoint_plan import Edit, erasable_key_type, find_operator
+from statesource.flink.operations.savepoint_writing import RescaledOperator
+from statesource.flink.snapshot.directory import FlinkSnapshot
+from statesource.model import Progress
+from statesource.types import DataType
+
+
+@dataclass(frozen=True)
+class EditedSavepoint:
+    """The new savepoint, and what the edit left out of its operator."""
+
+    source: str
+    output: str
+    operator: str
+    removed: tuple[tuple[str, int], ...]
+    """Per state (header name, timers as ``_timer_state/...``), the entries or timers left
+    out; for a dropped operator state, its elements."""
+    missing: tuple[Any, ...] = ()
+    """Keys to erase that the operator's state does not hold (not an error)."""
+    seconds: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return sum(count for _, count in self.removed)
+
+
+def erase_keys(source: str | os.PathLike[str], output: str | os.PathLike[str], operator: str,
+               keys: Iterable[Any], *, checkpoint_id: int | None = None,
+               progress: Progress | None = None) -> EditedSavepoint:
+    """Write ``source`` as the new savepoint ``output`` without any entry or timer of
+    ``operator`` (uid or hex id) whose key equals (Java's ``equals``) one of ``keys``,
+    Python values of the operator's key type (a key of another type is refused)."""
+    keys = tuple(keys)
+    done = rewrite_savepoint(source, output, None, checkpoint_id=checkpoint_id,
+                             progress=progress, edit=Edit(operator, erase=keys))
+    edited = _edited(done, operator)
+    found = set(edited.erased) if edited is not None else set()
+    missing = tuple(key for i, key in enumerate(keys) if i not in found)
+    return EditedSavepoint(done.source, done.output, operator,
+                           edited.removed if edited is not None else (), missing, done.seconds)
+
+
+def drop_state(source: str | os.PathLike[str], output: str | os.PathLike[str], operator: str,
+               state: str, *, checkpoint_id: int | None = None,
+               progress: Progress | None = None) -> EditedSavepoint:
+    """Write ``source`` as the new savepoint ``output`` without the keyed state, timer state
+    (``_timer_state/event_<name>`` or ``_timer_state/processing_<name>``) or operator state
+    ``state`` of ``operator``."""
+    done = rewrite_savepoint(source, output, None, checkpoint_id=checkpoint_id,
+                             progress=progress, edit=Edit(operator, drops=(state,)))
+    edited = _edited(done, operator)
+    removed = edited.removed if edited is not None else ()
+    if not removed:  # an operator state (or an empty keyed one): its elements
+        op = find_operator(FlinkSnapshot.open(done.source, checkpoint_id=checkpoint_id),
+                           operator)
+        removed = ((state, sum(len(s.offsets) for sub in op.subtasks for h in sub.operator
+                               for s in h.states if s.name == state)),)
+    return EditedSavepoint(done.source, done.output, operator, removed, (), done.seconds)
+
+
+def operator_key_type(source: str | os.PathLike[str], operator: str, *,
+                      checkpoint_id: int | None = None) -> DataType:
+    """The key type of ``operator`` (uid or hex id): what its keys to erase are values of."""
+    snapshot = FlinkSnapshot.open(os.fspath(source), checkpoint_id=checkpoint_id)
+    op = find_operator(snapshot, operator)
+    handles = snapshot.keyed_handles(op)
+    if not handles:
+        raise InvalidArgumentError(f"operator {op.label!r} has no keyed state: no keys to erase")
+    return erasable_key_type(f"operator {op.label!r}", snapshot.read_header(handles[0]).key)
+
+
+def _edited(done: RescaledSavepoint, operator: str) -> RescaledOperator | None:
+    for op in done.operators:
+        if operator in (op.operator, op.operator_id):
+            return op
+    return None

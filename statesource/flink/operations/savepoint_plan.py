@@ -1,0 +1,268 @@
+"""Planning a savepoint rewrite operator by operator: every check before anything is written.
+
+A rescale or an edit (:mod:`statesource.flink.operations.rescale`) first plans each
+operator of the source: its new max parallelism and parallelism, which keyed-state files
+are read and where their states go in one merged header, which keys are hashed or erased,
+which states are dropped or replaced by staged sections. Every refusal (raw keyed state, a
+key type statesource cannot hash as Flink does, values a key-group layout cannot deliver,
+an unknown operator, state or key) is raised here, so a rewrite that cannot be done
+writes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError, TypeMismatchError
+from statesource.flink.handles import KeyedHandle, OperatorSnapshot
+from statesource.flink.layouts.dispatch import blockers
+from statesource.flink.operations.staged import StagedState
+from statesource.flink.serializers.base import FlinkType
+from statesource.flink.snapshot.directory import FlinkSnapshot
+from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
+from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo, same_state
+from statesource.keyequality import key_canonicalizer
+from statesource.types import DataType
+
+
+@dataclass(frozen=True)
+class Edit:
+    """What an edit changes in one operator, every other operator carried over as it is."""
+
+    operator: str
+    """The operator's uid (or hex id)."""
+    erase: tuple[Any, ...] = ()
+    """Keys, as Python values of the operator's key type, whose every entry and timer go."""
+    drops: tuple[str, ...] = ()
+    """Keyed states, timer states or operator states that go."""
+    staged: tuple[StagedState, ...] = ()
+    """Keyed states whose pairs are replaced by (or, new, made of) staged sections."""
+    key: FlinkType | None = None
+    """The key serializer of an operator that gets its first keyed state (``staged``)."""
+
+
+REPLACED = -2
+"""Where a state's pairs go when the edit stages new ones for it: nowhere, uncounted."""
+
+
+def find_operator(snapshot: FlinkSnapshot, label: str) -> OperatorSnapshot:
+    """The operator of uid or hex id ``label``; an error naming the others."""
+    for op in snapshot.operators:
+        if label in (op.label, op.operator_id):
+            return op
+    names = ", ".join(sorted(op.label for op in snapshot.operators))
+    raise InvalidArgumentError(
+        f"{snapshot.location} has no operator {label!r}; its operators are: {names}")
+
+
+
+@dataclass(frozen=True)
+class _KeyedInput:
+    """One keyed-state file of the source, and where its state ids go in the written header
+    (-1: a dropped state, left out)."""
+
+    handle: KeyedHandle
+    header: KeyedHeader
+    state_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    op: OperatorSnapshot
+    max_parallelism: int
+    parallelism: int
+    header: KeyedHeader | None
+    """The header every written keyed-state file gets; None for an operator whose files are
+    carried over (no keyed state, or not the edited operator of a canonical savepoint)."""
+    inputs: tuple[_KeyedInput, ...] = ()
+    key_type: DataType | None = None
+    """The type keys are hashed as, when they are (a new max parallelism, or checked while
+    erasing keys); None: keys stay in their key group."""
+    erase: tuple[Any, ...] = ()
+    """The erased keys' Java-equality forms."""
+    dropped_operator_states: tuple[str, ...] = ()
+    staged: tuple[tuple[int, StagedState], ...] = ()
+    """Staged states by their id in ``header``."""
+
+    @property
+    def handles(self) -> tuple[KeyedHandle, ...]:
+        return tuple(i.handle for i in self.inputs)
+
+
+def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int | None,
+          parallelism: int | None, edit: Edit | None = None) -> _Plan:
+    where = f"operator {op.label!r}"
+    handles = snapshot.keyed_handles(op)
+    if max_parallelism is None:  # an edit: the max parallelism and parallelism stay
+        if edit is None:  # its files copied: Flink picks how to restore per keyed handle
+            return _Plan(op, op.max_parallelism, op.parallelism, None)
+        return _edit_plan(snapshot, op, edit, where, handles)
+    if any(s.raw_keyed for s in op.subtasks):
+        raise IncompatibleCheckpointError(
+            f"{where} has raw keyed state (written by the operator's own code, in its own"
+            " format), which cannot be re-keyed: its max parallelism cannot change")
+    new_parallelism = parallelism if parallelism is not None and handles else op.parallelism
+    if new_parallelism > max_parallelism:
+        raise InvalidArgumentError(
+            f"{where} has parallelism {new_parallelism}, above the new max parallelism"
+            f" {max_parallelism}: a max parallelism is at least the parallelism")
+    if not handles:
+        return _Plan(op, max_parallelism, new_parallelism, None)
+    held = sorted(s.index for s in op.subtasks
+                  if (s.operator or s.raw_operator) and s.index >= new_parallelism)
+    if held:
+        raise InvalidArgumentError(
+            f"{where} holds operator state in subtasks {held}, which a parallelism of"
+            f" {new_parallelism} does not have: keep its parallelism ({op.parallelism}); Flink"
+            " redistributes keyed and operator state for the parallelism of the job that"
+            " restores the savepoint")
+    header, inputs = _merged_header(snapshot, where, handles)
+    key_type = _key_type(where, header.key)
+    _check_native(where, header, handles)
+    return _Plan(op, max_parallelism, new_parallelism, header, inputs, key_type)
+
+
+def _check_native(where: str, header: KeyedHeader, handles: Sequence[KeyedHandle]) -> None:
+    for name, reason in blockers(header, handles).items():
+        raise IncompatibleCheckpointError(
+            f"{where}, state {name!r} of a native snapshot: {reason}; take a canonical"
+            " savepoint (flink savepoint --type canonical) to rewrite it")
+
+
+def _edit_plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, edit: Edit, where: str,
+               handles: Sequence[KeyedHandle]) -> _Plan:
+    """The edited operator: its keys checked against its key type, its dropped states found,
+    its staged states placed in the header (a replaced one keeps its meta info)."""
+    operator_states = sorted({s.name for sub in op.subtasks for h in sub.operator
+                              for s in h.states})
+    header: KeyedHeader | None = None
+    inputs: tuple[_KeyedInput, ...] = ()
+    if handles:
+        header, inputs = _merged_header(snapshot, where, handles)
+        _check_native(where, header, handles)
+    elif edit.staged and edit.key is not None:
+        header = KeyedHeader(HEADER_VERSIONS[-1], False, edit.key, (), 0)
+    dropped_operator_states = []
+    for name in edit.drops:
+        names = [info.name for info in header.states] if header is not None else []
+        if name in names:
+            assert header is not None
+            header, inputs = _without_state(header, inputs, names.index(name))
+        elif name in operator_states:
+            dropped_operator_states.append(name)
+        elif header is None:
+            raise InvalidArgumentError(
+                f"{where} has no keyed state"
+                + (f"; its operator states are: {', '.join(operator_states)}"
+                   if operator_states else " and no operator state"))
+        else:
+            raise InvalidArgumentError(
+                f"{where} has no state {name!r}; its keyed and timer states are:"
+                f" {', '.join(names)}; its operator states:"
+                f" {', '.join(operator_states) or 'none'}")
+    if header is None or not (edit.erase or edit.staged or len(dropped_operator_states)
+                              < len(edit.drops)):  # keyed state untouched: files copied
+        if header is None and (edit.erase or edit.staged):
+            raise InvalidArgumentError(f"{where} has no keyed state: no keys to edit")
+        return _Plan(op, op.max_parallelism, op.parallelism, None,
+                     dropped_operator_states=tuple(dropped_operator_states))
+    staged = []
+    for state in edit.staged:
+        names = [info.name for info in header.states]
+        if state.info.name in names:
+            state_id = names.index(state.info.name)
+            inputs = tuple(dataclasses.replace(i, state_ids=tuple(
+                REPLACED if s == state_id else s for s in i.state_ids)) for i in inputs)
+        else:
+            state_id = len(names)
+            header = dataclasses.replace(header, states=(
+                *header.states, dataclasses.replace(state.info, state_id=state_id)))
+        staged.append((state_id, state))
+    key_type, erase = None, ()
+    if edit.erase:
+        key_type = erasable_key_type(where, header.key)
+        erase = tuple(_erased_key(where, key_type, key) for key in edit.erase)
+    return _Plan(op, op.max_parallelism, op.parallelism, header, inputs, key_type, erase,
+                 tuple(dropped_operator_states), tuple(staged))
+
+
+def _key_type(where: str, key: FlinkType) -> DataType:
+    try:
+        key_type = key.data_type()
+    except IncompatibleCheckpointError:
+        key_type = None
+    if key_type is None or not key_type.usable_as_key:
+        name = getattr(key, "java_class", None) or key.describe()
+        raise IncompatibleCheckpointError(
+            f"{where} is keyed by {name} ({key.serializer}): statesource cannot compute the"
+            " key group of such keys as Flink does (their Java hashCode is not reproduced),"
+            " and a new max parallelism moves every key by its key group")
+    return key_type
+
+
+def erasable_key_type(where: str, key: FlinkType) -> DataType:
+    """The type of the keys of a header's key serializer, when statesource compares (and
+    hashes) them as Java does."""
+    try:
+        return _key_type(where, key)
+    except IncompatibleCheckpointError:
+        name = getattr(key, "java_class", None) or key.describe()
+        raise IncompatibleCheckpointError(
+            f"{where} is keyed by {name} ({key.serializer}): statesource cannot compare such"
+            " keys as Java's equals does, so it cannot erase keys from it") from None
+
+
+def _erased_key(where: str, key_type: DataType, key: Any) -> Any:
+    try:
+        return key_canonicalizer(key_type)(key)
+    except (TypeMismatchError, InvalidArgumentError) as error:
+        raise InvalidArgumentError(
+            f"key {key!r} is not a key of {where}, which is keyed by {key_type.name}: {error}"
+        ) from None
+
+
+def _without_state(header: KeyedHeader, inputs: Sequence[_KeyedInput], dropped: int
+                   ) -> tuple[KeyedHeader, tuple[_KeyedInput, ...]]:
+    """The header without state ``dropped``, the others renumbered (a state's id is its
+    position in the header), and each input's ids mapped to them (-1 for the dropped one)."""
+    states = tuple(dataclasses.replace(info, state_id=i) for i, info in enumerate(
+        s for s in header.states if s.state_id != dropped))
+    renumber = [i - (i > dropped) if i != dropped else -1 for i in range(len(header.states))]
+    return (dataclasses.replace(header, states=states),
+            tuple(dataclasses.replace(i, state_ids=tuple(renumber[s] for s in i.state_ids))
+                  for i in inputs))
+
+
+def _merged_header(snapshot: FlinkSnapshot, where: str, handles: Sequence[KeyedHandle]
+                   ) -> tuple[KeyedHeader, tuple[_KeyedInput, ...]]:
+    """One header for every written file of the operator: the states of all the source's
+    files by name (a subtask registers only the states its code asked for), uncompressed."""
+    states: list[StateInfo] = []
+    by_name: dict[str, int] = {}
+    inputs = []
+    first: KeyedHeader | None = None
+    for handle in handles:
+        header = snapshot.read_header(handle)
+        first = first or header
+        if header.key.snapshot != first.key.snapshot or header.version != first.version:
+            raise IncompatibleCheckpointError(
+                f"{where}: {snapshot.describe(handle.stream)} has another key serializer than"
+                " the operator's other keyed-state files")
+        ids = []
+        for info in header.states:
+            at = by_name.get(info.name)
+            if at is None:
+                at = by_name[info.name] = len(states)
+                states.append(dataclasses.replace(info, state_id=at))
+            elif not same_state(states[at], info):
+                raise IncompatibleCheckpointError(
+                    f"{where}: state {info.name!r} has other serializers in"
+                    f" {snapshot.describe(handle.stream)} than in the operator's other files")
+            ids.append(at)
+        inputs.append(_KeyedInput(handle, header, tuple(ids)))
+    assert first is not None
+    return KeyedHeader(first.version, False, first.key, tuple(states), 0), tuple(inputs)
+

@@ -1,0 +1,368 @@
+"""Opening a Flink savepoint or checkpoint directory and reading its key groups.
+
+A snapshot directory holds ``_metadata`` and the state files it names;
+a directory of ``chk-<id>`` checkpoints is opened at its newest checkpoint
+(or the one asked for). Recorded paths are resolved inside the snapshot
+directory: relative ones as they are, absolute ones (checkpoints written on
+another machine) by their file name, as Flink does for relocated savepoints.
+Nothing outside the snapshot directory is ever opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from statesource.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    StateNotFoundError,
+)
+from statesource.flink.binary.reader import BinaryReader
+from statesource.flink.handles import (
+    KeyedHandle,
+    OperatorSnapshot,
+    SnapshotMetadata,
+    StreamHandle,
+    operator_id_of,
+)
+from statesource.flink.layouts.base import KeyGroupData
+from statesource.flink.layouts.dispatch import layout_of
+from statesource.flink.layouts.keyed import KeyGroupState, check_key_group_range
+from statesource.flink.snapshot.metadata import parse_metadata
+from statesource.flink.snapshot.publish import is_staging_name
+from statesource.flink.statefiles.keyed_header import (
+    KeyedHeader,
+    StateInfo,
+    read_keyed_header,
+    reads_alike,
+)
+from statesource.format.ipc import ReadListener
+from statesource.format.storage import (
+    Location,
+    PathOrLocation,
+    checkpoint_dirs,
+    confined,
+    open_regular_file,
+    resolve,
+)
+
+FLINK_METADATA = "_metadata"
+_HEADER_PROBE = 1 << 16
+
+
+def find_flink_snapshot(location: Location, checkpoint_id: int | None = None) -> Location | None:
+    """The Flink snapshot directory at ``location`` (or newest ``chk-*`` under it), or None."""
+    if location.child(FLINK_METADATA).exists():
+        return location
+    found = checkpoint_dirs(location, FLINK_METADATA) if location.exists() else {}
+    if not found:
+        return None
+    if checkpoint_id is None:
+        return found[max(found)]
+    if checkpoint_id not in found:
+        raise CheckpointNotFoundError(f"no Flink checkpoint {checkpoint_id} under {location};"
+                                      f" checkpoints: {sorted(found)}")
+    return found[checkpoint_id]
+
+
+@dataclass(frozen=True)
+class KeyGroupBytes:
+    """Where one key group's bytes are: a file (or inline bytes) and a byte range."""
+
+    key_group: int
+    handle: KeyedHandle
+    begin: int
+    end: int
+
+
+class FlinkSnapshot:
+    """One Flink savepoint or checkpoint, opened by parsing its ``_metadata``."""
+
+    def __init__(self, location: Location, metadata: SnapshotMetadata) -> None:
+        self.location = location
+        self.metadata = metadata
+        self._headers: dict[str, KeyedHeader] = {}
+        self._handle_headers: dict[StreamHandle, KeyedHeader] = {}
+        self._regular_files: set[StreamHandle] = set()
+        self._header_bytes: dict[str, bytes] = {}
+        self._sources: dict[StreamHandle, str] = {}
+
+    @classmethod
+    def open(cls, path: PathOrLocation, *, checkpoint_id: int | None = None,
+             filesystem: pafs.FileSystem | None = None) -> FlinkSnapshot:
+        requested = resolve(path, filesystem)
+        location = find_flink_snapshot(requested, checkpoint_id)
+        if location is not None and is_staging_name(location.name):
+            raise CheckpointNotFoundError(
+                f"{location} is an unfinished savepoint write (a temporary directory a failed"
+                " or killed write left behind), not a savepoint: remove it")
+        if location is None:
+            raise CheckpointNotFoundError(
+                f"{requested} is not a Flink snapshot: no {FLINK_METADATA} in it or in a chk-<id>"
+                " directory under it")
+        source = location.child(FLINK_METADATA)
+        try:
+            with open_regular_file(source, "Flink snapshot metadata",
+                                   confine_to=location) as handle:
+                data = handle.read()
+        except OSError as error:
+            raise CorruptCheckpointError(f"cannot read {source}: {error}") from None
+        metadata = parse_metadata(data, str(source))
+        if checkpoint_id is not None and metadata.checkpoint_id != checkpoint_id:
+            raise CheckpointNotFoundError(
+                f"{source} holds checkpoint {metadata.checkpoint_id}, not {checkpoint_id}")
+        return cls(location, metadata)
+
+    @property
+    def checkpoint_id(self) -> int:
+        return self.metadata.checkpoint_id
+
+    @property
+    def operators(self) -> tuple[OperatorSnapshot, ...]:
+        return self.metadata.operators
+
+    def operator(self, name: str | None = None) -> OperatorSnapshot:
+        """An operator by uid, hex id, or the id a uid hashes to; optional if only one has state."""
+        if name is None:
+            stateful = [op for op in self.operators
+                        if any(s.keyed or s.operator for s in op.subtasks)]
+            if len(stateful) == 1:
+                return stateful[0]
+            raise StateNotFoundError(
+                f"choose an operator: there are {len(stateful)} with state: {self._listing()}")
+        for op in self.operators:
+            if name in (op.uid, op.operator_id) or op.operator_id == operator_id_of(name):
+                return op
+        raise StateNotFoundError(f"no operator {name!r} in {self.location}; available:"
+                                 f" {self._listing()}")
+
+    def _listing(self) -> str:
+        return ", ".join(
+            f"{op.label!r}" + (f" ({op.name})" if op.name and op.name != op.uid else "")
+            for op in self.operators) or "none"
+
+    # -- keyed state -----------------------------------------------------------------------
+
+    def keyed_handles(self, op: OperatorSnapshot) -> list[KeyedHandle]:
+        return [h for s in op.subtasks for h in s.keyed]
+
+    def header(self, op: OperatorSnapshot) -> KeyedHeader | None:
+        """The keyed-state header of the operator (every subtask writes the same states)."""
+        if op.operator_id not in self._headers:
+            handles = self.keyed_handles(op)
+            if not handles:
+                return None
+            self._headers[op.operator_id] = self.read_header(handles[0])
+        return self._headers[op.operator_id]
+
+    def undecodable(self, op: OperatorSnapshot) -> str | None:
+        """Why the operator's keyed state cannot be decoded (its header names a serializer
+        statesource does not support), or None. Such an operator fails alone: listings name
+        it with this reason, edits of other operators carry its files over, and only what
+        must decode it (reading it, re-keying it) refuses. A corrupt header is not a reason
+        here: it raises, as everywhere."""
+        try:
+            self.header(op)
+        except IncompatibleCheckpointError as error:
+            return str(error)
+        return None
+
+    def read_header(self, handle: KeyedHandle) -> KeyedHeader:
+        """The header of one keyed-state file (a subtask's states; usually every subtask's)."""
+        probe = min([o for o in handle.offsets if o] or [handle.stream.size])
+        while True:
+            length = min(max(probe, 1), handle.stream.size)
+            data = self.read_bytes(handle.stream, 0, length)
+            try:
+                return read_keyed_header(BinaryReader(data, self.describe(handle.stream)))
+            except CorruptCheckpointError:
+                if length >= handle.stream.size:  # the whole stream: the header is bad
+                    raise
+                probe = max(probe * 4, _HEADER_PROBE)
+
+    def handle_header(self, op: OperatorSnapshot, handle: KeyedHandle) -> KeyedHeader:
+        """The header of ``handle``'s file: :meth:`header` itself where the file begins with
+        the same bytes, as when every subtask registered the same states.
+
+        Every key group of ``op`` is decoded with :meth:`header`. A subtask that never
+        obtained a state the first one did writes fewer states: where its header lists,
+        id for id, some of the first one's states, its key groups read alike, and only
+        its data starts elsewhere. Any other header gives state ids other meanings, so
+        its key groups are refused rather than misread. Read once per file.
+        """
+        known = self._handle_headers.get(handle.stream)
+        if known is not None:
+            return known
+        header = self.header(op)
+        assert header is not None
+        first = self.keyed_handles(op)[0]
+        expected = self.header_bytes(op)
+        own = header
+        if handle.stream != first.stream and (
+                handle.stream.size < len(expected)
+                or self.read_bytes(handle.stream, 0, len(expected)) != expected):
+            own = self.read_header(handle)  # a damaged header says so here
+            if not reads_alike(own, header):
+                raise IncompatibleCheckpointError(
+                    f"the keyed-state files of operator {op.label!r} number their states"
+                    f" differently: {self.describe(first.stream)}"
+                    f" {[info.name for info in header.states]},"
+                    f" {self.describe(handle.stream)} {[info.name for info in own.states]}"
+                    " (its subtasks registered states in another order, or one the first"
+                    " file lacks); statesource's reader decodes an operator's key groups"
+                    " with one numbering (rescale merges them by name)")
+        self._handle_headers[handle.stream] = own
+        return own
+
+    def keyed_state_info(self, op: OperatorSnapshot, name: str | None) -> StateInfo:
+        header = self.header(op)
+        states = header.states if header else ()
+        if name is None and len(states) == 1:
+            return states[0]
+        for info in states:
+            if info.name == name:
+                return info
+        listing = ", ".join(repr(s.name) for s in states) or "none"
+        if name is None:
+            raise StateNotFoundError(f"choose a state of operator {op.label!r}: there are"
+                                     f" {len(states)}: {listing}")
+        raise StateNotFoundError(f"no keyed state named {name!r} in operator {op.label!r};"
+                                 f" available: {listing}")
+
+    def key_group_bytes(self, op: OperatorSnapshot) -> list[KeyGroupBytes]:
+        """The byte range of every non-empty key group of the operator, by key group."""
+        ranges = []
+        for handle in self.keyed_handles(op):
+            for key_group, begin, end in check_key_group_range(
+                    handle.offsets, handle.start, handle.stream.size,
+                    self.handle_header(op, handle).data_start, self.describe(handle.stream)):
+                ranges.append(KeyGroupBytes(key_group, handle, begin, end))
+        return sorted(ranges, key=lambda r: r.key_group)
+
+    def read_key_groups(self, op: OperatorSnapshot, state_ids: Collection[int] | None = None,
+                        key_groups: Collection[int] | None = None,
+                        listener: ReadListener | None = None
+                        ) -> Iterator[tuple[int, dict[int, KeyGroupState]]]:
+        """``(key group, entries per state id)`` for the wanted key groups, ascending."""
+        if self.header(op) is None:
+            return
+        wanted = None if key_groups is None else set(key_groups)
+        for piece in self.key_group_bytes(op):
+            if wanted is not None and piece.key_group not in wanted:
+                continue
+            data = self.piece_bytes(piece, listener)
+            yield piece.key_group, self.decode_piece(op, piece, data, state_ids)
+
+    def piece_bytes(self, piece: KeyGroupBytes, listener: ReadListener | None = None) -> bytes:
+        """The raw bytes of one key group (all states of the operator)."""
+        length = piece.end - piece.begin
+        if listener is not None:
+            listener(self.describe(piece.handle.stream), piece.begin, length)
+        return self.read_bytes(piece.handle.stream, piece.begin, length)
+
+    def decode_piece(self, op: OperatorSnapshot, piece: KeyGroupBytes, data: bytes,
+                     state_ids: Collection[int] | None = None,
+                     stop_at: Collection[int] = ()) -> dict[int, KeyGroupState]:
+        """Entries per state id of one key group whose bytes (:meth:`piece_bytes`) are ``data``
+        (a native key group up to the first state in ``stop_at``)."""
+        header = self.header(op)
+        assert header is not None
+        prefix_bytes = 1 if op.max_parallelism <= 128 else 2
+        return layout_of(piece.handle).decode(self.key_group_data(piece, data), header,
+                                              prefix_bytes, state_ids, stop_at)
+
+    def key_group_data(self, piece: KeyGroupBytes, data: bytes) -> KeyGroupData:
+        """``data``, the bytes of ``piece`` (:meth:`piece_bytes`), as its layout reads them
+        (the file named once per file: a batch holds many key groups of few files)."""
+        stream = piece.handle.stream
+        source = self._sources.get(stream)
+        if source is None:
+            source = self._sources[stream] = self.describe(stream)
+        return KeyGroupData(piece.key_group, data, source, piece.begin)
+
+    def header_bytes(self, op: OperatorSnapshot) -> bytes:
+        """The bytes of the header every key group of the operator is decoded with."""
+        header = self.header(op)
+        if header is None:
+            return b""
+        if op.operator_id not in self._header_bytes:
+            self._header_bytes[op.operator_id] = self.read_bytes(
+                self.keyed_handles(op)[0].stream, 0, header.data_start)
+        return self._header_bytes[op.operator_id]
+
+    # -- files -----------------------------------------------------------------------------
+
+    def check_files(self) -> int:
+        """Check that every file ``_metadata`` names exists with its recorded size; their number.
+
+        Nothing is read: the key groups' own framing is checked only by decoding them.
+        """
+        streams: dict[str, StreamHandle] = {}
+        for op in self.operators:
+            for subtask in op.subtasks:
+                named = [h.stream for h in subtask.keyed] + [h.stream for h in subtask.operator]
+                for stream in named:
+                    if stream.inline is None:
+                        streams[self.file_location(stream).path] = stream
+        for stream in streams.values():
+            location = self.file_location(stream)
+            try:
+                info = location.filesystem.get_file_info(location.path)
+            except OSError as error:
+                raise CorruptCheckpointError(f"cannot read {location}: {error}") from None
+            if info.type != pafs.FileType.File:
+                raise CorruptCheckpointError(
+                    f"{location}, named by {self.location.child(FLINK_METADATA)}, does not exist")
+            if info.size != stream.size:
+                raise CorruptCheckpointError(
+                    f"{location} has {info.size} bytes; {FLINK_METADATA} records {stream.size}")
+        return len(streams)
+
+    def file_location(self, stream: StreamHandle) -> Location:
+        """A recorded file, inside the snapshot directory (absolute paths by file name)."""
+        assert stream.path is not None
+        path = stream.path
+        if not stream.relative:
+            path = path.rstrip("/").rsplit("/", 1)[-1]
+        return confined(self.location, path)
+
+    def describe(self, stream: StreamHandle) -> str:
+        if stream.inline is not None:
+            return f"{self.location.child(FLINK_METADATA)} (state stored inline)"
+        return str(self.file_location(stream))
+
+    def read_bytes(self, stream: StreamHandle, offset: int, length: int) -> bytes:
+        """Exactly ``length`` bytes at ``offset``, or an error (a short read is never data)."""
+        if stream.inline is not None:
+            data = stream.inline[offset:offset + length]
+        else:
+            data = self._read_file(stream, offset, length)
+        if len(data) != length:
+            raise CorruptCheckpointError(
+                f"{self.describe(stream)}: {length} bytes at offset {offset} were asked for,"
+                f" {len(data)} could be read: the file is truncated or changed while read")
+        return data
+
+    def _read_file(self, stream: StreamHandle, offset: int, length: int) -> bytes:
+        location = self.file_location(stream)  # confined to the snapshot
+        try:
+            if stream in self._regular_files:
+                opened = location.filesystem.open_input_file(location.path)
+            else:  # once per file: a FIFO would block every read
+                opened = open_regular_file(location, f"state file named by {FLINK_METADATA}")
+                self._regular_files.add(stream)
+            with opened as handle:
+                size = handle.size()
+                if size != stream.size:
+                    raise CorruptCheckpointError(
+                        f"{location} has {size} bytes; {FLINK_METADATA} records {stream.size}")
+                return handle.read_at(length, offset)
+        except FileNotFoundError:
+            raise CorruptCheckpointError(f"state file named by {FLINK_METADATA} {location} is"
+                                         " missing") from None
+        except OSError as error:
+            raise CorruptCheckpointError(f"cannot read {location}: {error}") from None
