@@ -91,15 +91,7 @@ NATIVE = NativeLayout()
 
 def opaque_classes(flink_type: FlinkType) -> list[str]:
     """Java classes of the Kryo values anywhere in a type (native snapshots cannot skip them)."""
-    if isinstance(flink_type, OpaqueType):
-        return [flink_type.java_class]
-    found = []
-    for attribute in vars(flink_type).values():
-        for child in attribute if isinstance(attribute, list) else [attribute]:
-            child = child[1] if isinstance(child, tuple) else child
-            if isinstance(child, FlinkType):
-                found += opaque_classes(child)
-    return found
+    return [t.java_class for t in flink_type.nested() if isinstance(t, OpaqueType)]
 
 
 def native_pairs(raw: bytes, source: str, base: int, key_group: int, header: KeyedHeader

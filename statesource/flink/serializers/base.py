@@ -99,6 +99,17 @@ class FlinkType:
         :func:`~statesource.flink.serializers.columns.decoder_for`)."""
         return None
 
+    def nested(self) -> list[FlinkType]:
+        """This serializer and every one nested in it, depth first: what a question about
+        any part of a type (does it hold Kryo values anywhere?) walks."""
+        found: list[FlinkType] = [self]
+        for attribute in vars(self).values():
+            for child in attribute if isinstance(attribute, list) else [attribute]:
+                child = child[1] if isinstance(child, tuple) else child  # a POJO's fields
+                if isinstance(child, FlinkType):
+                    found += child.nested()
+        return found
+
     def declared(self) -> FlinkSerializer:
         """The declaration of this serializer, read from a Flink file (whose snapshot it
         rewrites); refused (:class:`TypeMismatchError`) for the serializers listed in

@@ -142,17 +142,6 @@ def _examples() -> dict[str, tuple[FlinkType, pa.DataType | None]]:
 EXAMPLES = _examples()
 
 
-def _nested(read: FlinkType) -> list[FlinkType]:
-    """``read`` and every serializer nested in it."""
-    found = [read]
-    for attribute in vars(read).values():
-        for child in attribute if isinstance(attribute, list) else [attribute]:
-            child = child[1] if isinstance(child, tuple) else child
-            if isinstance(child, FlinkType):
-                found += _nested(child)
-    return found
-
-
 def _fixture_classes() -> tuple[set[str], set[str]]:
     """The snapshot classes of every keyed-state header of the fixtures, and the classes of
     those refused as unknown (a job's own serializer)."""
@@ -170,7 +159,7 @@ def _fixture_classes() -> tuple[set[str], set[str]]:
                     continue
                 roots = [header.key] + [s for info in header.states
                                         for s in info.serializers.values()]
-                classes |= {t.serializer for root in roots for t in _nested(root)}
+                classes |= {t.serializer for root in roots for t in root.nested()}
     return classes, unknown
 
 

@@ -24,7 +24,7 @@ from flink_snapshots import only
 from statesource.errors import InvalidArgumentError, TypeMismatchError
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.declarations import declaration, value_avro
-from statesource.flink.serializers.base import REFUSED, FlinkType, flink_type, snapshot_bytes
+from statesource.flink.serializers.base import REFUSED, flink_type, snapshot_bytes
 from statesource.flink.serializers.collections import ListSerializer, MapSerializer, SetSerializer
 from statesource.flink.serializers.mapping import (
     PojoClass,
@@ -85,17 +85,6 @@ def headers() -> list[tuple[str, KeyedHeader, bytes]]:
     return _headers()
 
 
-def _nested(read: FlinkType) -> list[FlinkType]:
-    """``read`` and every serializer nested in it, depth first."""
-    found = [read]
-    for attribute in vars(read).values():
-        for child in attribute if isinstance(attribute, list) else [attribute]:
-            child = child[1] if isinstance(child, tuple) else child
-            if isinstance(child, FlinkType):
-                found += _nested(child)
-    return found
-
-
 def _short(snapshot_class: str) -> str:
     return snapshot_class.rsplit(".", 1)[-1]
 
@@ -105,7 +94,7 @@ def test_every_real_snapshot_is_rewritten_byte_for_byte_or_refused(headers):
     refused: Counter[str] = Counter()
     for where, header, _ in headers:
         roots = [header.key] + [s for info in header.states for s in info.serializers.values()]
-        for read in (t for root in roots for t in _nested(root)):
+        for read in (t for root in roots for t in root.nested()):
             try:
                 declared = read.declared()
             except TypeMismatchError as error:
@@ -143,12 +132,12 @@ def test_every_real_snapshot_is_rewritten_byte_for_byte_or_refused(headers):
 def _pojo_classes(info: StateInfo) -> dict[str, PojoClass]:
     """The POJOs of a state as a user declares them: by record name, class and declaring classes."""
     return {t.avro()["name"]: PojoClass(t.pojo_class, t.declaring_classes)
-            for root in info.serializers.values() for t in _nested(root)
+            for root in info.serializers.values() for t in root.nested()
             if isinstance(t, PojoFlinkType)}
 
 
 def _refused_somewhere(info: StateInfo) -> list[str]:
-    return [t.serializer for root in info.serializers.values() for t in _nested(root)
+    return [t.serializer for root in info.serializers.values() for t in root.nested()
             if t.serializer in REFUSED]
 
 
@@ -182,7 +171,7 @@ def test_states_with_kryo_or_avro_values_are_refused_from_their_schemas(headers)
     refused = set()
     for _, header, _ in headers:
         for info in header.states:
-            if not {t.serializer for t in _nested(info.value)} & {_KRYO, _AVRO}:
+            if not {t.serializer for t in info.value.nested()} & {_KRYO, _AVRO}:
                 continue
             errors = []
             for schema in value_avro(info).values():

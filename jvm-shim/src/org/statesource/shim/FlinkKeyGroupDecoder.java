@@ -16,8 +16,8 @@ import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
  * <p>A canonical key group is a state id (u16), then that state's pairs (int length + key, int
  * length + value; the key starts with the key-group prefix, its first byte flagged 0x80 on the
  * state's last pair), then the next state id, ..., then 0xFFFF. The walk checks what
- * statesource's per-value decoder checks (statesource/flink/keyed.py), in the same order, and
- * stops once the wanted state's section has ended, as it does. Rows come out as it gives them:
+ * statesource's per-value decoder checks (statesource/flink/layouts/keyed.py), in the same order,
+ * and stops once the wanted state's section has ended, as it does. Rows come out as it gives them:
  * a value state's one per pair, a list state's one per element, a map state's one per user key.
  */
 final class FlinkKeyGroupDecoder {

@@ -16,7 +16,8 @@ import org.apache.spark.sql.types.StructType;
  * {@code char}, {@code string}, {@code bytes}, {@code void}, {@code window}), or an object:
  * {@code {"nullable": d, "padding": n}}, {@code {"tuple": [d...]}}, {@code {"pojo": [d...]}},
  * {@code {"row": [d...], "kindInMask": b}}. Values decode as statesource's per-value decoder
- * (statesource/flink/serializers.py) reads them: the same values, or an error where it has one.
+ * (each family's module in statesource/flink/serializers/) reads them: the same values, or an
+ * error where it has one.
  */
 abstract class FlinkValueDecoder implements Serializable {
   private static final long serialVersionUID = 1L;
