@@ -67,22 +67,23 @@ def run(args: argparse.Namespace) -> int:
         feed_of = lambda uid, state: ChangeFeed(start, end, operator=uid, state=state)  # noqa: E731
         print(f"changes from checkpoint {start.checkpoint_id} to checkpoint {end.checkpoint_id}"
               f" under {end.root}")
-    feeds = {op.uid: [feed_of(op.uid, state.name) for state in op.keyed_states]
-             for op in operators if op.keyed_states}
-    for uid, state_feeds in feeds.items():
-        print(f"\noperator {uid}")
+    for meta in operators:
+        if not meta.keyed_states:
+            continue
+        print(f"\noperator {meta.uid}")
         print(f"  {'state':<20} {'inserts':>9} {'updates':>9} {'deletes':>9}  key groups"
               " changed (of those read)")
-        for feed in state_feeds:
+        for state in meta.keyed_states:
             try:
-                counts = feed.counts()
+                counts = feed_of(meta.uid, state.name).counts()
             except StateSourceError as error:
-                # One unreadable state (a Flink native snapshot's Kryo values) must not hide
-                # the others: it is reported in its place, and the command fails at the end.
-                print(f"  {feed.state:<20} not compared (see the error below)")
-                failures.append(f"state {feed.state!r} of operator {uid!r}: {error}")
+                # One unreadable state (a Flink native snapshot's Kryo values, an operator
+                # that does not decode at the start) must not hide the others: it is reported
+                # in its place, and the command fails at the end.
+                print(f"  {state.name:<20} not compared (see the error below)")
+                failures.append(f"state {state.name!r} of operator {meta.uid!r}: {error}")
                 continue
-            print(f"  {feed.state:<20} {counts.inserts:>9,} {counts.updates:>9,}"
+            print(f"  {state.name:<20} {counts.inserts:>9,} {counts.updates:>9,}"
                   f" {counts.deletes:>9,}  {len(counts.key_groups)} (of"
                   f" {counts.read_key_groups}): {_spans(counts.key_groups) or '-'}")
     for failure in failures:

@@ -1,4 +1,4 @@
-"""A big-endian writer of the bytes of one Flink file: the counterpart of :mod:`binary`.
+"""A big-endian writer of the bytes of one Flink file: the counterpart of :mod:`reader`.
 
 Flink reads what Java's ``DataOutputStream`` wrote: big-endian integers and
 floats, ``writeUTF`` strings (a u16 byte length, then "modified UTF-8"), and

@@ -24,11 +24,11 @@ savepoints hold them (the counterpart of the canonical decoding in
   writes it (the timestamp with its sign bit flipped, the key, the namespace;
   no lengths), and an empty value.
 
-What Flink keeps no entry for has no pair: a null value (``update(null)``
-clears a value state), an empty list and an empty map. A null key, and a null
-list element (Flink's ``ListState`` refuses them), are refused. Values are
-encoded by :mod:`encoders`, so everything it refuses is refused here too, with
-the state's name and the role of the value in the error.
+What Flink keeps no entry for has no pair: a null value (``update(null)`` clears a value
+state), an empty list and an empty map. A null key, and a null list element (Flink's
+``ListState`` refuses them), are refused. Values are encoded by
+:mod:`~statesource.flink.serializers.encoding`, so everything it refuses is refused here
+too, with the state's name and the role of the value in the error.
 """
 
 from __future__ import annotations

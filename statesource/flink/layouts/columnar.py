@@ -1,10 +1,10 @@
 """A canonical key group's state as an Arrow table, decoded column-wise.
 
-The fast path of :class:`~statesource.flink.reader.FlinkCheckpoint`: the framing
-is walked once (:mod:`framing`), then each part of the composite keys (key,
-namespace, user key, timer timestamp) and of the values (value, list elements,
-map values, TTL timestamps) is decoded for every pair of the state at once
-(:mod:`vectors`), straight into the columns of the format's data schema (of
+The fast path of :class:`~statesource.flink.reader.FlinkCheckpoint`: the framing is walked
+once (:mod:`framing`), then each part of the composite keys (key, namespace, user key, timer
+timestamp) and of the values (value, list elements, map values, TTL timestamps) is decoded
+for every pair of the state at once (:mod:`~statesource.flink.serializers.columns` and each
+family's column decoder), straight into the columns of the format's data schema (of
 :func:`~statesource.format.columns.timer_schema` for timers).
 
 :func:`state_decoder` answers None for a state with a serializer the column

@@ -44,8 +44,6 @@ class Section:
         return len(self.key_start)
 
 
-
-
 def canonical_sections(data: bytes, key_group: int, prefix_bytes: int, states: int,
                        wanted: Collection[int] | None = None) -> list[Section] | None:
     """The sections of a canonical key group (those of ``wanted`` states), or None if its

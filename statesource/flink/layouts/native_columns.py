@@ -1,13 +1,12 @@
 """Native key groups decoded column-wise, many key groups at once.
 
-Nothing frames the entries of a native key group (see :mod:`keyed`): where one
-ends is known only once its namespace, key and value are read, so one key
-group's entries must be read one after another. Key groups, though, are
-independent of each other. Here each key group is a lane, and each step reads
-the next entry of every lane at once with the column decoders' ``skip``
-(:mod:`vectors`), noting where every part of the wanted state starts. The walk
-done, each part is decoded at all its positions in one call, as a canonical
-key group's are (:mod:`columnar`).
+Nothing frames the entries of a native key group (see :mod:`keyed`): where one ends is known
+only once its namespace, key and value are read, so one key group's entries must be read one
+after another. Key groups, though, are independent of each other. Here each key group is a
+lane, and each step reads the next entry of every lane at once with the column decoders'
+``skip`` (:mod:`~statesource.flink.serializers.columns`), noting where every part of the
+wanted state starts. The walk done, each part is decoded at all its positions in one call,
+as a canonical key group's are (:mod:`columnar`).
 
 A scan thus costs one numpy step per entry of the longest lane, shared by all
 lanes: it pays when many key groups are read together (a Spark partition, a

@@ -1,17 +1,17 @@
 """A canonical key group's pairs sent to the key groups of another max parallelism, column-wise.
 
-The rescale of a savepoint (:mod:`rescale`) moves every pair to the key group
-its key hashes to under the new max parallelism, keeping the value's bytes as
-they are. Here a whole source key group is done at once: the framing is found
-by :mod:`framing`, every key decoded by :mod:`vectors` and hashed by
-:mod:`statesource.keygroups`, and the pairs of each new key group are framed
-by one numpy gather (each pair: the new key length and prefix, then the
-source's bytes from the key's body through the value).
+The rescale of a savepoint (:mod:`~statesource.flink.operations.rescale`) moves every pair
+to the key group its key hashes to under the new max parallelism, keeping the value's bytes
+as they are. Here a whole source key group is done at once: the framing is found by
+:mod:`framing`, every key decoded by :mod:`~statesource.flink.serializers.columns` and
+hashed by :mod:`statesource.keygroups`, and the pairs of each new key group are framed by
+one numpy gather (each pair: the new key length and prefix, then the source's bytes from the
+key's body through the value).
 
-:func:`regroup` answers None where this cannot be done (a key it cannot
-decode, framing it cannot follow, a key that does not hash to its key group):
-the per-pair path of :mod:`rescale` then moves that key group, or names what
-is wrong with it.
+:func:`regroup` answers None where this cannot be done (a key it cannot decode, framing it
+cannot follow, a key that does not hash to its key group): the per-pair path of
+:mod:`~statesource.flink.operations.savepoint_writing` then moves that key group, or names
+what is wrong with it.
 """
 
 from __future__ import annotations

@@ -215,7 +215,6 @@ class _FlinkSides:
         return self._same_header
 
 
-
 def _table(reader: FlinkCheckpoint, op: OperatorSnapshot | None, info: StateInfo | None,
            piece: KeyGroupBytes | None, data: bytes | None) -> pa.Table | None:
     """One side's rows of one key group in the format's data schema (None: no rows), decoded

@@ -44,14 +44,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from statesource.errors import IncompatibleCheckpointError
+from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.flink.handles import OperatorSnapshot, SnapshotMetadata
-from statesource.flink.operations.savepoint_plan import Edit, _Plan, _plan, find_operator
+from statesource.flink.operations.savepoint_plan import (
+    Edit,
+    OperatorPlan,
+    find_operator,
+    plan_operator,
+)
 from statesource.flink.operations.savepoint_writing import (
+    FileCopies,
     RescaledOperator,
-    _carried,
-    _FileCopies,
-    _rescaled,
+    carried,
+    write_rescaled,
 )
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter, check_output
@@ -132,7 +137,6 @@ def rescale_max_parallelism(source: str | os.PathLike[str], output: str | os.Pat
                              checkpoint_id=checkpoint_id, progress=progress)
 
 
-
 def rewrite_savepoint(source: str | os.PathLike[str], output: str | os.PathLike[str],
                       max_parallelism: int | None, *, parallelism: int | None = None,
                       checkpoint_id: int | None = None, progress: Progress | None = None,
@@ -161,7 +165,7 @@ class SavepointRewrite:
     """Every operator of a snapshot planned for a rewrite (all checks done), then written."""
 
     snapshot: FlinkSnapshot
-    plans: tuple[_Plan, ...]
+    plans: tuple[OperatorPlan, ...]
 
     @classmethod
     def plan(cls, snapshot: FlinkSnapshot, max_parallelism: int | None,
@@ -173,21 +177,26 @@ class SavepointRewrite:
         for edit in edits:
             by_label[find_operator(snapshot, edit.operator).label] = edit
         gone = {find_operator(snapshot, label).label for label in dropped}
-        plans, refusals = [], []
+        plans: list[OperatorPlan] = []
+        refusals: list[IncompatibleCheckpointError | InvalidArgumentError] = []
         for op in snapshot.operators:
             if op.label in gone:
                 continue
             try:
-                plans.append(_plan(snapshot, op, max_parallelism, parallelism,
+                plans.append(plan_operator(snapshot, op, max_parallelism, parallelism,
                                    by_label.get(op.label)))
-            except IncompatibleCheckpointError as error:
+            except (IncompatibleCheckpointError, InvalidArgumentError) as error:
                 undecodable = snapshot.undecodable(op)
-                refusals.append(str(error) if undecodable is None else
-                                f"operator {op.label!r}: {undecodable}")
+                refusals.append(error if undecodable is None else IncompatibleCheckpointError(
+                    f"operator {op.label!r}: {undecodable}"))
         if refusals:  # every operator is checked: the user learns all of them at once
-            raise IncompatibleCheckpointError(
-                refusals[0] if len(refusals) == 1 else
-                f"{len(refusals)} operators cannot be rewritten: " + "; ".join(refusals))
+            if len(refusals) == 1:
+                raise refusals[0]
+            kind = (InvalidArgumentError if all(isinstance(r, InvalidArgumentError)
+                                                for r in refusals)
+                    else IncompatibleCheckpointError)
+            raise kind(f"{len(refusals)} operators cannot be rewritten: "
+                       + "; ".join(map(str, refusals)))
         return cls(snapshot, tuple(plans))
 
     @property
@@ -199,16 +208,16 @@ class SavepointRewrite:
               ) -> tuple[list[OperatorSnapshot], list[RescaledOperator]]:
         """Each operator's files into ``writer``: the new operators, and what was rewritten."""
         report = progress or (lambda _: None)
-        copies = _FileCopies(self.snapshot, writer)
+        copies = FileCopies(self.snapshot, writer)
         operators, rescaled = [], []
         for plan in self.plans:
             if plan.header is None:
-                operators.append(_carried(plan, copies))
+                operators.append(carried(plan, copies))
                 continue
             report(f"operator {plan.op.label}: max parallelism {plan.op.max_parallelism} ->"
                    f" {plan.max_parallelism}, parallelism {plan.op.parallelism} ->"
                    f" {plan.parallelism}")
-            op, done = _rescaled(self.snapshot, writer, plan, copies)
+            op, done = write_rescaled(self.snapshot, writer, plan, copies)
             operators.append(op)
             rescaled.append(done)
         return operators, rescaled

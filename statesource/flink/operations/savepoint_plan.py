@@ -58,7 +58,6 @@ def find_operator(snapshot: FlinkSnapshot, label: str) -> OperatorSnapshot:
         f"{snapshot.location} has no operator {label!r}; its operators are: {names}")
 
 
-
 @dataclass(frozen=True)
 class _KeyedInput:
     """One keyed-state file of the source, and where its state ids go in the written header
@@ -70,7 +69,7 @@ class _KeyedInput:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class OperatorPlan:
     op: OperatorSnapshot
     max_parallelism: int
     parallelism: int
@@ -92,13 +91,13 @@ class _Plan:
         return tuple(i.handle for i in self.inputs)
 
 
-def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int | None,
-          parallelism: int | None, edit: Edit | None = None) -> _Plan:
+def plan_operator(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int | None,
+          parallelism: int | None, edit: Edit | None = None) -> OperatorPlan:
     where = f"operator {op.label!r}"
     handles = snapshot.keyed_handles(op)
     if max_parallelism is None:  # an edit: the max parallelism and parallelism stay
         if edit is None:  # its files copied: Flink picks how to restore per keyed handle
-            return _Plan(op, op.max_parallelism, op.parallelism, None)
+            return OperatorPlan(op, op.max_parallelism, op.parallelism, None)
         return _edit_plan(snapshot, op, edit, where, handles)
     if any(s.raw_keyed for s in op.subtasks):
         raise IncompatibleCheckpointError(
@@ -110,7 +109,7 @@ def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int | 
             f"{where} has parallelism {new_parallelism}, above the new max parallelism"
             f" {max_parallelism}: a max parallelism is at least the parallelism")
     if not handles:
-        return _Plan(op, max_parallelism, new_parallelism, None)
+        return OperatorPlan(op, max_parallelism, new_parallelism, None)
     held = sorted(s.index for s in op.subtasks
                   if (s.operator or s.raw_operator) and s.index >= new_parallelism)
     if held:
@@ -122,7 +121,7 @@ def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int | 
     header, inputs = _merged_header(snapshot, where, handles)
     key_type = _key_type(where, header.key)
     _check_native(where, header, handles)
-    return _Plan(op, max_parallelism, new_parallelism, header, inputs, key_type)
+    return OperatorPlan(op, max_parallelism, new_parallelism, header, inputs, key_type)
 
 
 def _check_native(where: str, header: KeyedHeader, handles: Sequence[KeyedHandle]) -> None:
@@ -133,7 +132,7 @@ def _check_native(where: str, header: KeyedHeader, handles: Sequence[KeyedHandle
 
 
 def _edit_plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, edit: Edit, where: str,
-               handles: Sequence[KeyedHandle]) -> _Plan:
+               handles: Sequence[KeyedHandle]) -> OperatorPlan:
     """The edited operator: its keys checked against its key type, its dropped states found,
     its staged states placed in the header (a replaced one keeps its meta info)."""
     operator_states = sorted({s.name for sub in op.subtasks for h in sub.operator
@@ -167,7 +166,7 @@ def _edit_plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, edit: Edit, where:
                               < len(edit.drops)):  # keyed state untouched: files copied
         if header is None and (edit.erase or edit.staged):
             raise InvalidArgumentError(f"{where} has no keyed state: no keys to edit")
-        return _Plan(op, op.max_parallelism, op.parallelism, None,
+        return OperatorPlan(op, op.max_parallelism, op.parallelism, None,
                      dropped_operator_states=tuple(dropped_operator_states))
     staged = []
     for state in edit.staged:
@@ -185,7 +184,7 @@ def _edit_plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, edit: Edit, where:
     if edit.erase:
         key_type = erasable_key_type(where, header.key)
         erase = tuple(_erased_key(where, key_type, key) for key in edit.erase)
-    return _Plan(op, op.max_parallelism, op.parallelism, header, inputs, key_type, erase,
+    return OperatorPlan(op, op.max_parallelism, op.parallelism, header, inputs, key_type, erase,
                  tuple(dropped_operator_states), tuple(staged))
 
 

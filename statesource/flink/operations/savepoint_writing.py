@@ -4,8 +4,8 @@ Each keyed operator of the plan (:mod:`statesource.flink.operations.savepoint_pl
 walked key group by key group, in whatever layout its files are
 (:mod:`statesource.flink.layouts`): every pair is re-keyed by its key alone
 (:class:`_Rekeyer`), or whole key groups at once where their layout can
-(:mod:`regroup`), and framed into the canonical key group of its new key group (so a
-native snapshot is converted on the way); the files an operator keeps
+(:mod:`~statesource.flink.layouts.regroup`), and framed into the canonical key group of its
+new key group (so a native snapshot is converted on the way); the files an operator keeps
 (operator and coordinator state, the keyed files of an operator not rewritten) are copied
 byte for byte.
 """
@@ -30,7 +30,7 @@ from statesource.flink.layouts.canonical_writer import KeyGroupFramer, prefix_by
 from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.layouts.keyed import check_key_group_range
 from statesource.flink.layouts.regroup import Regrouper
-from statesource.flink.operations.savepoint_plan import REPLACED, _Plan
+from statesource.flink.operations.savepoint_plan import REPLACED, OperatorPlan
 from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.columns import decoder_for
 from statesource.flink.snapshot.directory import FlinkSnapshot
@@ -67,7 +67,7 @@ class RescaledOperator:
     """Which of the keys to erase (their positions) this operator's state held."""
     operator_id: str = ""
 
-class _FileCopies:
+class FileCopies:
     """Files of the source that the new savepoint keeps (operator and coordinator state),
     copied into it once each, under their own names where free."""
 
@@ -117,7 +117,7 @@ class _FileCopies:
                             self.operator_handles(old.raw_operator))
 
 
-def _carried(plan: _Plan, copies: _FileCopies) -> OperatorSnapshot:
+def carried(plan: OperatorPlan, copies: FileCopies) -> OperatorSnapshot:
     """An operator whose keyed state is not rewritten: as it was, with its files copied
     (byte for byte), at the plan's max parallelism, without a dropped operator state."""
     op, drop = plan.op, plan.dropped_operator_states
@@ -127,8 +127,8 @@ def _carried(plan: _Plan, copies: _FileCopies) -> OperatorSnapshot:
                        for s in op.subtasks))
 
 
-def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
-              copies: _FileCopies) -> tuple[OperatorSnapshot, RescaledOperator]:
+def write_rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: OperatorPlan,
+              copies: FileCopies) -> tuple[OperatorSnapshot, RescaledOperator]:
     op, header, max_parallelism = plan.op, plan.header, plan.max_parallelism
     assert header is not None
     rekey = _Rekeyer(header.key, plan.key_type, op.max_parallelism, max_parallelism,
@@ -230,7 +230,7 @@ def _rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: _Plan,
                                        if k in rekey.found), op.operator_id)
 
 
-def _regrouper(plan: _Plan, key: FlinkType) -> Regrouper | None:
+def _regrouper(plan: OperatorPlan, key: FlinkType) -> Regrouper | None:
     """The column-wise mover of whole key groups, where keys are re-keyed (a new max
     parallelism, nothing to erase) and can be decoded column-wise; else None."""
     if plan.key_type is None or plan.erase:

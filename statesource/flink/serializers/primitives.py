@@ -265,7 +265,6 @@ class Void(Decoder):
         return end
 
 
-
 def _varint(buf: np.ndarray, pos: Positions, limit: Positions) -> tuple[np.ndarray, Positions]:
     """Flink's 7-bit varints (low group first) at ``pos``, and the positions after them."""
     check(pos < limit)
@@ -346,7 +345,6 @@ class Char(Decoder):
         array = pa.Array.from_buffers(pa.string(), len(pos), [
             None, pa.py_buffer(offsets), pa.py_buffer(units.astype(np.uint8))])
         return array, end
-
 
 
 class TimeWindow(Decoder):

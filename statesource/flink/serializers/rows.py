@@ -203,7 +203,6 @@ class RowDecoder(Decoder):
         return pa.StructArray.from_arrays(children, fields=list(self.arrow_type)), pos
 
 
-
 def _supports_row_kind(r: BinaryReader, version: int) -> bool:
     """Whether rows carry their kind in the null mask (``supportsRowKind``).
 

@@ -89,6 +89,7 @@ class FlinkSnapshot:
         self._handle_headers: dict[StreamHandle, KeyedHeader] = {}
         self._regular_files: set[StreamHandle] = set()
         self._header_bytes: dict[str, bytes] = {}
+        self._undecodable: dict[str, str | None] = {}
         self._sources: dict[StreamHandle, str] = {}
 
     @classmethod
@@ -163,13 +164,20 @@ class FlinkSnapshot:
         """Why the operator's keyed state cannot be decoded (its header names a serializer
         statesource does not support), or None. Such an operator fails alone: listings name
         it with this reason, edits of other operators carry its files over, and only what
-        must decode it (reading it, re-keying it) refuses. A corrupt header is not a reason
-        here: it raises, as everywhere."""
-        try:
-            self.header(op)
-        except IncompatibleCheckpointError as error:
-            return str(error)
-        return None
+        must decode it (reading it, re-keying it) refuses. Every keyed-state file's header
+        is parsed (a subtask may have registered a state of such a serializer that the
+        others never did); a corrupt header is not a reason here: it raises, as
+        everywhere."""
+        if op.operator_id not in self._undecodable:
+            reason = None
+            for handle in {h.stream: h for h in self.keyed_handles(op)}.values():
+                try:
+                    self.read_header(handle)
+                except IncompatibleCheckpointError as error:
+                    reason = str(error)
+                    break
+            self._undecodable[op.operator_id] = reason
+        return self._undecodable[op.operator_id]
 
     def read_header(self, handle: KeyedHandle) -> KeyedHeader:
         """The header of one keyed-state file (a subtask's states; usually every subtask's)."""

@@ -1,4 +1,4 @@
-"""Writing the header of a Flink keyed-state file: the counterpart of :mod:`header`.
+"""Writing the header of a Flink keyed-state file: the counterpart of :mod:`keyed_header`.
 
 ``KeyedBackendSerializationProxy`` version 6: the version, the compression
 flag, the key serializer's snapshot, the number of states (a short) and per

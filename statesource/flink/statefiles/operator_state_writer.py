@@ -16,7 +16,7 @@ offset starts one framed chunk (:func:`stored_frame` writes the uncompressed
 kind; compressing is left to the caller).
 
 :func:`write_operator_file` gives the file's bytes and the handle's per-state
-offsets (:class:`~statesource.flink.snapshot.metadata.OperatorStateOffsets`).
+offsets (:class:`~statesource.flink.handles.OperatorStateOffsets`).
 """
 
 from __future__ import annotations

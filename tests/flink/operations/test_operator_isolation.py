@@ -9,8 +9,10 @@ counts come from generate.py's model of the events, never from statesource's rea
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,8 @@ from statesource.flink.operations.rescale import rescale_max_parallelism
 from statesource.flink.operations.savepoint_target import FlinkSavepointTarget
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.snapshot.directory import FlinkSnapshot
+from statesource.flink.snapshot.metadata import parse_metadata
+from statesource.flink.snapshot.metadata_writer import write_metadata
 from statesource.format.reader import Checkpoint
 from statesource.model import StateDeclaration, StateKind
 from statesource.schema import ValueSchema
@@ -139,3 +143,49 @@ def test_flink_restores_the_erased_savepoint(tmp_path):
     rows = restore(erased, spec)
     assert values(rows, "counts", "count") == {
         k: v for k, v in EXPECTED["counts"].items() if k != "k3"}
+
+
+def test_every_operator_is_checked_before_a_rescale_refuses(tmp_path):
+    # max parallelism 1 is below the parallelism of two operators, and "custom" does not
+    # decode: one error names them all, not the first met
+    with pytest.raises(IncompatibleCheckpointError, match="3 operators cannot be rewritten") as e:
+        rescale_max_parallelism(str(ISOLATION / "canonical"), str(tmp_path / "out"), 1)
+    assert REASON in str(e.value) and "operator 'counts' has parallelism 2" in str(e.value)
+    assert "\n" not in str(e.value) and not (tmp_path / "out").exists()
+
+
+def one_file_undecodable(tmp_path: Path) -> Path:
+    """The canonical savepoint with the second subtask of "counts" pointed at the keyed-state
+    file of "custom" (same key groups): only one subtask's file names the unknown serializer."""
+    copy = tmp_path / "copy"
+    shutil.copytree(ISOLATION / "canonical", copy)
+    metadata = parse_metadata((copy / "_metadata").read_bytes(), "_metadata")
+    ops = {op.label: op for op in metadata.operators}
+    custom = ops["custom"].subtasks[1].keyed[0]
+    counts = ops["counts"]
+    assert (counts.subtasks[1].keyed[0].start, counts.subtasks[1].keyed[0].end) == (
+        custom.start, custom.end)
+    subtask = dataclasses.replace(counts.subtasks[1], keyed=(dataclasses.replace(
+        counts.subtasks[1].keyed[0], stream=custom.stream),))
+    ops["counts"] = dataclasses.replace(counts, subtasks=(counts.subtasks[0], subtask))
+    (copy / "_metadata").write_bytes(write_metadata(dataclasses.replace(
+        metadata, operators=tuple(ops[op.label] for op in metadata.operators))))
+    return copy
+
+
+def test_a_serializer_only_one_subtask_registered_makes_the_operator_undecodable(tmp_path):
+    copy = one_file_undecodable(tmp_path)
+    snapshot = FlinkSnapshot.open(str(copy))
+    assert REASON in snapshot.undecodable(snapshot.operator("counts"))
+    result = import_flink(str(copy), str(tmp_path / "imported"))
+    assert sorted(op for op, _ in result.skipped_operators) == ["counts", "custom"]
+
+
+def test_diff_reports_an_operator_undecodable_at_one_end_and_compares_the_rest(tmp_path,
+                                                                                 capsys):
+    copy = one_file_undecodable(tmp_path)
+    assert main(["diff", str(copy), str(ISOLATION / "canonical")]) == 1
+    captured = capsys.readouterr()
+    assert "count                not compared" in captured.out
+    assert "state 'count' of operator 'counts': " in captured.err and REASON in captured.err
+    assert "operator 'custom' not compared: " in captured.err

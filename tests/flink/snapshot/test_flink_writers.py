@@ -98,7 +98,6 @@ def test_write_utf_refuses_more_than_65535_encoded_bytes(text, fits):
             w.utf(text)
 
 
-
 def test_flink_strings_varints_and_floats_read_back_as_written():
     w = BinaryWriter()
     w.flink_string(None)
