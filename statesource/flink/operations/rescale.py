@@ -60,6 +60,7 @@ from statesource.flink.operations.savepoint_writing import (
 )
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter, check_output
+from statesource.flink.snapshot.versions import check_rewritable
 from statesource.keygroups import check_max_parallelism, check_parallelism
 from statesource.model import Progress
 
@@ -173,6 +174,7 @@ class SavepointRewrite:
              dropped: Sequence[str] = ()) -> SavepointRewrite:
         """Plan each operator but the ``dropped`` ones (uids or hex ids); ``edits`` name
         operators of the snapshot, at most one edit each."""
+        check_rewritable(snapshot.metadata.version, str(snapshot.location))
         by_label: dict[str, Edit] = {}
         for edit in edits:
             by_label[find_operator(snapshot, edit.operator).label] = edit

@@ -65,7 +65,7 @@ from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.mapping import PojoClass
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter, check_output, staging_name
-from statesource.flink.snapshot.versions import WRITTEN_VERSION
+from statesource.flink.snapshot.versions import WRITTEN_VERSION, check_rewritable
 from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
 from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
@@ -159,6 +159,8 @@ class FlinkSavepointTarget:
         checked = check_output(output)
         base = (None if path is None
                 else FlinkSnapshot.open(path, checkpoint_id=base_checkpoint_id))
+        if base is not None:
+            check_rewritable(base.metadata.version, str(base.location))
         if checkpoint_id is None:
             checkpoint_id = 1 if base is None else base.checkpoint_id
         check_checkpoint_id(checkpoint_id)

@@ -38,8 +38,10 @@ MAGIC = 0x4960672D
 
 NULL_HANDLE, BYTE_STREAM, FILE_STREAM, RELATIVE_STREAM = 0, 1, 2, 6
 KEY_GROUPS, OPERATOR_STATE, SAVEPOINT_KEY_GROUPS, KEY_GROUPS_V2 = 3, 4, 7, 12
-_NATIVE_ROCKSDB = {5: "incremental RocksDB", 11: "incremental RocksDB", 8: "changelog",
-                   9: "changelog", 10: "changelog", 13: "changelog", 14: "changelog"}
+_NATIVE_ROCKSDB = {
+    5: "RocksDB native (a native savepoint or a checkpoint of RocksDB: its own SST files)",
+    11: "RocksDB native (a native savepoint or a checkpoint of RocksDB: its own SST files)",
+    8: "changelog", 9: "changelog", 10: "changelog", 13: "changelog", 14: "changelog"}
 # Flink's OperatorStateHandle.Mode, by ordinal.
 DISTRIBUTION_MODES = (DistributionMode.SPLIT_DISTRIBUTE, DistributionMode.UNION,
                       DistributionMode.BROADCAST)
@@ -128,7 +130,7 @@ def _keyed_handle(reader: BinaryReader) -> KeyedHandle | None:
     if kind in _NATIVE_ROCKSDB:
         raise IncompatibleCheckpointError(
             f"{reader.source} holds {_NATIVE_ROCKSDB[kind]} state (handle type {kind} at byte"
-            f" offset {at}), RocksDB's own files" + _CANONICAL_ADVICE)
+            f" offset {at})" + _CANONICAL_ADVICE)
     if kind not in (KEY_GROUPS, SAVEPOINT_KEY_GROUPS, KEY_GROUPS_V2):
         raise IncompatibleCheckpointError(
             f"{reader.source}: unsupported keyed state handle type {kind} at byte offset {at}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from statesource.errors import UnsupportedFormatVersionError
+from statesource.errors import IncompatibleCheckpointError, UnsupportedFormatVersionError
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,9 @@ class MetadataLayout:
 
 
 LAYOUTS: dict[int, MetadataLayout] = {
-    6: MetadataLayout(6, "every Flink 2.0 to 2.3 release", operator_names=True,
+    3: MetadataLayout(3, "Flink 1.11 to 1.15", operator_names=False, properties=False),
+    4: MetadataLayout(4, "Flink 1.16 to 1.20", operator_names=False, properties=True),
+    6: MetadataLayout(6, "Flink 2.0 to 2.3", operator_names=True,
                       properties=True),
 }
 
@@ -38,14 +40,28 @@ WRITTEN_VERSION = max(LAYOUTS)
 
 
 def metadata_layout(version: int, source: str) -> MetadataLayout:
-    """The layout of ``version``; an error naming ``source`` and the versions read."""
+    """The layout of ``version``; an error naming ``source``, the versions read, and what to do."""
     layout = LAYOUTS.get(version)
     if layout is None:
-        written_by = ("Flink 1.x" if version < min(LAYOUTS)
-                      else "a Flink release newer than 2.3")
+        written_by = (" (written by Flink 1.10 or older)" if version < min(LAYOUTS)
+                      else " (written by a Flink release newer than 2.3)"
+                      if version > max(LAYOUTS) else "")
         raise UnsupportedFormatVersionError(
-            f"{source} has Flink metadata version {version} (written by {written_by});"
-            " statesource reads "
-            + ", ".join(f"version {known.version}, which {known.written_by} writes"
-                        for known in LAYOUTS.values()))
+            f"{source} has Flink metadata version {version}{written_by}; statesource reads "
+            + ", ".join(f"version {known.version} ({known.written_by})"
+                        for known in LAYOUTS.values())
+            + ": take a savepoint with one of those Flink releases")
     return layout
+
+
+def check_rewritable(version: int, source: str) -> None:
+    """Refuse to write a new savepoint from a snapshot of ``version`` when Flink would need
+    another version back than statesource writes (a 1.x snapshot: Flink 1.x cannot read
+    version 6, and Flink 2.x does not restore 1.x state)."""
+    if version != WRITTEN_VERSION:
+        layout = metadata_layout(version, source)
+        raise IncompatibleCheckpointError(
+            f"{source} was written by {layout.written_by} (metadata version {version}):"
+            " statesource reads it, but writes savepoints only for Flink 2.x, which that"
+            " Flink cannot restore; read, inspect or import it (statesource import-flink), or"
+            " take the savepoint with Flink 2.x to rewrite it")

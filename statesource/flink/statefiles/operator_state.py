@@ -27,7 +27,8 @@ from statesource.format.source import OperatorStateShares
 from statesource.model import DistributionMode
 from statesource.schema import ValueSchema
 
-SUPPORTED_VERSIONS = (6,)
+SUPPORTED_VERSIONS = (5, 6)
+"""Version 5 (Flink 1.15 and older) has no compression flag: its files are never compressed."""
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,9 @@ def read_operator_header(r: BinaryReader) -> OperatorHeader:
     version = r.i32()
     if version not in SUPPORTED_VERSIONS:
         raise UnsupportedFormatVersionError(
-            f"{r.source}: operator state file version {version}; statesource reads version"
-            f" {', '.join(map(str, SUPPORTED_VERSIONS))} (Flink 2.x)")
-    compressed = r.boolean()
+            f"{r.source}: operator state file version {version}; statesource reads versions"
+            f" {' and '.join(map(str, SUPPORTED_VERSIONS))}")
+    compressed = r.boolean() if version >= 6 else False
     kinds = []
     for _ in range(2):  # list states, then broadcast states
         kinds.append(tuple(read_state_info(r, index) for index in range(r.i16())))

@@ -54,13 +54,18 @@ def _read_all(path):
             pass
 
 
-@pytest.mark.parametrize("version, writer", [(5, "Flink 1.x"), (7, "newer than 2.3"),
-                                             (99, "newer than 2.3")])
+NEWER = " \\(written by a Flink release newer than 2.3\\)"
+
+
+@pytest.mark.parametrize("version, writer", [(2, " \\(written by Flink 1.10 or older\\)"),
+                                             (5, ""), (7, NEWER), (99, NEWER)])
 def test_unknown_metadata_version(canonical, version, writer):
     _patch(canonical / "_metadata", 4, version.to_bytes(4, "big"))
     with pytest.raises(UnsupportedFormatVersionError,
-                       match=f"metadata version {version} \\(written by .*{writer}.*reads"
-                             " version 6"):
+                       match=f"metadata version {version}{writer}; statesource reads version 3"
+                             " \\(Flink 1.11 to 1.15\\), version 4 \\(Flink 1.16 to 1.20\\),"
+                             " version 6 \\(Flink 2.0 to 2.3\\): take a savepoint with one of"
+                             " those Flink releases"):
         FlinkCheckpoint.open(str(canonical))
 
 

@@ -21,7 +21,13 @@ from statesource.types import INT, LONG, STRING, TupleType
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "flink"
 CASES = [(variant, kind) for variant in ("mp256", "mp128-snappy")
-         for kind in ("canonical", "native")]
+         for kind in ("canonical", "native")] + [
+    (version, kind) for version in ("flink-1.20", "flink-1.15")
+    for kind in ("canonical", "native", "checkpoint", "rocksdb")]
+"""Flink 2.3's FixtureJob.java, and FixtureJob1x.java run by Flink 1.20.5 and 1.15.4 (the same
+job and state, plus ``last_ttl``: heap canonical and native savepoints, a retained heap
+checkpoint, a RocksDB canonical savepoint; ``_metadata`` version 4 and 3, operators known by
+their ids only; 1.15's operator-state files are version 5, without a compression flag)."""
 
 
 def _open(variant, kind):
@@ -52,8 +58,9 @@ def test_keyed_state_of_long_keys(variant, kind):
     op = checkpoint.operator("stateful")
     assert op.key_type == LONG
     kinds = {s.name: s.kind.value for s in op.keyed_states}
+    ttl = {"last_ttl": "value"} if variant.startswith("flink-1.") else {}
     assert kinds == {"total": "value", "max_id": "reducing", "avg": "aggregating",
-                     "events": "list", "per_user": "map", "last": "value"}
+                     "events": "list", "per_user": "map", "last": "value", **ttl}
     states = {name: _by_key(checkpoint, "stateful", name) for name in kinds}
     timers = _by_key(checkpoint, "stateful", "_timer_state/event_user-timers")
     maxp = truth["max_parallelism"]
@@ -70,6 +77,9 @@ def test_keyed_state_of_long_keys(variant, kind):
         assert {r["user_key"]: r["user_value"] for r in states["per_user"][key]} == \
             want["per_user"]
         assert [r["value"] for r in states["last"][key]] == [want["last"]]
+        if ttl:
+            (row,) = states["last_ttl"][key]
+            assert row["value"] == want["last_ttl"] and row["ttl_timestamp"].year >= 2025
         assert sorted(r["timestamp"] for r in timers[key]) == sorted(want["timers"])
         assert {r["namespace"] for r in timers[key]} == {None}
 
@@ -110,27 +120,49 @@ def test_split_union_and_broadcast_operator_state(variant, kind):
                      "rules": "operator-broadcast"}
 
 
-@pytest.mark.parametrize("variant", ["mp256", "mp128-snappy"])
-def test_kryo_values_read_as_bytes_from_a_canonical_savepoint(variant):
-    checkpoint, truth = _open(variant, "canonical")
+@pytest.mark.parametrize("variant, kind", [("mp256", "canonical"), ("mp128-snappy", "canonical"),
+                                           *((version, kind)
+                                             for version in ("flink-1.20", "flink-1.15")
+                                             for kind in ("canonical", "rocksdb"))])
+def test_kryo_values_read_as_bytes_from_a_canonical_savepoint(variant, kind):
+    # Flink 1.x writes them with Kryo 2 (its snapshot class is 2.x's): the same bytes here
+    checkpoint, truth = _open(variant, kind)
     (state,) = checkpoint.operator("opaque").keyed_states
     assert state.schemas["value"].avro == "bytes"
-    (summary,) = [s for s in checkpoint.summaries() if s.operator_uid == "opaque"
+    label = checkpoint.snapshot.operator("opaque").label  # a 1.x snapshot's is the hex id
+    (summary,) = [s for s in checkpoint.summaries() if s.operator_uid == label
                   and s.kind == "value"]
     assert summary.value_types == {"value": {"type": "bytes", "java-class": "java.util.UUID"}}
     values = _by_key(checkpoint, "opaque", "last_uuid")
     assert sorted(map(int, values)) == sorted(map(int, truth["stateful"]))
     for key, rows in values.items():
         (row,) = rows
-        # Kryo writes a 2-byte class tag, then the UUID's two longs little-endian:
-        # UUID(key, id of the key's last event) in FixtureJob
+        # UUID(key, id of the key's last event) in FixtureJob. Kryo writes a 2-byte class tag,
+        # then Kryo 5 (Flink 2.x) the UUID's two longs little-endian, Kryo 2 (Flink 1.x) each
+        # as a zigzag varint
         last_id = truth["stateful"][key]["max_id"]
-        assert row["value"][2:] == int(key).to_bytes(8, "little") + last_id.to_bytes(8, "little")
+        if variant.startswith("flink-1."):
+            assert row["value"][2:] == _varint(2 * int(key)) + _varint(2 * last_id)
+        else:
+            assert row["value"][2:] == (int(key).to_bytes(8, "little")
+                                        + last_id.to_bytes(8, "little"))
 
 
-@pytest.mark.parametrize("variant", ["mp256", "mp128-snappy"])
-def test_kryo_values_in_a_native_savepoint_fail_that_operator_only(variant):
-    checkpoint, _ = _open(variant, "native")
+def _varint(value: int) -> bytes:
+    """Kryo's unsigned varint: 7 bits a byte, low group first."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out + bytes([value]))
+
+
+@pytest.mark.parametrize("variant, kind", [("mp256", "native"), ("mp128-snappy", "native"),
+                                           *((version, kind)
+                                             for version in ("flink-1.20", "flink-1.15")
+                                             for kind in ("native", "checkpoint"))])
+def test_kryo_values_in_a_native_savepoint_fail_that_operator_only(variant, kind):
+    checkpoint, _ = _open(variant, kind)
     with pytest.raises(IncompatibleCheckpointError, match="java.util.UUID.*take a canonical"):
         list(checkpoint.read_keyed_state("last_uuid", operator="opaque"))
     assert list(checkpoint.read_keyed_state("total", operator="stateful"))

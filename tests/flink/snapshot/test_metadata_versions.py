@@ -28,7 +28,8 @@ def test_each_version_has_one_layout_chosen_by_its_number():
     assert all(layout.version == version for version, layout in LAYOUTS.items())
     assert metadata_layout(6, "x").operator_names and metadata_layout(6, "x").properties
     assert versions.WRITTEN_VERSION == 6
-    for unknown, writer in ((4, "Flink 1.x"), (7, "newer than 2.3")):
+    assert not metadata_layout(4, "x").operator_names and metadata_layout(4, "x").properties
+    for unknown, writer in ((2, "Flink 1.10 or older"), (7, "newer than 2.3")):
         with pytest.raises(UnsupportedFormatVersionError, match=f"version {unknown} .*{writer}"):
             metadata_layout(unknown, "the file")
 
