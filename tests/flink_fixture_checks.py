@@ -18,14 +18,19 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from flink_restore import hashable, rows_of, subtasks, timer_order, timers, values
+from statesource.flink.handles import operator_id_of
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "flink"
 WINDOW = 100_000
 STATEFUL_STATES = ["total", "max_id", "avg", "events", "per_user", "last"]
 
 
-def fixture_spec(max_parallelism: int, parallelism: int = 2, backend: str = "hashmap") -> dict:
-    """Every state of FixtureJob.java, declared as the job declares it."""
+def fixture_spec(max_parallelism: int, parallelism: int = 2, backend: str = "hashmap",
+                 flink1x: bool = False) -> dict:
+    """Every state of FixtureJob.java (``flink1x``: FixtureJob1x.java, which adds ``last_ttl``),
+    declared as the job declares it."""
+    job = "FixtureJob1x" if flink1x else "FixtureJob"
+    ttl = [{"name": "last_ttl", "kind": "value", "value": "Long", "ttl": True}] if flink1x else []
     return {
         "max_parallelism": max_parallelism, "parallelism": parallelism, "state_backend": backend,
         "operators": [
@@ -37,7 +42,8 @@ def fixture_spec(max_parallelism: int, parallelism: int = 2, backend: str = "has
                  {"name": "events", "kind": "list", "element": {"tuple": ["String", "Long"]}},
                  {"name": "per_user", "kind": "map", "user_key": "String",
                   "user_value": "Integer"},
-                 {"name": "last", "kind": "value", "value": {"pojo": "FixtureJob$Event"}}],
+                 {"name": "last", "kind": "value", "value": {"pojo": f"{job}$Event"}},
+                 *ttl],
              "timers": [{"name": "user-timers"}],
              "operator_states": [{"name": "seen", "mode": "split", "element": "Long"},
                                  {"name": "subtasks", "mode": "union", "element": "String"}]},
@@ -75,7 +81,9 @@ def check_fixture(rows: list[dict], truth: dict, parallelism: int, heap: bool = 
     erased, dropped = set(erased), set(dropped)
     maxp = truth["max_parallelism"]
     (snapshot,) = [row for row in rows if row["kind"] == "snapshot"]
-    assert {op["uid"]: op["maxParallelism"] for op in snapshot["operators"]}["stateful"] == maxp
+    # by id: a Flink 1.x _metadata records no uid
+    assert {op["operatorId"]: op["maxParallelism"] for op in snapshot["operators"]}[
+        operator_id_of("stateful")] == maxp
     for operator in ("stateful", "opaque", "windows", "broadcaster"):
         done = subtasks(rows, operator)
         assert sorted(done) == list(range(parallelism))

@@ -85,12 +85,19 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from statesource.flink.handles import operator_id_of
+
 FLINK_VERSION = "2.3.0"
+FLINK_1X_VERSION = "1.20.5"
+"""The Flink 1.x the suite restores in: its jars (``apache-flink-libraries``, which cannot share
+an environment with 2.3's) installed by the README's test command with ``pip install --target
+.venv/flink-1.20``, or where ``STATESOURCE_FLINK_1X`` names (the directory holding ``pyflink``)."""
 TESTS = Path(__file__).resolve().parent
 SOURCES = TESTS / "flinkrestore"
 MAIN_SOURCE = SOURCES / "RestoreDump.java"
@@ -120,8 +127,12 @@ class FlinkRestoreError(RuntimeError):
         self.stderr = stderr
 
 
-def flink_lib() -> Path | None:
-    """``pyflink/lib`` of the installed apache-flink-libraries, if any."""
+def flink_lib(version: str = FLINK_VERSION) -> Path | None:
+    """``pyflink/lib`` of the installed apache-flink-libraries of ``version``, if any."""
+    if version == FLINK_1X_VERSION:
+        home = Path(os.environ.get("STATESOURCE_FLINK_1X", Path(sys.prefix) / "flink-1.20"))
+        lib = home / "pyflink" / "lib"
+        return lib if any(lib.glob(f"flink-dist-{version}.jar")) else None
     spec = importlib.util.find_spec("pyflink")
     for location in (spec.submodule_search_locations or []) if spec else []:
         lib = Path(location) / "lib"
@@ -137,15 +148,17 @@ def _tool(name: str) -> str | None:
     return shutil.which(name)
 
 
-def missing_flink() -> str | None:
-    """Why a real Flink cannot run here, or None."""
-    lib = flink_lib()
+def missing_flink(version: str = FLINK_VERSION) -> str | None:
+    """Why a real Flink of ``version`` cannot run here, or None."""
+    lib = flink_lib(version)
     if lib is None:
-        return (f"no Flink runtime: install apache-flink-libraries=={FLINK_VERSION}"
-                " (the 'test' extra), which ships pyflink/lib")
+        return (f"no Flink {version} runtime: install apache-flink-libraries=={version}"
+                + (" with pip install --target .venv/flink-1.20 (the README's test command)"
+                   if version == FLINK_1X_VERSION else " (the 'test' extra)")
+                + ", which ships pyflink/lib")
     dist = sorted(lib.glob("flink-dist-*.jar"))
-    if dist[0].name != f"flink-dist-{FLINK_VERSION}.jar":
-        return f"the harness is written for Flink {FLINK_VERSION}, found {dist[0].name}"
+    if dist[0].name != f"flink-dist-{version}.jar":
+        return f"the harness is written for Flink {version}, found {dist[0].name}"
     for tool in ("java", "javac"):
         if _tool(tool) is None:
             return f"no {tool} (a JDK 17) on PATH or in JAVA_HOME"
@@ -159,11 +172,13 @@ def cache_root() -> Path:
     return Path(tempfile.gettempdir()) / "statesource-flink-restore"
 
 
-def compiled_classes(java_sources: Sequence[str | Path] = ()) -> Path:
-    """The compiled harness (with ``java_sources``), built once per hash of the sources."""
-    lib = flink_lib()
+def compiled_classes(java_sources: Sequence[str | Path] = (), version: str = FLINK_VERSION
+                     ) -> Path:
+    """The compiled harness (with ``java_sources``), built once per hash of the sources and
+    of the jars of Flink ``version``."""
+    lib = flink_lib(version)
     if lib is None:
-        raise FlinkRestoreError(missing_flink() or "no Flink runtime")
+        raise FlinkRestoreError(missing_flink(version) or "no Flink runtime")
     sources = [MAIN_SOURCE, *(Path(s).resolve() for s in java_sources)]
     digest = hashlib.sha256()
     for source in sources:
@@ -193,26 +208,31 @@ def compiled_classes(java_sources: Sequence[str | Path] = ()) -> Path:
 
 def restore(savepoint_dir: str | Path, spec: dict[str, Any], *,
             java_sources: Sequence[str | Path] = (), opt_jars: Sequence[str] = (),
-            timeout: float = 120) -> list[dict]:
+            timeout: float = 120, flink: str = FLINK_VERSION) -> list[dict]:
     """Restore ``savepoint_dir`` (a directory holding ``_metadata``) in a real Flink, as
     ``spec`` describes (see the module docstring), and return every restored key, timer
     and operator state, one dict each.
 
     ``java_sources`` are compiled with the harness (classes for POJO and Kryo types);
     ``opt_jars`` names jars of ``pyflink/opt`` to add (``"flink-python"``: the serializers
-    of PyFlink jobs' state)."""
-    reason = missing_flink()
+    of PyFlink jobs' state); ``flink`` is the version restoring (:data:`FLINK_1X_VERSION`: a
+    Flink 1.x)."""
+    reason = missing_flink(flink)
     if reason is not None:
         raise FlinkRestoreError(reason)
-    classes = compiled_classes(java_sources)
-    lib = flink_lib()
+    classes = compiled_classes(java_sources, flink)
+    lib = flink_lib(flink)
     savepoint = Path(savepoint_dir).resolve()
     if not (savepoint / "_metadata").is_file():
         raise FlinkRestoreError(f"{savepoint} holds no _metadata")
     with tempfile.TemporaryDirectory(prefix="flink-restore-") as work:
         work_dir = Path(work)
         spec_file = work_dir / "spec.json"
-        spec_file.write_text(json.dumps({**spec, "savepoint": str(savepoint),
+        # each operator's id, Flink's hash of its uid (the harness checks the savepoint holds
+        # it; Flink itself hashes the uid again to restore it)
+        operators = [{**op, "operator_id": operator_id_of(op["uid"])} for op in spec["operators"]]
+        spec_file.write_text(json.dumps({**spec, "operators": operators,
+                                         "savepoint": str(savepoint),
                                          "timeout_seconds": int(timeout)}))
         log = work_dir / "flink.log"
         log4j = work_dir / "log4j2.properties"

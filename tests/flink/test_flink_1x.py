@@ -1,12 +1,12 @@
-"""Flink 1.x snapshots (``_metadata`` 3 and 4): read everywhere, named by uid, never rewritten.
+"""Flink 1.x snapshots (``_metadata`` 3 and 4): read everywhere, named by uid, rewritten alike.
 
 The ``flink-1.20`` and ``flink-1.15`` fixtures are FixtureJob1x.java run by a real Flink
 1.20.5 and 1.15.4 (generate.py ``--flink-1x``): heap canonical and native savepoints, a
 retained heap checkpoint and a RocksDB canonical savepoint. Their states decode exactly
 (test_generated_fixtures.py) and their files write back byte for byte
 (test_flink_round_trips.py). Here: operators named by uid although versions 3 and 4 record
-only ids, ``inspect`` and ``import-flink``, and writes refused until statesource writes
-savepoints Flink 1.x restores.
+only ids, ``inspect``, ``import-flink`` and ``diff``; the rescale command keeps the version
+(restored by a real Flink 1.20: test_flink_1x_writes.py), and Spark writes are refused.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from flink_fixture_checks import FIXTURES
 from statesource.cli import main
 from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.handles import operator_id_of
-from statesource.flink.operations.edit import erase_keys
-from statesource.flink.operations.rescale import rescale_max_parallelism
 from statesource.flink.operations.savepoint_target import FlinkSavepointTarget
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.format.reader import Checkpoint
@@ -62,27 +60,24 @@ def test_inspect_reads_a_flink_1x_snapshot(capsys):
     assert f"operator {operator_id_of('stateful')}" in out and "last_ttl" in out
 
 
-@pytest.mark.parametrize("write", [
-    lambda source, out: rescale_max_parallelism(source, out, 256),
-    lambda source, out: erase_keys(source, out, "stateful", [3]),
-    lambda source, out: FlinkSavepointTarget.open(source, out),
-], ids=["rescale", "erase", "spark-write"])
 @pytest.mark.parametrize("version, writer", [("flink-1.20", "1.16 to 1.20"),
                                              ("flink-1.15", "1.11 to 1.15")])
-def test_no_savepoint_is_written_for_a_flink_1x_input(write, version, writer, tmp_path):
+def test_no_state_is_written_from_spark_into_a_flink_1x_savepoint(version, writer, tmp_path):
+    # rescale, erase and drop keep the version (test_flink_1x_writes.py); a Spark write would
+    # derive serializer snapshots as Flink 2.x writes them
     with pytest.raises(IncompatibleCheckpointError,
                        match=f"written by Flink {writer} \\(metadata version {VERSIONS[version]}"
-                             "\\): statesource reads it, but writes savepoints only for Flink 2.x"):
-        write(str(FIXTURES / version / "canonical"), str(tmp_path / "out"))
+                             "\\): statesource rescales it and erases or drops its state for"
+                             " that Flink, but writes states from Spark only into Flink 2.x"):
+        FlinkSavepointTarget.open(str(FIXTURES / version / "canonical"), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
 
-def test_the_commands_refuse_in_one_line(tmp_path, capsys):
-    assert main(["rescale", str(FLINK_120 / "native"), "--max-parallelism", "256",
-                 "--output", str(tmp_path / "out")]) == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "statesource import-flink" in err
-    assert not (tmp_path / "out").exists()
+def test_the_rescale_command_keeps_the_version(tmp_path, capsys):
+    assert main(["rescale", str(FLINK_120 / "canonical"), "--max-parallelism", "256",
+                 "--output", str(tmp_path / "out")]) == 0
+    assert FlinkCheckpoint.open(str(tmp_path / "out")).snapshot.metadata.version == 4
+    assert "wrote" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -88,8 +88,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.Obje
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.streaming.api.functions.source.legacy.SourceFunction;
-import org.apache.flink.streaming.api.graph.StreamGraphHasherV2;
+import org.apache.flink.util.StringUtils;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.InternalTimer;
 import org.apache.flink.streaming.api.operators.InternalTimerService;
@@ -144,8 +143,8 @@ public class RestoreDump {
         env.setParallelism(parallelism);
         env.setMaxParallelism(maxParallelism);
 
-        DataStream<Long> nothing = env.addSource(new Nothing(), "nothing", Types.LONG)
-            .setParallelism(1).uid(SOURCE_UID);
+        DataStream<Long> nothing = env.fromSequence(0, 0).setParallelism(1).uid(SOURCE_UID)
+            .filter(value -> false).setParallelism(1).uid(SOURCE_UID + "-nothing");
         int index = 0;
         for (JsonNode op : spec.get("operators")) {
             String uid = op.get("uid").asText();
@@ -183,7 +182,7 @@ public class RestoreDump {
         for (OperatorState state : loaded.getOperatorStates()) {
             byId.put(state.getOperatorID(), state);
             ObjectNode o = operators.addObject();
-            o.put("uid", state.getOperatorUid().orElse(null));
+            o.put("uid", operatorUid(state));
             o.put("operatorId", state.getOperatorID().toHexString());
             o.put("parallelism", state.getParallelism());
             o.put("maxParallelism", state.getMaxParallelism());
@@ -196,7 +195,7 @@ public class RestoreDump {
         Files.writeString(out.resolve("snapshot.json"), JSON.writeValueAsString(snapshot));
         for (JsonNode op : spec.get("operators")) {
             String uid = op.get("uid").asText();
-            OperatorID id = new OperatorID(StreamGraphHasherV2.generateUserSpecifiedHash(uid));
+            OperatorID id = new OperatorID(StringUtils.hexStringToByte(op.get("operator_id").asText()));
             if (!byId.containsKey(id) && !op.path("allow_missing").asBoolean(false)) {
                 return "operator uid '" + uid + "' (operator id " + id.toHexString() + ") is not in the"
                     + " snapshot " + savepoint + ": Flink would start it empty (set allow_missing to"
@@ -237,11 +236,17 @@ public class RestoreDump {
         System.err.flush();
     }
 
-    /** A source that emits nothing and ends: the job ends once every operator has opened. */
-    static class Nothing implements SourceFunction<Long> {
-        public void run(SourceContext<Long> ctx) {}
-
-        public void cancel() {}
+    /** The uid _metadata records (Flink 2.x; a Flink 1.x _metadata records none). */
+    @SuppressWarnings("unchecked")
+    static String operatorUid(OperatorState state) {
+        try {
+            return ((java.util.Optional<String>) OperatorState.class.getMethod("getOperatorUid")
+                .invoke(state)).orElse(null);
+        } catch (NoSuchMethodException flink1x) {
+            return null;
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     /** Never called: the source emits nothing; the key type is given to keyBy. */

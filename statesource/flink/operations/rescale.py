@@ -60,7 +60,7 @@ from statesource.flink.operations.savepoint_writing import (
 )
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter, check_output
-from statesource.flink.snapshot.versions import check_rewritable
+from statesource.flink.snapshot.versions import LAYOUTS
 from statesource.keygroups import check_max_parallelism, check_parallelism
 from statesource.model import Progress
 
@@ -174,7 +174,6 @@ class SavepointRewrite:
              dropped: Sequence[str] = ()) -> SavepointRewrite:
         """Plan each operator but the ``dropped`` ones (uids or hex ids); ``edits`` name
         operators of the snapshot, at most one edit each."""
-        check_rewritable(snapshot.metadata.version, str(snapshot.location))
         by_label: dict[str, Edit] = {}
         for edit in edits:
             by_label[find_operator(snapshot, edit.operator).label] = edit
@@ -225,10 +224,13 @@ class SavepointRewrite:
         return operators, rescaled
 
     def metadata(self, operators: Sequence[OperatorSnapshot]) -> SnapshotMetadata:
-        """The new ``_metadata``: the snapshot's, with ``operators``; the properties of a
-        canonical savepoint unless the source is one and nothing was converted."""
+        """The new ``_metadata``: the snapshot's, of its version, with ``operators``; the
+        properties of a canonical savepoint unless the source is one and nothing was
+        converted (none where the version holds none: Flink 1.15 and older)."""
         properties = self.snapshot.metadata.properties
         if self.converted or not is_canonical_savepoint(properties):
             properties = CANONICAL_SAVEPOINT_PROPERTIES
+        if not LAYOUTS[self.snapshot.metadata.version].properties:
+            properties = b""
         return dataclasses.replace(self.snapshot.metadata, operators=tuple(operators),
                                    properties=properties)

@@ -65,7 +65,7 @@ from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.mapping import PojoClass
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter, check_output, staging_name
-from statesource.flink.snapshot.versions import WRITTEN_VERSION, check_rewritable
+from statesource.flink.snapshot.versions import WRITTEN_VERSION, check_writable_from_spark
 from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
 from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
@@ -160,7 +160,7 @@ class FlinkSavepointTarget:
         base = (None if path is None
                 else FlinkSnapshot.open(path, checkpoint_id=base_checkpoint_id))
         if base is not None:
-            check_rewritable(base.metadata.version, str(base.location))
+            check_writable_from_spark(base.metadata.version, str(base.location))
         if checkpoint_id is None:
             checkpoint_id = 1 if base is None else base.checkpoint_id
         check_checkpoint_id(checkpoint_id)

@@ -54,14 +54,14 @@ def metadata_layout(version: int, source: str) -> MetadataLayout:
     return layout
 
 
-def check_rewritable(version: int, source: str) -> None:
-    """Refuse to write a new savepoint from a snapshot of ``version`` when Flink would need
-    another version back than statesource writes (a 1.x snapshot: Flink 1.x cannot read
-    version 6, and Flink 2.x does not restore 1.x state)."""
+def check_writable_from_spark(version: int, source: str) -> None:
+    """Refuse a Spark write (a rewrite or bootstrap with an ``output``) from a snapshot of a
+    ``version`` statesource does not write new states for: their serializer snapshots would
+    be derived as Flink 2.x writes them, which Flink 1.x may not restore."""
     if version != WRITTEN_VERSION:
         layout = metadata_layout(version, source)
         raise IncompatibleCheckpointError(
             f"{source} was written by {layout.written_by} (metadata version {version}):"
-            " statesource reads it, but writes savepoints only for Flink 2.x, which that"
-            " Flink cannot restore; read, inspect or import it (statesource import-flink), or"
-            " take the savepoint with Flink 2.x to rewrite it")
+            " statesource rescales it and erases or drops its state for that Flink, but"
+            " writes states from Spark only into Flink 2.x savepoints; import it"
+            " (statesource import-flink), or take the savepoint with Flink 2.x")
