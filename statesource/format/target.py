@@ -76,6 +76,9 @@ class SnapshotTarget(Protocol):
     def edit(self) -> CheckpointEdit:
         """The new snapshot's content so far: the base's operators, then staged changes."""
 
+    def operator_uid(self, name: str) -> str:
+        """The uid :attr:`edit` knows the operator ``name`` (a uid, or another name of it) by."""
+
     def sink(self, operator: str, state: StateDeclaration, key_type: DataType,
              max_parallelism: int) -> KeyedStateSink:
         """Where the tasks of a write of keyed state ``state`` of ``operator`` (keyed by
@@ -166,6 +169,9 @@ class CheckpointTarget:
     @property
     def edit(self) -> CheckpointEdit:
         return self._edit
+
+    def operator_uid(self, name: str) -> str:
+        return name
 
     def sink(self, operator: str, state: StateDeclaration, key_type: DataType,
              max_parallelism: int) -> CheckpointStateSink:

@@ -6,7 +6,7 @@ retained heap checkpoint and a RocksDB canonical savepoint. Their states decode 
 (test_generated_fixtures.py) and their files write back byte for byte
 (test_flink_round_trips.py). Here: operators named by uid although versions 3 and 4 record
 only ids, ``inspect``, ``import-flink`` and ``diff``; the rescale command keeps the version
-(restored by a real Flink 1.20: test_flink_1x_writes.py), and Spark writes are refused.
+(restored by a real Flink 1.20, as Spark's writes are: test_flink_1x_writes.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import pytest
 
 from flink_fixture_checks import FIXTURES
 from statesource.cli import main
-from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.handles import operator_id_of
-from statesource.flink.operations.savepoint_target import FlinkSavepointTarget
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.format.reader import Checkpoint
 
@@ -58,19 +56,6 @@ def test_inspect_reads_a_flink_1x_snapshot(capsys):
     assert main(["inspect", str(FLINK_120 / "canonical")]) == 0
     out = capsys.readouterr().out
     assert f"operator {operator_id_of('stateful')}" in out and "last_ttl" in out
-
-
-@pytest.mark.parametrize("version, writer", [("flink-1.20", "1.16 to 1.20"),
-                                             ("flink-1.15", "1.11 to 1.15")])
-def test_no_state_is_written_from_spark_into_a_flink_1x_savepoint(version, writer, tmp_path):
-    # rescale, erase and drop keep the version (test_flink_1x_writes.py); a Spark write would
-    # derive serializer snapshots as Flink 2.x writes them
-    with pytest.raises(IncompatibleCheckpointError,
-                       match=f"written by Flink {writer} \\(metadata version {VERSIONS[version]}"
-                             "\\): statesource rescales it and erases or drops its state for"
-                             " that Flink, but writes states from Spark only into Flink 2.x"):
-        FlinkSavepointTarget.open(str(FIXTURES / version / "canonical"), str(tmp_path / "out"))
-    assert not (tmp_path / "out").exists()
 
 
 def test_the_rescale_command_keeps_the_version(tmp_path, capsys):

@@ -65,7 +65,7 @@ from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.mapping import PojoClass
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter, check_output, staging_name
-from statesource.flink.snapshot.versions import WRITTEN_VERSION, check_writable_from_spark
+from statesource.flink.snapshot.versions import WRITTEN_VERSION, metadata_layout
 from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
 from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
@@ -143,6 +143,8 @@ class FlinkSavepointTarget:
         self.pojos = dict(pojos or {})
         self.work = str(output.parent / staging_name(output.name))
         self._snapshot = base
+        opened = self._base()  # the _metadata version written is the base's: 1.x stays 1.x
+        self._version = WRITTEN_VERSION if opened is None else opened.metadata.version
         self._undecodable = self._read_undecodable()
         self._headers = self._read_headers()
         self._base_operators = {op.uid: op for op in self._operators()}
@@ -159,8 +161,6 @@ class FlinkSavepointTarget:
         checked = check_output(output)
         base = (None if path is None
                 else FlinkSnapshot.open(path, checkpoint_id=base_checkpoint_id))
-        if base is not None:
-            check_writable_from_spark(base.metadata.version, str(base.location))
         if checkpoint_id is None:
             checkpoint_id = 1 if base is None else base.checkpoint_id
         check_checkpoint_id(checkpoint_id)
@@ -217,6 +217,16 @@ class FlinkSavepointTarget:
     def edit(self) -> CheckpointEdit:
         return self._edit
 
+    def operator_uid(self, name: str) -> str:
+        """A base operator's label (a Flink 1.x base knows operators by id only: a uid is
+        found by Flink's hash of it); any other name as it is (a new operator)."""
+        base = self._base()
+        if base is None:
+            return name
+        return next((op.label for op in base.operators
+                     if name in (op.label, op.operator_id)
+                     or op.operator_id == operator_id_of(name)), name)
+
     def sink(self, operator: str, state: StateDeclaration, key_type: DataType,
              max_parallelism: int) -> FlinkStateSink:
         """Where the pairs of ``state`` go; refused when Flink's serializers of it cannot
@@ -246,9 +256,22 @@ class FlinkSavepointTarget:
         else:
             key, info = _derived_key(where, key_type), None
         if info is None:
+            self._check_derivable(where, header is None)
             info = _derived(where, state, self.pojos)
         self._staged[(operator, state.name)] = _Staged(info, key)
         return FlinkStateSink(self.work, key, info, key_type, state, max_parallelism)
+
+    def _check_derivable(self, where: str, new_operator: bool) -> None:
+        """Refuse a state new to a Flink 1.x base: its serializer snapshots would be derived as
+        Flink 2.x writes them (a state it holds keeps the bytes its Flink wrote)."""
+        if self._version != WRITTEN_VERSION:
+            layout = metadata_layout(self._version, str(self.base_path))
+            raise IncompatibleCheckpointError(
+                f"{where}: {self.base_path} was written by {layout.written_by} (metadata"
+                f" version {self._version}), and a state new to it"
+                + (" (of an operator new to it)" if new_operator else "")
+                + " would get serializer snapshots as Flink 2.x writes them: statesource"
+                " writes into a Flink 1.x savepoint only the states it holds")
 
     def publish(self) -> CheckpointInfo:
         edits, new = self._changes()

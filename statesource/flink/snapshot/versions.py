@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from statesource.errors import IncompatibleCheckpointError, UnsupportedFormatVersionError
+from statesource.errors import UnsupportedFormatVersionError
 
 
 @dataclass(frozen=True)
@@ -53,15 +53,3 @@ def metadata_layout(version: int, source: str) -> MetadataLayout:
             + ": take a savepoint with one of those Flink releases")
     return layout
 
-
-def check_writable_from_spark(version: int, source: str) -> None:
-    """Refuse a Spark write (a rewrite or bootstrap with an ``output``) from a snapshot of a
-    ``version`` statesource does not write new states for: their serializer snapshots would
-    be derived as Flink 2.x writes them, which Flink 1.x may not restore."""
-    if version != WRITTEN_VERSION:
-        layout = metadata_layout(version, source)
-        raise IncompatibleCheckpointError(
-            f"{source} was written by {layout.written_by} (metadata version {version}):"
-            " statesource rescales it and erases or drops its state for that Flink, but"
-            " writes states from Spark only into Flink 2.x savepoints; import it"
-            " (statesource import-flink), or take the savepoint with Flink 2.x")

@@ -53,8 +53,8 @@ def plan_state(target: SnapshotTarget, options: WriteOptions, schema: StructType
     for required in ("operator", "state"):
         if getattr(options, required) is None:
             raise InvalidArgumentError(f"write option {required} is required")
-    uid, name = options.operator, options.state
-    assert uid is not None and name is not None
+    assert options.operator is not None and options.state is not None
+    uid, name = target.operator_uid(options.operator), options.state
     op = target.edit.operator(uid)
     existing = None
     if op is not None:

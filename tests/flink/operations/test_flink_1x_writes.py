@@ -1,7 +1,8 @@
 """Savepoints written from Flink 1.x snapshots, for Flink 1.x: restored by a real Flink 1.20.
 
 The ``flink-1.20`` and ``flink-1.15`` fixtures (FixtureJob1x.java by a real Flink 1.20.5 and
-1.15.4) are rescaled, erased and have a state dropped; each output keeps its ``_metadata``
+1.15.4) are rescaled, erased, have a state dropped and one rewritten from Spark; each output
+keeps its ``_metadata``
 version (4, or 3 without checkpoint properties) and the serializer snapshots the job's Flink
 wrote, and a Flink 1.20.5 (``apache-flink-libraries``, installed beside 2.3 by the README's
 test command) restores it with every key compared to the job's model (generate.py).
@@ -12,12 +13,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.sql import functions as F
 
 from flink_fixture_checks import FIXTURES, check_fixture, fixture_spec
 from flink_restore import FLINK_1X_VERSION, restore, values
+from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.operations.edit import drop_state, erase_keys
 from statesource.flink.operations.rescale import rescale_max_parallelism
 from statesource.flink.snapshot.directory import FlinkSnapshot
+from statesource.spark import write_state
 
 pytestmark = pytest.mark.realflink
 
@@ -83,3 +87,30 @@ def test_a_dropped_state_is_gone_and_the_rest_restores(tmp_path):
     truth = truth_of("flink-1.20")
     rows = restored(output, 128)
     check_fixture(rows, truth, 2, dropped={"avg"}, added=TTL)
+
+
+def test_a_state_rewritten_from_spark_keeps_the_version_and_restores(spark, tmp_path):
+    source = FIXTURES / "flink-1.20" / "canonical"
+    total = (spark.read.format("flinkstate").option("operator", "stateful")
+             .option("state", "total").load(str(source)))
+    output = tmp_path / "doubled"
+    write_state(total.select("key", (F.col("value") * 2).alias("value")), str(source),
+                "stateful", "total", output=str(output))
+    assert version_of(output) == 4
+    truth = truth_of("flink-1.20")
+    for want in truth["stateful"].values():
+        want["total"] *= 2
+    rows = restored(output, 128)
+    check_fixture(rows, truth, 2, added=TTL)
+    check_ttl(rows, truth)
+
+
+def test_a_state_new_to_a_flink_1x_savepoint_is_refused(spark, tmp_path):
+    source = FIXTURES / "flink-1.15" / "canonical"
+    keys = spark.createDataFrame([(1, 2)], "key long, value long")
+    with pytest.raises(IncompatibleCheckpointError,
+                       match="written by Flink 1.11 to 1.15 \\(metadata version 3\\), and a state"
+                             " new to it would get serializer snapshots as Flink 2.x writes"):
+        write_state(keys, str(source), "stateful", "fresh", output=str(tmp_path / "out"),
+                    kind="value")
+    assert list(tmp_path.iterdir()) == []
