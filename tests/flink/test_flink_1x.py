@@ -12,12 +12,15 @@ only ids, ``inspect``, ``import-flink`` and ``diff``; the rescale command keeps 
 from __future__ import annotations
 
 import json
+import pickle
+import shutil
 
 import pytest
 
 from flink_fixture_checks import FIXTURES
 from statesource.cli import main
 from statesource.flink.handles import operator_id_of
+from statesource.flink.operations.savepoint_target import FlinkSavepointTarget
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.format.reader import Checkpoint
 
@@ -75,3 +78,15 @@ def test_diff_between_flink_1x_snapshots(version, capsys):
     stateful = out[out.index(f"operator {operator_id_of('stateful')}"):]
     for state in ("total", "max_id", "avg", "events", "per_user", "last"):
         assert f"  {state:<20} {0:>9,} {0:>9,} {0:>9,}  0 (of" in stateful
+
+
+def test_a_write_target_names_a_1x_operator_without_the_storage(tmp_path):
+    # a Spark Connect client plans with a pickled copy of the target, which never opens the
+    # base: the uid is resolved from what was read at opening (the copy here has no base left)
+    base = tmp_path / "base"
+    shutil.copytree(FLINK_120 / "canonical", base)
+    copy = pickle.loads(pickle.dumps(FlinkSavepointTarget.open(str(base), str(tmp_path / "o"))))
+    shutil.rmtree(base)
+    assert copy.operator_uid("stateful") == operator_id_of("stateful")
+    assert copy.operator_uid(operator_id_of("opaque")) == operator_id_of("opaque")
+    assert copy.operator_uid("new-operator") == "new-operator"

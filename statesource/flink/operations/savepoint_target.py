@@ -145,6 +145,8 @@ class FlinkSavepointTarget:
         self._snapshot = base
         opened = self._base()  # the _metadata version written is the base's: 1.x stays 1.x
         self._version = WRITTEN_VERSION if opened is None else opened.metadata.version
+        self._labels = {name: op.label for op in (opened.operators if opened else ())
+                        for name in (op.label, op.operator_id)}
         self._undecodable = self._read_undecodable()
         self._headers = self._read_headers()
         self._base_operators = {op.uid: op for op in self._operators()}
@@ -219,13 +221,10 @@ class FlinkSavepointTarget:
 
     def operator_uid(self, name: str) -> str:
         """A base operator's label (a Flink 1.x base knows operators by id only: a uid is
-        found by Flink's hash of it); any other name as it is (a new operator)."""
-        base = self._base()
-        if base is None:
-            return name
-        return next((op.label for op in base.operators
-                     if name in (op.label, op.operator_id)
-                     or op.operator_id == operator_id_of(name)), name)
+        found by Flink's hash of it); any other name as it is (a new operator). Answered from
+        what was read at opening, as a Spark Connect client's copy must."""
+        labels = self._labels
+        return labels.get(name) or labels.get(operator_id_of(name)) or name
 
     def sink(self, operator: str, state: StateDeclaration, key_type: DataType,
              max_parallelism: int) -> FlinkStateSink:
