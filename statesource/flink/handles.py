@@ -95,6 +95,11 @@ class OperatorSnapshot:
         """How users name the operator: its uid, else its hex id."""
         return self.uid or self.operator_id
 
+    def named(self, name: str) -> bool:
+        """Whether ``name`` names this operator: its uid, its hex id, or a uid whose hash is its
+        id (a Flink 1.x ``_metadata`` records ids only)."""
+        return name in (self.label, self.operator_id) or self.operator_id == operator_id_of(name)
+
 
 @dataclass(frozen=True)
 class SnapshotMetadata:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError, TypeMismatchError
-from statesource.flink.handles import KeyedHandle, OperatorSnapshot, operator_id_of
+from statesource.flink.handles import KeyedHandle, OperatorSnapshot
 from statesource.flink.layouts.dispatch import blockers
 from statesource.flink.operations.staged import StagedState
 from statesource.flink.serializers.base import FlinkType
@@ -52,7 +52,7 @@ def find_operator(snapshot: FlinkSnapshot, label: str) -> OperatorSnapshot:
     """The operator of uid or hex id ``label`` (a uid also by Flink's hash of it: a Flink 1.x
     ``_metadata`` records ids only); an error naming the others."""
     for op in snapshot.operators:
-        if label in (op.label, op.operator_id) or op.operator_id == operator_id_of(label):
+        if op.named(label):
             return op
     names = ", ".join(sorted(op.label for op in snapshot.operators))
     raise InvalidArgumentError(

@@ -145,8 +145,7 @@ class FlinkSavepointTarget:
         self._snapshot = base
         opened = self._base()  # the _metadata version written is the base's: 1.x stays 1.x
         self._version = WRITTEN_VERSION if opened is None else opened.metadata.version
-        self._labels = {name: op.label for op in (opened.operators if opened else ())
-                        for name in (op.label, op.operator_id)}
+        self._base_snapshots = () if opened is None else opened.operators
         self._undecodable = self._read_undecodable()
         self._headers = self._read_headers()
         self._base_operators = {op.uid: op for op in self._operators()}
@@ -223,8 +222,7 @@ class FlinkSavepointTarget:
         """A base operator's label (a Flink 1.x base knows operators by id only: a uid is
         found by Flink's hash of it); any other name as it is (a new operator). Answered from
         what was read at opening, as a Spark Connect client's copy must."""
-        labels = self._labels
-        return labels.get(name) or labels.get(operator_id_of(name)) or name
+        return next((op.label for op in self._base_snapshots if op.named(name)), name)
 
     def sink(self, operator: str, state: StateDeclaration, key_type: DataType,
              max_parallelism: int) -> FlinkStateSink:

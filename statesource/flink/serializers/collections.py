@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from statesource.flink.binary.reader import BinaryReader
@@ -48,17 +48,24 @@ _BASE = "org.apache.flink.api.common.typeutils.base."
 
 
 @dataclass(frozen=True)
-class ListSerializer(FlinkSerializer):
-    """Flink's ``ListSerializer`` (``Types.LIST``, and every list state)."""
+class _ElementSerializer(FlinkSerializer):
+    """A serializer of collections of one element serializer, its only nested snapshot."""
 
     element: FlinkSerializer
-    snapshot_class = _BASE + "ListSerializerSnapshot"
+    element_role: ClassVar[str]
 
     def __post_init__(self) -> None:
-        check_serializer(self.element, "a list's element")
+        check_serializer(self.element, self.element_role)
 
     def write(self, w: BinaryWriter) -> None:
         write_composite(w, self.snapshot_class, 1, [self.element])
+
+
+class ListSerializer(_ElementSerializer):
+    """Flink's ``ListSerializer`` (``Types.LIST``, and every list state)."""
+
+    snapshot_class = _BASE + "ListSerializerSnapshot"
+    element_role = "a list's element"
 
 
 @dataclass(frozen=True)
@@ -77,18 +84,11 @@ class MapSerializer(FlinkSerializer):
         write_composite(w, self.snapshot_class, 1, [self.key, self.value])
 
 
-@dataclass(frozen=True)
-class SetSerializer(FlinkSerializer):
+class SetSerializer(_ElementSerializer):
     """Flink's ``SetSerializer`` (``Types.SET``; a ``Set`` field of a POJO, wrapped nullable)."""
 
-    element: FlinkSerializer
     snapshot_class = _BASE + "SetSerializerSnapshot"
-
-    def __post_init__(self) -> None:
-        check_serializer(self.element, "a set's element")
-
-    def write(self, w: BinaryWriter) -> None:
-        write_composite(w, self.snapshot_class, 1, [self.element])
+    element_role = "a set's element"
 
 
 class ListType(FlinkType):

@@ -27,7 +27,6 @@ from statesource.flink.handles import (
     OperatorSnapshot,
     SnapshotMetadata,
     StreamHandle,
-    operator_id_of,
 )
 from statesource.flink.layouts.base import KeyGroupData
 from statesource.flink.layouts.dispatch import layout_of
@@ -136,7 +135,7 @@ class FlinkSnapshot:
             raise StateNotFoundError(
                 f"choose an operator: there are {len(stateful)} with state: {self._listing()}")
         for op in self.operators:
-            if name in (op.uid, op.operator_id) or op.operator_id == operator_id_of(name):
+            if op.named(name):
                 return op
         raise StateNotFoundError(f"no operator {name!r} in {self.location}; available:"
                                  f" {self._listing()}")
@@ -169,13 +168,14 @@ class FlinkSnapshot:
         others never did); a corrupt header is not a reason here: it raises, as
         everywhere."""
         if op.operator_id not in self._undecodable:
+            others = list({h.stream: h for h in self.keyed_handles(op)}.values())[1:]
             reason = None
-            for handle in {h.stream: h for h in self.keyed_handles(op)}.values():
-                try:
+            try:
+                self.header(op)  # the first file's, kept for every reader of the operator
+                for handle in others:
                     self.read_header(handle)
-                except IncompatibleCheckpointError as error:
-                    reason = str(error)
-                    break
+            except IncompatibleCheckpointError as error:
+                reason = str(error)
             self._undecodable[op.operator_id] = reason
         return self._undecodable[op.operator_id]
 
