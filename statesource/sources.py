@@ -57,11 +57,14 @@ def reopen(ref: SourceRef) -> StateSource:
 def open_target(path: str | None, output: str | None = None, *,
                 base_checkpoint_id: int | None = None,
                 checkpoint_id: int | None = None,
-                pojos: Mapping[str, PojoClass] | None = None) -> SnapshotTarget:
+                pojos: Mapping[str, PojoClass] | None = None,
+                flink_version: str | None = None) -> SnapshotTarget:
     """Where a write goes: a new Flink savepoint directory ``output`` derived from the Flink
     snapshot at ``path`` (or from nothing), else a new statesource checkpoint under ``path``.
     ``pojos`` declares the Java classes of records a new Flink state holds as POJOs (a
-    statesource checkpoint has no Java classes: refused there).
+    statesource checkpoint has no Java classes: refused there); ``flink_version`` the Flink
+    release a savepoint made from nothing is for (one derived from a snapshot is for that
+    snapshot's).
 
     A Flink snapshot is never written in place, and a statesource checkpoint never becomes a
     savepoint by a write (``export-flink`` does that): both are refused, naming the cure.
@@ -77,13 +80,18 @@ def open_target(path: str | None, output: str | None = None, *,
             raise InvalidArgumentError(
                 f"POJO classes ({', '.join(sorted(pojos))}) are of a new Flink savepoint's"
                 f" records; {path} gets a statesource checkpoint: give output, or no POJOs")
+        if flink_version is not None:
+            raise InvalidArgumentError(
+                f"Flink version {flink_version} is of a new Flink savepoint; {path} gets a"
+                " statesource checkpoint: give output, or no Flink version")
         return CheckpointTarget.open(path, base_checkpoint_id, checkpoint_id)
     if path is not None and not flink:
         raise InvalidArgumentError(
             f"output {output} is a new Flink savepoint, but {path} is not a Flink snapshot:"
             " write a statesource checkpoint without output, or turn it into a savepoint"
             " with statesource export-flink")
-    return FlinkSavepointTarget.open(path, output, base_checkpoint_id, checkpoint_id, pojos)
+    return FlinkSavepointTarget.open(path, output, base_checkpoint_id, checkpoint_id, pojos,
+                                     flink_version)
 
 
 def open_change_feed(path: PathOrLocation, start_id: int, end_id: int | None, *,

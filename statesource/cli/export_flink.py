@@ -6,14 +6,15 @@ import argparse
 
 from statesource.flink.operations.export import export_flink
 from statesource.flink.serializers.mapping import pojo_classes
+from statesource.flink.snapshot.versions import NEWEST_RELEASE, WRITTEN_RELEASES
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "export-flink", help="write a statesource checkpoint as a Flink savepoint",
         description="Write the keyed and operator state of the statesource checkpoint at"
-        " CHECKPOINT as a new canonical Flink 2.x savepoint directory --output DIR, which a"
-        " Flink job restores"
+        " CHECKPOINT as a new canonical Flink savepoint directory --output DIR, which a"
+        " Flink job of --flink-version restores"
         " (execution.state-recovery.path, flink run -s) with states of the same names and"
         " types under operators of the same uids and max parallelism (docs/FLINK.md)."
         " Operator states (split, union, broadcast) are written too, unless --keyed-only"
@@ -30,6 +31,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="the Java classes of records that are POJOs in the job, as a JSON"
                         ' object of record name -> class: \'{"Event": "com.example.Event"}\''
                         ' (or -> {"class": ..., "declaringClasses": {field: superclass}})')
+    parser.add_argument("--flink-version", metavar="X.Y",
+                        help="the Flink release that restores the savepoint: "
+                        + ", ".join(WRITTEN_RELEASES) + f" (default {NEWEST_RELEASE})")
     parser.set_defaults(run=run)
 
 
@@ -37,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     pojos = (None if args.pojo_classes is None
              else pojo_classes(args.pojo_classes, "--pojo-classes"))
     done = export_flink(args.checkpoint, args.output, checkpoint_id=args.checkpoint_id,
-                        pojos=pojos, keyed_only=args.keyed_only, progress=print)
+                        pojos=pojos, keyed_only=args.keyed_only,
+                        flink_version=args.flink_version, progress=print)
     for operator, state in done.skipped_operator_states:
         print(f"  left out operator state {state!r} of operator {operator!r}")
     print(f"wrote savepoint {done.output} of checkpoint {done.checkpoint_id}: {done.entries:,}"

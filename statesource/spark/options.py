@@ -144,9 +144,10 @@ def _boolean(options: dict[str, str], key: str, default: bool | None) -> bool | 
 _WRITE_KNOWN = {name.lower(): name for name in (
     "path", "output", "operator", "state", "baseCheckpointId", "checkpointId", "kind", "keyType",
     "namespaceType", "maxParallelism", "parallelism", "valueSchemas", "orderColumn",
-    "pojoClasses")}
+    "pojoClasses", "flinkVersion")}
 """Write options, by their lower-cased form (Spark lower-cases option names)."""
-CHECKPOINT_OPTIONS = ("path", "output", "baseCheckpointId", "checkpointId", "pojoClasses")
+CHECKPOINT_OPTIONS = ("path", "output", "baseCheckpointId", "checkpointId", "pojoClasses",
+                      "flinkVersion")
 """Options of a whole write (the new checkpoint), not of one state in it."""
 
 
@@ -177,14 +178,17 @@ class WriteOptions:
     pojos: Mapping[str, PojoClass] = field(default_factory=dict)
     """The Java classes of records that are POJOs in a new Flink savepoint (the
     ``pojoClasses`` option: the whole savepoint's, as its states share the job's classes)."""
+    flink_version: str | None = None
+    """The Flink release (``flinkVersion``, e.g. ``"1.20"``) a savepoint made from nothing is
+    for; one derived from a Flink snapshot is for that snapshot's."""
 
     def without_checkpoint_options(self) -> WriteOptions:
-        """These options less ``baseCheckpointId``, ``checkpointId`` and ``pojoClasses``,
-        taken by the caller for the whole write."""
-        given = {k: v for k, v in self.given.items()
-                 if k not in ("baseCheckpointId", "checkpointId", "pojoClasses")}
+        """These options less ``baseCheckpointId``, ``checkpointId``, ``pojoClasses`` and
+        ``flinkVersion``, taken by the caller for the whole write."""
+        given = {k: v for k, v in self.given.items() if k not in
+                 ("baseCheckpointId", "checkpointId", "pojoClasses", "flinkVersion")}
         return dataclasses.replace(self, given=given, base_checkpoint_id=None,
-                                   checkpoint_id=None, pojos={})
+                                   checkpoint_id=None, pojos={}, flink_version=None)
 
     def with_state(self, operator: str, state: str) -> WriteOptions:
         """These options for keyed state ``state`` of ``operator``."""
@@ -220,6 +224,7 @@ def parse_write_options(options: Mapping[str, object]) -> WriteOptions:
         order_column=given.get("orderColumn") or None,
         pojos=pojo_classes(given["pojoClasses"], "option pojoClasses")
         if "pojoClasses" in given else {},
+        flink_version=given.get("flinkVersion") or None,
     )
 
 

@@ -6,7 +6,9 @@ retained heap checkpoint and a RocksDB canonical savepoint. Their states decode 
 (test_generated_fixtures.py) and their files write back byte for byte
 (test_flink_round_trips.py). Here: operators named by uid although versions 3 and 4 record
 only ids, ``inspect``, ``import-flink`` and ``diff``; the rescale command keeps the version
-(restored by a real Flink 1.20, as Spark's writes are: test_flink_1x_writes.py).
+(restored by a real Flink 1.20, as Spark's writes are: test_flink_1x_writes.py); what a new
+state of a 1.x savepoint cannot have (a POJO's collection fields, which 1.x gives Kryo, and
+``Set``s) is refused, and a Flink version is asked of new savepoints only.
 """
 
 from __future__ import annotations
@@ -19,10 +21,19 @@ import pytest
 
 from flink_fixture_checks import FIXTURES
 from statesource.cli import main
+from statesource.errors import InvalidArgumentError, TypeMismatchError
 from statesource.flink.handles import operator_id_of
 from statesource.flink.operations.savepoint_target import FlinkSavepointTarget
 from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.serializers.collections import SetSerializer
+from statesource.flink.serializers.mapping import PojoClass
+from statesource.flink.serializers.primitives import SIMPLE
+from statesource.flink.statefiles.state_meta_writer import state_info
 from statesource.format.reader import Checkpoint
+from statesource.model import StateDeclaration, StateKind
+from statesource.schema import ValueSchema
+from statesource.sources import open_target
+from statesource.types import LONG, VOID
 
 FLINK_120 = FIXTURES / "flink-1.20"
 KINDS = ["canonical", "native", "checkpoint", "rocksdb"]
@@ -90,3 +101,57 @@ def test_a_write_target_names_a_1x_operator_without_the_storage(tmp_path):
     assert copy.operator_uid("stateful") == operator_id_of("stateful")
     assert copy.operator_uid(operator_id_of("opaque")) == operator_id_of("opaque")
     assert copy.operator_uid("new-operator") == "new-operator"
+
+
+PROFILE = {"type": "record", "name": "Profile", "fields": [
+    {"name": "visits", "type": "long"},
+    {"name": "tags", "type": {"type": "array", "items": "string"}}]}
+
+
+def _profile(name: str) -> StateDeclaration:
+    return StateDeclaration(name, StateKind.VALUE, VOID, {"value": ValueSchema.parse(PROFILE)})
+
+
+def test_a_pojo_with_a_collection_field_is_refused_for_flink_1x(tmp_path):
+    # Flink 1.x serializes a POJO's List field with Kryo (2.x with its ListSerializer)
+    pojos = {"Profile": PojoClass("com.example.Profile")}
+    output = tmp_path / "out"
+    target = FlinkSavepointTarget.open(str(FLINK_120 / "canonical"), str(output), pojos=pojos)
+    with pytest.raises(TypeMismatchError, match="state 'profile'.*the value.tags: Flink 1.x's"
+                                                " type extraction makes a List a Kryo type"):
+        target.sink("stateful", _profile("profile"), LONG, 128)
+    fresh = FlinkSavepointTarget.open(None, str(tmp_path / "fresh"), pojos=pojos)
+    assert fresh.sink("users", _profile("profile"), LONG, 128).info.value.nested()
+    assert not output.exists()
+
+
+def test_a_set_is_refused_for_flink_1x():
+    pojo = PojoClass("com.example.Profile", serializers={"tags": SetSerializer(SIMPLE["string"])})
+    declaration = _profile("profile")
+    assert state_info(declaration, pojos={"Profile": pojo}).value.nested()
+    with pytest.raises(TypeMismatchError, match="field tags of POJO com.example.Profile:"
+                                                " SetSerializerSnapshot is new in Flink 2.0"):
+        state_info(declaration, pojos={"Profile": pojo}, flink_major=1)
+
+
+def test_a_flink_version_is_of_a_new_savepoint_only(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="Flink version 2.3: .*canonical was written"
+                                                   " by Flink 1.16 to 1.20"):
+        FlinkSavepointTarget.open(str(FLINK_120 / "canonical"), str(tmp_path / "o"),
+                                  flink_version="2.3")
+    assert FlinkSavepointTarget.open(str(FLINK_120 / "canonical"), str(tmp_path / "o"),
+                                     flink_version="1.18").operator_uid("x") == "x"
+    with pytest.raises(InvalidArgumentError, match="Flink version 1.20 is of a new Flink"):
+        open_target(str(tmp_path / "checkpoints"), flink_version="1.20")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("release", ["1.15", "3.0", "latest", ""])
+def test_export_for_a_release_statesource_does_not_write_is_one_line(release, tmp_path,
+                                                                      capsys):
+    assert main(["export-flink", str(tmp_path), "--output", str(tmp_path / "sp"),
+                 "--flink-version", release]) == 1
+    err = capsys.readouterr().err
+    assert f"Flink version {release!r} is not one statesource writes savepoints for: give one" \
+           " of 1.17, 1.18, 1.19, 1.20, 2.0, 2.1, 2.2, 2.3" in err and err.count("\n") == 1
+    assert not (tmp_path / "sp").exists()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass
 
 from statesource.errors import IncompatibleCheckpointError, TypeMismatchError
@@ -47,7 +48,7 @@ from statesource.flink.operations.rescale import CANONICAL_SAVEPOINT_PROPERTIES
 from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.mapping import PojoClass
 from statesource.flink.snapshot.publish import SavepointWriter, check_output
-from statesource.flink.snapshot.versions import WRITTEN_VERSION
+from statesource.flink.snapshot.versions import release_layout
 from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
 from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
@@ -110,14 +111,17 @@ class _Plan:
 def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathLike[str], *,
                  checkpoint_id: int | None = None,
                  pojos: Mapping[str, PojoClass] | None = None, keyed_only: bool = False,
+                 flink_version: str | None = None,
                  progress: Progress | None = None) -> ExportedSavepoint:
     """Write the keyed and operator state of the statesource checkpoint at
     ``checkpoint_path`` (the newest under it, or ``checkpoint_id``) as a new canonical Flink
     savepoint directory ``output``.
 
     ``pojos`` declares the Java classes of record value schemas that are POJOs (see
-    :func:`~statesource.flink.statefiles.state_meta_writer.state_info`). The savepoint's
-    checkpoint id is the checkpoint's.
+    :func:`~statesource.flink.statefiles.state_meta_writer.state_info`). The savepoint is
+    for Flink ``flink_version`` (``"1.20"``, ``"2.3"``; default the newest): its
+    ``_metadata`` version, and serializers as that release derives them. Its checkpoint id
+    is the checkpoint's.
 
     Refused, with nothing written: an ``output`` that exists
     (:class:`~statesource.errors.CheckpointExistsError`); a key type or a state whose
@@ -127,6 +131,7 @@ def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathL
     """
     started = time.perf_counter()
     report = progress or (lambda _: None)
+    layout = release_layout(flink_version)
     check_output(output)  # refused before the checkpoint is even read
     checkpoint = Checkpoint.open(checkpoint_path, checkpoint_id=checkpoint_id)
     skipped: list[tuple[str, str]] = []
@@ -135,7 +140,7 @@ def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathL
         if keyed_only:
             skipped += [(op.uid, s.name) for s in op.operator_states]
         if op.keyed_states or (op.operator_states and not keyed_only):
-            plans.append(_plan(op, pojos, not keyed_only))
+            plans.append(_plan(op, pojos, not keyed_only, layout.flink_major))
     exported = []
     with SavepointWriter(output) as writer:
         operators = []
@@ -144,17 +149,19 @@ def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathL
                    f" {len(plan.operator_states)} operator states, parallelism"
                    f" {plan.op.parallelism}, max parallelism {plan.op.max_parallelism}")
             snapshot, done = _export_operator(checkpoint, writer, plan)
-            operators.append(snapshot)
+            recorded = layout.recorded_uid(plan.op.uid)
+            operators.append(dataclasses.replace(snapshot, name=recorded, uid=recorded))
             exported.append(done)
-        metadata = SnapshotMetadata(WRITTEN_VERSION, checkpoint.checkpoint_id,
-                                    tuple(operators), (), CANONICAL_SAVEPOINT_PROPERTIES)
+        metadata = SnapshotMetadata(
+            layout.version, checkpoint.checkpoint_id, tuple(operators), (),
+            CANONICAL_SAVEPOINT_PROPERTIES if layout.properties else b"")
         published = writer.publish(metadata)
     return ExportedSavepoint(str(checkpoint.location), str(published), checkpoint.checkpoint_id,
                              tuple(exported), tuple(skipped), time.perf_counter() - started)
 
 
 def _plan(op: OperatorMeta, pojos: Mapping[str, PojoClass] | None,
-          with_operator_state: bool) -> _Plan:
+          with_operator_state: bool, flink_major: int) -> _Plan:
     where = f"operator {op.uid!r}"
     key = None
     if op.keyed_states:
@@ -165,7 +172,8 @@ def _plan(op: OperatorMeta, pojos: Mapping[str, PojoClass] | None,
     states = []
     for state_id, meta in enumerate(op.keyed_states):
         try:
-            states.append(state_info(meta.declaration, state_id, pojos=pojos))
+            states.append(state_info(meta.declaration, state_id, pojos=pojos,
+                                     flink_major=flink_major))
         except TypeMismatchError as error:
             raise TypeMismatchError(
                 f"{where}: {error}; Flink's serializer of this state cannot be derived, so it"
@@ -174,7 +182,8 @@ def _plan(op: OperatorMeta, pojos: Mapping[str, PojoClass] | None,
     for op_state in op.operator_states if with_operator_state else ():
         try:
             operator_states.append(operator_state_info(op_state.name, op_state.mode,
-                                                       op_state.schemas, pojos))
+                                                       op_state.schemas, pojos,
+                                                       flink_major))
         except TypeMismatchError as error:
             raise TypeMismatchError(
                 f"{where}: {error}; Flink's serializer of this operator state cannot be"

@@ -42,7 +42,12 @@ from typing import Any
 import pyarrow as pa
 
 from statesource.checks import check_checkpoint_id
-from statesource.errors import IncompatibleCheckpointError, StateSourceError, TypeMismatchError
+from statesource.errors import (
+    IncompatibleCheckpointError,
+    InvalidArgumentError,
+    StateSourceError,
+    TypeMismatchError,
+)
 from statesource.flink.declarations import declaration as declared
 from statesource.flink.declarations import operator_meta
 from statesource.flink.handles import (
@@ -65,7 +70,7 @@ from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.mapping import PojoClass
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter, check_output, staging_name
-from statesource.flink.snapshot.versions import WRITTEN_VERSION, metadata_layout
+from statesource.flink.snapshot.versions import MetadataLayout, metadata_layout, release_layout
 from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
 from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
@@ -134,7 +139,7 @@ class FlinkSavepointTarget:
     def __init__(self, base_path: str | None, base_checkpoint_id: int | None, output: Path,
                  checkpoint_id: int, timestamp_ms: int,
                  pojos: Mapping[str, PojoClass] | None = None,
-                 base: FlinkSnapshot | None = None) -> None:
+                 base: FlinkSnapshot | None = None, flink_version: str | None = None) -> None:
         self.base_path = base_path
         self.base_checkpoint_id = base_checkpoint_id
         self.output = output
@@ -144,7 +149,7 @@ class FlinkSavepointTarget:
         self.work = str(output.parent / staging_name(output.name))
         self._snapshot = base
         opened = self._base()  # the _metadata version written is the base's: 1.x stays 1.x
-        self._version = WRITTEN_VERSION if opened is None else opened.metadata.version
+        self._layout = _layout(opened, flink_version, base_path)
         self._base_snapshots = () if opened is None else opened.operators
         self._undecodable = self._read_undecodable()
         self._headers = self._read_headers()
@@ -156,9 +161,11 @@ class FlinkSavepointTarget:
     @classmethod
     def open(cls, path: str | None, output: str, base_checkpoint_id: int | None = None,
              checkpoint_id: int | None = None,
-             pojos: Mapping[str, PojoClass] | None = None) -> FlinkSavepointTarget:
+             pojos: Mapping[str, PojoClass] | None = None,
+             flink_version: str | None = None) -> FlinkSavepointTarget:
         """The target, every check done: ``output`` free, the base readable. The savepoint's
-        checkpoint id is ``checkpoint_id``, else the base's (1 from nothing)."""
+        checkpoint id is ``checkpoint_id``, else the base's (1 from nothing); it is for the
+        base's Flink version, or from nothing for ``flink_version`` (default the newest)."""
         checked = check_output(output)
         base = (None if path is None
                 else FlinkSnapshot.open(path, checkpoint_id=base_checkpoint_id))
@@ -166,7 +173,7 @@ class FlinkSavepointTarget:
             checkpoint_id = 1 if base is None else base.checkpoint_id
         check_checkpoint_id(checkpoint_id)
         return cls(path, base_checkpoint_id, checked, checkpoint_id,
-                   time.time_ns() // 1_000_000, pojos, base)
+                   time.time_ns() // 1_000_000, pojos, base, flink_version)
 
     def _base(self) -> FlinkSnapshot | None:
         """The base snapshot, opened once per process: the target travels to Spark's commit
@@ -253,22 +260,9 @@ class FlinkSavepointTarget:
         else:
             key, info = _derived_key(where, key_type), None
         if info is None:
-            self._check_derivable(where, header is None)
-            info = _derived(where, state, self.pojos)
+            info = _derived(where, state, self.pojos, self._layout.flink_major)
         self._staged[(operator, state.name)] = _Staged(info, key)
         return FlinkStateSink(self.work, key, info, key_type, state, max_parallelism)
-
-    def _check_derivable(self, where: str, new_operator: bool) -> None:
-        """Refuse a state new to a Flink 1.x base: its serializer snapshots would be derived as
-        Flink 2.x writes them (a state it holds keeps the bytes its Flink wrote)."""
-        if self._version != WRITTEN_VERSION:
-            layout = metadata_layout(self._version, str(self.base_path))
-            raise IncompatibleCheckpointError(
-                f"{where}: {self.base_path} was written by {layout.written_by} (metadata"
-                f" version {self._version}), and a state new to it"
-                + (" (of an operator new to it)" if new_operator else "")
-                + " would get serializer snapshots as Flink 2.x writes them: statesource"
-                " writes into a Flink 1.x savepoint only the states it holds")
 
     def publish(self) -> CheckpointInfo:
         edits, new = self._changes()
@@ -278,14 +272,14 @@ class FlinkSavepointTarget:
                    if base is not None else None)
         with SavepointWriter(self.output) as writer:
             operators = rewrite.write(writer)[0] if rewrite is not None else []
-            operators += [_new_operator(writer, op, states) for op, states in new]
+            operators += [_new_operator(writer, op, states, self._layout) for op, states in new]
             if rewrite is not None:
                 metadata = dataclasses.replace(rewrite.metadata(operators),
                                                checkpoint_id=self.checkpoint_id)
             else:
-                metadata = SnapshotMetadata(WRITTEN_VERSION, self.checkpoint_id,
-                                            tuple(operators), (),
-                                            CANONICAL_SAVEPOINT_PROPERTIES)
+                metadata = SnapshotMetadata(
+                    self._layout.version, self.checkpoint_id, tuple(operators), (),
+                    CANONICAL_SAVEPOINT_PROPERTIES if self._layout.properties else b"")
             published = writer.publish(metadata)
         self.remove([f for op in self._edit.operators for s in op.keyed_states
                      for f in s.files])
@@ -373,16 +367,32 @@ def _derived_key(where: str, key_type: DataType) -> FlinkType:
         raise TypeMismatchError(f"{where}, key type {key_type}: {error}") from None
 
 
-def _derived(where: str, state: StateDeclaration, pojos: Mapping[str, PojoClass]) -> StateInfo:
+def _layout(base: FlinkSnapshot | None, flink_version: str | None, base_path: str | None
+            ) -> MetadataLayout:
+    """What the savepoint is written as: its base's version (1.x stays 1.x), or from nothing
+    for ``flink_version``; a version asked of a base written by another Flink is refused."""
+    if base is None:
+        return release_layout(flink_version)
+    layout = metadata_layout(base.metadata.version, str(base_path))
+    if flink_version is not None and release_layout(flink_version).version != layout.version:
+        raise InvalidArgumentError(
+            f"Flink version {flink_version}: {base_path} was written by {layout.written_by}"
+            f" (metadata version {layout.version}), and a savepoint derived from it is for"
+            " the same Flink: give no Flink version, or one of those releases")
+    return layout
+
+
+def _derived(where: str, state: StateDeclaration, pojos: Mapping[str, PojoClass],
+             flink_major: int) -> StateInfo:
     try:
-        return state_info(state, 0, pojos=pojos)
+        return state_info(state, 0, pojos=pojos, flink_major=flink_major)
     except TypeMismatchError as error:
         raise TypeMismatchError(
             f"{where}: {error}; Flink's serializer of this state cannot be derived") from None
 
 
-def _new_operator(writer: SavepointWriter, op: OperatorMeta, states: list[StagedState]
-                  ) -> OperatorSnapshot:
+def _new_operator(writer: SavepointWriter, op: OperatorMeta, states: list[StagedState],
+                  layout: MetadataLayout) -> OperatorSnapshot:
     """A keyed operator the base does not have: its uid, one file per subtask."""
     key = _derived_key(f"operator {op.uid!r}", op.keyed_key_type)
     infos = tuple(dataclasses.replace(s.info, state_id=i) for i, s in enumerate(states))
@@ -396,5 +406,6 @@ def _new_operator(writer: SavepointWriter, op: OperatorMeta, states: list[Staged
     header = write_keyed_header(KeyedHeader(HEADER_VERSIONS[-1], False, key, infos, 0))
     handles = writer.write_keyed_files(header, framers, op.max_parallelism, op.parallelism)
     subtasks = tuple(SubtaskState(index, (handle,), ()) for index, handle in enumerate(handles))
-    return OperatorSnapshot(op.uid, op.uid, operator_id_of(op.uid), op.parallelism,
+    recorded = layout.recorded_uid(op.uid)
+    return OperatorSnapshot(recorded, recorded, operator_id_of(op.uid), op.parallelism,
                             op.max_parallelism, subtasks)

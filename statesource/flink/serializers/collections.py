@@ -205,6 +205,10 @@ def _null_in_ttl_map(r: BinaryReader) -> CorruptCheckpointError:
                    r.pos - 1)
 
 
+FLINK_2_ONLY = frozenset({SetSerializer.snapshot_class})
+"""Snapshot classes of this family that Flink 1.x does not have (``Types.SET`` came in 2.0)."""
+
+
 class SetType(FlinkType):
     """``SetSerializer``: an int count, then per element a null flag and the element."""
 

@@ -18,8 +18,9 @@ from typing import Any
 from statesource.checks import json_object_argument
 from statesource.errors import InvalidArgumentError, TypeMismatchError
 from statesource.flink.serializers.avro import AVRO_SNAPSHOT
-from statesource.flink.serializers.base import FlinkSerializer, refusal
+from statesource.flink.serializers.base import FlinkSerializer, flink_type, refusal
 from statesource.flink.serializers.collections import (
+    FLINK_2_ONLY,
     ListSerializer,
     MapSerializer,
     SetSerializer,
@@ -121,8 +122,9 @@ class _AvroMapping:
     declare them.
     """
 
-    def __init__(self, pojos: Mapping[str, PojoClass]) -> None:
+    def __init__(self, pojos: Mapping[str, PojoClass], flink_major: int) -> None:
         self.pojos = pojos
+        self.flink_major = flink_major
         self.named: dict[str, tuple[dict[str, Any], str]] = {}
         self.pending: set[str] = set()
 
@@ -185,8 +187,17 @@ class _AvroMapping:
                                   f" values a Kryo type; {refusal(KRYO_SNAPSHOT)}")
         return held
 
+    def _extracted_collection(self, path: str, java_type: str) -> None:
+        """Flink 1.x's type extraction has no collection types: a ``List`` or ``Map`` it
+        extracts is a generic type, serialized by Kryo (the 2.x serializers came in 2.0)."""
+        if self.flink_major < 2:
+            raise self.fail(path, f"Flink 1.x's type extraction makes a {java_type} a Kryo"
+                                  f" type; {refusal(KRYO_SNAPSHOT)}")
+
     def _map(self, key: FlinkSerializer, values: Any, path: str, namespace: str,
              extracted: bool) -> FlinkSerializer:
+        if extracted:
+            self._extracted_collection(path, "Map")
         value = self._held(values, path + "{}", namespace, extracted)
         return extracted_map(key, value) if extracted else MapSerializer(key, value)
 
@@ -202,6 +213,8 @@ class _AvroMapping:
             key_schema, value_schema = (f["type"] for f in entry["fields"])
             key = self._held(key_schema, path + "{key}", namespace, extracted)
             return self._map(key, value_schema, path, namespace, extracted)
+        if extracted:
+            self._extracted_collection(path, "List")
         element = self._held(items, path + "[]", namespace, extracted)
         return extracted_list(element) if extracted else ListSerializer(element)
 
@@ -264,7 +277,7 @@ def _full_name(name: str, namespace: str) -> str:
 
 def serializer_for_schema(schema: ValueSchema | Mapping[str, Any] | list[Any] | str,
                           pojos: Mapping[str, PojoClass] | None = None, *,
-                          extracted: bool = False) -> FlinkSerializer:
+                          extracted: bool = False, flink_major: int = 2) -> FlinkSerializer:
     """The serializer of values of an Avro value schema, in the shapes the Flink reader gives them.
 
     ``string``, ``int``, ``long``, ``float``, ``double``, ``boolean``, ``bytes`` (``byte[]``),
@@ -283,6 +296,9 @@ def serializer_for_schema(schema: ValueSchema | Mapping[str, Any] | list[Any] | 
     nullable (:func:`extracted_list`, :func:`extracted_map`). A POJO's fields are always
     extracted: a list field of strings is ``Nullable(List(Nullable(String)))``, and a
     collection of collections, Tuples or Rows, or a Row field, is Kryo and refused.
+
+    ``flink_major`` is the Flink the serializers are for: 1.x extracts no collection type (a
+    ``List`` or ``Map`` field is Kryo: refused) and has no ``SetSerializer``.
     """
     avro = schema.avro if isinstance(schema, ValueSchema) else schema
     if isinstance(avro, str) and avro.lstrip().startswith(("{", "[", '"')):
@@ -290,4 +306,19 @@ def serializer_for_schema(schema: ValueSchema | Mapping[str, Any] | list[Any] | 
             avro = json.loads(avro)
         except ValueError as error:
             raise InvalidArgumentError(f"the value schema is not JSON: {error}") from None
-    return _AvroMapping(pojos or {}).serializer(avro, "the value", "", extracted)
+    given = pojos or {}
+    for pojo in given.values():
+        for name, serializer in pojo.serializers.items():
+            check_release(serializer, flink_major, f"field {name} of POJO {pojo.name}")
+    return _AvroMapping(given, flink_major).serializer(avro, "the value", "", extracted)
+
+
+def check_release(serializer: FlinkSerializer, flink_major: int, where: str) -> None:
+    """Refuse a serializer the Flink ``flink_major`` does not have, anywhere inside it."""
+    if flink_major < 2:
+        missing = [t.serializer for t in flink_type(serializer).nested()
+                   if t.serializer in FLINK_2_ONLY]
+        if missing:
+            raise TypeMismatchError(
+                f"{where}: {missing[0].rsplit('.', 1)[-1]} is new in Flink 2.0; Flink 1.x"
+                " has no serializer of that class")

@@ -17,6 +17,7 @@ from statesource.flink.serializers.base import (
 from statesource.flink.serializers.collections import ListSerializer, MapSerializer
 from statesource.flink.serializers.mapping import (
     PojoClass,
+    check_release,
     serializer_for_schema,
     serializer_for_type,
 )
@@ -76,11 +77,12 @@ def keyed_state_info(name: str, kind: StateKind, namespace: FlinkSerializer | Da
 def state_info(declaration: StateDeclaration, state_id: int = 0, *,
                serializers: Mapping[str, FlinkSerializer] | None = None,
                pojos: Mapping[str, PojoClass] | None = None,
-               extracted: bool = False) -> StateInfo:
+               extracted: bool = False, flink_major: int = 2) -> StateInfo:
     """The meta info Flink writes for a declared keyed state, its serializers derived.
 
     Each value role's serializer comes from ``serializers`` when given there, else from
-    its schema (:func:`serializer_for_schema`, with ``pojos`` and ``extracted``); the
+    its schema (:func:`serializer_for_schema`, with ``pojos``, ``extracted`` and the
+    ``flink_major`` the savepoint is for: 1.x lacks some serializers 2.x derives); the
     namespace from the declaration's namespace type; a TTL wraps the values as Flink's
     TTL state does.
     """
@@ -93,11 +95,14 @@ def state_info(declaration: StateDeclaration, state_id: int = 0, *,
     values = {}
     for role, schema in declaration.schemas.items():
         if role in given:
-            check_serializer(given[role], f"the {role} serializer of {declaration.name!r}")
+            where = f"the {role} serializer of {declaration.name!r}"
+            check_serializer(given[role], where)
+            check_release(given[role], flink_major, where)
             values[role] = given[role]
             continue
         try:
-            values[role] = serializer_for_schema(schema, pojos, extracted=extracted)
+            values[role] = serializer_for_schema(schema, pojos, extracted=extracted,
+                                                 flink_major=flink_major)
         except TypeMismatchError as error:
             raise TypeMismatchError(f"state {declaration.name!r}, {role}: {error}") from None
     return keyed_state_info(declaration.name, declaration.kind, declaration.namespace_type,

@@ -83,7 +83,8 @@ def open_target(options: WriteOptions) -> SnapshotTarget:
             " the Flink snapshot the new savepoint derives from)")
     return target_of(options.path, options.output,
                      base_checkpoint_id=options.base_checkpoint_id,
-                     checkpoint_id=options.checkpoint_id, pojos=options.pojos)
+                     checkpoint_id=options.checkpoint_id, pojos=options.pojos,
+                     flink_version=options.flink_version)
 
 
 def _messages_files(messages: list[WriterCommitMessage | None]) -> list[DataFile]:
@@ -250,18 +251,19 @@ def remove_staged(target: SnapshotTarget, files: list[DataFile]) -> None:
 
 def rewrite(spark: Any, path: str | None, *, output: str | None = None,
             base_checkpoint_id: int | None = None, checkpoint_id: int | None = None,
-            pojos: Mapping[str, PojoClass] | None = None) -> Rewrite:
+            pojos: Mapping[str, PojoClass] | None = None,
+            flink_version: str | None = None) -> Rewrite:
     """Stage changes to the newest checkpoint under ``path`` (or ``base_checkpoint_id``)
     for one new checkpoint (default id: newest + 1); or, given ``output``, to the Flink
     snapshot at ``path`` (None: none, a bootstrap) for the new savepoint directory
-    ``output``, whose new states' records named in ``pojos`` are those POJOs. See
-    :class:`Rewrite`.
+    ``output``, whose new states' records named in ``pojos`` are those POJOs; a bootstrap
+    is for Flink ``flink_version`` (``"1.20"``; default the newest). See :class:`Rewrite`.
 
     The base is opened and the id chosen on ``spark``'s driver, which sees the
     storage as the commit will."""
     target = call_on_driver(spark, open_target, WriteOptions(
         path=path, output=output, base_checkpoint_id=base_checkpoint_id,
-        checkpoint_id=checkpoint_id, pojos=pojos or {}))
+        checkpoint_id=checkpoint_id, pojos=pojos or {}, flink_version=flink_version))
     return Rewrite(target, spark)
 
 
@@ -283,7 +285,8 @@ def write_state(df: Any, path: str | None, operator: str, state: str, *,
                                     base_checkpoint_id)
     checkpoint_id = _id_option(parsed, "checkpointId", parsed.checkpoint_id, checkpoint_id)
     with rewrite(df.sparkSession, path, output=output, base_checkpoint_id=base_checkpoint_id,
-                 checkpoint_id=checkpoint_id, pojos=parsed.pojos) as staged:
+                 checkpoint_id=checkpoint_id, pojos=parsed.pojos,
+                 flink_version=parsed.flink_version) as staged:
         staged.replace_with(df, operator, state, parsed.without_checkpoint_options())
     assert staged.info is not None
     return staged.info

@@ -1,10 +1,10 @@
 """Savepoints written from Flink 1.x snapshots, for Flink 1.x: restored by a real Flink 1.20.
 
 The ``flink-1.20`` and ``flink-1.15`` fixtures (FixtureJob1x.java by a real Flink 1.20.5 and
-1.15.4) are rescaled, erased, have a state dropped and one rewritten from Spark; each output
-keeps its ``_metadata``
-version (4, or 3 without checkpoint properties) and the serializer snapshots the job's Flink
-wrote, and a Flink 1.20.5 (``apache-flink-libraries``, installed beside 2.3 by the README's
+1.15.4) are rescaled, erased, have a state dropped, one rewritten from Spark and new ones
+added; each output keeps its ``_metadata`` version (4, or 3 without checkpoint properties)
+and the serializer snapshots the job's Flink wrote, new states get theirs as 1.20 derives
+them, a bootstrap and an export are written for 1.20 when asked; and a Flink 1.20.5 (``apache-flink-libraries``, installed beside 2.3 by the README's
 test command) restores it with every key compared to the job's model (generate.py).
 """
 
@@ -17,11 +17,23 @@ from pyspark.sql import functions as F
 
 from flink_fixture_checks import FIXTURES, check_fixture, fixture_spec
 from flink_restore import FLINK_1X_VERSION, restore, values
-from statesource.errors import IncompatibleCheckpointError
+from sample_state import dump, merged
+from statesource.checkpointing import CheckpointWriter
+from statesource.cli import main
 from statesource.flink.operations.edit import drop_state, erase_keys
-from statesource.flink.operations.rescale import rescale_max_parallelism
+from statesource.flink.operations.rescale import is_canonical_savepoint, rescale_max_parallelism
+from statesource.flink.serializers.mapping import PojoClass
 from statesource.flink.snapshot.directory import FlinkSnapshot
-from statesource.spark import write_state
+from statesource.spark import rewrite, write_state
+from statesource.state.clock import ManualClock
+from test_flink_export import (
+    USER_SPEC,
+    USERS,
+    backends_of,
+    check_restored,
+    populate_users,
+    restore_spec,
+)
 
 pytestmark = pytest.mark.realflink
 
@@ -105,12 +117,67 @@ def test_a_state_rewritten_from_spark_keeps_the_version_and_restores(spark, tmp_
     check_ttl(rows, truth)
 
 
-def test_a_state_new_to_a_flink_1x_savepoint_is_refused(spark, tmp_path):
-    source = FIXTURES / "flink-1.15" / "canonical"
-    keys = spark.createDataFrame([(1, 2)], "key long, value long")
-    with pytest.raises(IncompatibleCheckpointError,
-                       match="written by Flink 1.11 to 1.15 \\(metadata version 3\\), and a state"
-                             " new to it would get serializer snapshots as Flink 2.x writes"):
-        write_state(keys, str(source), "stateful", "fresh", output=str(tmp_path / "out"),
-                    kind="value")
-    assert list(tmp_path.iterdir()) == []
+def test_new_states_and_a_new_operator_written_into_a_1x_savepoint_restore(spark, tmp_path):
+    """A state new to the job's operator (its POJO class declared), a new keyed operator, and
+    the states it holds, written as Flink 1.20 derives their serializers."""
+    source = FIXTURES / "flink-1.20" / "canonical"
+    truth = truth_of("flink-1.20")
+    events = {int(k): {**w["last"], "amount": w["last"]["amount"] * 2}
+              for k, w in truth["stateful"].items()}
+    previous = spark.createDataFrame(
+        sorted(events.items()),
+        "key long, value struct<id: long, key: long, user: string, amount: double, ts: long>")
+    names = spark.createDataFrame(
+        [(f"user-{i}", f"name-{i}-{j}") for i in range(40) for j in range(i % 3 + 1)],
+        "key string, list_element string")
+    output = tmp_path / "added"
+    with rewrite(spark, str(source), output=str(output),
+                 pojos={"value": PojoClass("FixtureJob1x$Event")}) as staged:
+        staged.replace(previous, "stateful", "previous", kind="value")
+        staged.replace(names, "bootstrapped", "names", kind="list", parallelism=3,
+                       maxParallelism=128)
+    assert version_of(output) == 4
+    spec = fixture_spec(128, flink1x=True)
+    spec["operators"][0]["keyed_states"].append(
+        {"name": "previous", "kind": "value", "value": {"pojo": "FixtureJob1x$Event"}})
+    spec["operators"].append({"uid": "bootstrapped", "key": "String", "parallelism": 3,
+                              "keyed_states": [{"name": "names", "kind": "list",
+                                                "element": "String"}]})
+    rows = restore(output, spec, java_sources=[JOB], flink=FLINK_1X_VERSION)
+    check_fixture(rows, truth, 2, added={"previous", *TTL})
+    assert values(rows, "stateful", "previous") == events
+    assert values(rows, "bootstrapped", "names") == {
+        f"user-{i}": [f"name-{i}-{j}" for j in range(i % 3 + 1)] for i in range(40)}
+
+
+def test_a_savepoint_bootstrapped_for_flink_1_20_restores_there(spark, tmp_path):
+    output = tmp_path / "fresh"
+    prices = spark.createDataFrame(
+        [(f"k{i}", f"item{j}", i + j / 4) for i in range(50) for j in range(i % 4)],
+        "key string, user_key string, user_value double")
+    with rewrite(spark, None, output=str(output), checkpoint_id=7,
+                 flink_version="1.20") as staged:
+        staged.replace(prices, "fresh", "prices", kind="map", parallelism=2,
+                       maxParallelism=128)
+    metadata = FlinkSnapshot.open(str(output)).metadata
+    assert (metadata.version, metadata.checkpoint_id) == (4, 7)
+    assert is_canonical_savepoint(metadata.properties)
+    rows = restore(output, {"max_parallelism": 128, "parallelism": 2, "operators": [
+        {"uid": "fresh", "key": "String", "keyed_states": [
+            {"name": "prices", "kind": "map", "user_key": "String",
+             "user_value": "Double"}]}]}, flink=FLINK_1X_VERSION)
+    assert values(rows, "fresh", "prices") == {
+        f"k{i}": [[f"item{j}", i + j / 4] for j in range(i % 4)] for i in range(50) if i % 4}
+
+
+def test_a_checkpoint_exported_for_flink_1_20_restores_there(tmp_path):
+    clock = ManualClock(1_700_000_000_000)
+    users = backends_of("string", 128, 2, USERS, populate_users, clock)
+    with CheckpointWriter(str(tmp_path / "checkpoints")) as writer:
+        writer.write(7, {"users": users})
+    assert main(["export-flink", str(tmp_path / "checkpoints"), "--output",
+                 str(tmp_path / "savepoint"), "--flink-version", "1.20"]) == 0
+    assert version_of(tmp_path / "savepoint") == 4
+    rows = restore(tmp_path / "savepoint", restore_spec(128, "users", "String", USER_SPEC, 2),
+                   flink=FLINK_1X_VERSION)
+    check_restored(rows, "users", USER_SPEC, merged([dump(b) for b in users]))

@@ -101,7 +101,7 @@ USERS = [f"user-{i}" for i in range(200)] + ["", "ünïcødé 🎉", "a\0b"]
 ACCOUNTS = [i * 7919 - 50_000 for i in range(150)] + [-(2**63), 2**63 - 1, 0]
 
 
-def _backends(key_type, max_parallelism, parallelism, keys, populate, clock):
+def backends_of(key_type, max_parallelism, parallelism, keys, populate, clock):
     from statesource.keygroups import assign_to_key_group
     from statesource.types import key_type as parse_key_type
 
@@ -122,8 +122,8 @@ def exported(tmp_path_factory):
     subtasks; long keys with window namespaces at 300 on 3), exported; and the model."""
     root = tmp_path_factory.mktemp("export")
     clock = ManualClock(1_700_000_000_000)
-    users = _backends("string", 128, 2, USERS, populate_users, clock)
-    windows = _backends("long", 300, 3, ACCOUNTS, populate_windows, clock)
+    users = backends_of("string", 128, 2, USERS, populate_users, clock)
+    windows = backends_of("long", 300, 3, ACCOUNTS, populate_windows, clock)
     with CheckpointWriter(str(root / "checkpoints")) as writer:
         writer.write(7, {"users": users, "windows": windows})
     done = export_flink(root / "checkpoints", root / "savepoint")
@@ -176,7 +176,7 @@ def _restored(rows, operator, states) -> dict:
     return restored
 
 
-def _check(rows, operator, states, model):
+def check_restored(rows, operator, states, model):
     kinds = {s["name"]: s["kind"] for s in states}
     ttl = {s["name"] for s in states if s.get("ttl")}
     expected = _expected(model, kinds, ttl)
@@ -186,7 +186,7 @@ def _check(rows, operator, states, model):
         assert expected[name], f"{operator}/{name} has entries"
 
 
-def _spec(max_parallelism, uid, key, states, parallelism):
+def restore_spec(max_parallelism, uid, key, states, parallelism):
     return {"max_parallelism": max_parallelism, "parallelism": parallelism,
             "ignore_unclaimed_state": True,
             "operators": [{"uid": uid, "key": key, "keyed_states": states}]}
@@ -195,8 +195,8 @@ def _spec(max_parallelism, uid, key, states, parallelism):
 @pytest.mark.parametrize("parallelism", [2, 3])
 def test_string_keyed_states_restore_with_every_value_and_ttl_timestamp(exported, parallelism):
     done, model = exported
-    rows = restore(done.output, _spec(128, "users", "String", USER_SPEC, parallelism))
-    _check(rows, "users", USER_SPEC, model["users"])
+    rows = restore(done.output, restore_spec(128, "users", "String", USER_SPEC, parallelism))
+    check_restored(rows, "users", USER_SPEC, model["users"])
     restored_states = {name for d in subtasks(rows, "users").values()
                        for name in d["restoredKeyedStates"]}
     assert {s["name"] for s in USER_SPEC} <= restored_states
@@ -209,8 +209,8 @@ def test_string_keyed_states_restore_with_every_value_and_ttl_timestamp(exported
 
 def test_long_keyed_window_states_restore(exported):
     done, model = exported
-    rows = restore(done.output, _spec(300, "windows", "Long", WINDOW_SPEC, 3))
-    _check(rows, "windows", WINDOW_SPEC, model["windows"])
+    rows = restore(done.output, restore_spec(300, "windows", "Long", WINDOW_SPEC, 3))
+    check_restored(rows, "windows", WINDOW_SPEC, model["windows"])
     (snapshot,) = [row for row in rows if row["kind"] == "snapshot"]
     by_uid = {op["uid"]: op for op in snapshot["operators"]}
     assert (by_uid["windows"]["parallelism"], by_uid["windows"]["maxParallelism"]) == (3, 300)
@@ -319,7 +319,7 @@ def test_operator_states_restore_split_union_and_broadcast(tmp_path, parallelism
             backend.set_current_key(key)
             counts.update(key * 2)
 
-    keyed = _backends("long", 128, 3, range(60), populate_counts, ManualClock(0))
+    keyed = backends_of("long", 128, 3, range(60), populate_counts, ManualClock(0))
     src = _operator_backends(3)
     mixed = _operator_backends(3)
     source = _checkpoint(tmp_path / "checkpoints", {
@@ -354,7 +354,7 @@ def test_keyed_only_leaves_operator_state_out(tmp_path):
     done = export_flink(source, tmp_path / "savepoint", keyed_only=True)
     assert done.skipped_operator_states == (("mixed", "offsets"),)
     assert done.operators[0].operator_states == ()
-    rows = restore(done.output, _spec(128, "mixed", "Long",
+    rows = restore(done.output, restore_spec(128, "mixed", "Long",
                                       [{"name": "count", "kind": "value", "value": "Long"}], 1))
     assert {row["key"]: row["value"] for row in rows_of(rows, "mixed", "count", "value")} == {
         key: key * 2 for key in range(20)}
@@ -403,7 +403,7 @@ def test_pojo_values_restore_with_their_declared_class(tmp_path, way):
     states = [{"name": "last", "kind": "value", "value": {"pojo": "FixtureJob$Event"}},
               {"name": "by_user", "kind": "map", "user_key": "String",
                "user_value": {"pojo": "FixtureJob$Event"}}]
-    rows = restore(output, _spec(256, "events", "Long", states, 2), java_sources=[FIXTURE_JOB])
+    rows = restore(output, restore_spec(256, "events", "Long", states, 2), java_sources=[FIXTURE_JOB])
     assert {row["key"]: row["value"] for row in rows_of(rows, "events", "last", "value")} == events
     assert {row["key"]: row["value"] for row in rows_of(rows, "events", "by_user", "map")} == {
         key: [[f"u{key % 3}", event]] for key, event in events.items()}
