@@ -82,9 +82,12 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
         return f"operator {op.label!r} has no keyed state"
     info = snapshot.keyed_state_info(op, state)
     handles = snapshot.keyed_handles(op)
-    if any(snapshot.handle_header(op, handle) is not header for handle in handles):
-        return ("the operator's keyed-state files declare different states (some subtasks"
-                " never obtained some); they are decoded by the Python source")
+    if any(snapshot.state_ids(op, handle) is not None
+           or snapshot.handle_header(op, handle).compressed != header.compressed
+           for handle in handles):
+        return ("the operator's keyed-state files number their states differently (subtasks"
+                " obtained states lazily, or in another order); they are decoded by the"
+                " Python source")
     if any(h.stream.inline is not None for h in handles):
         return "state stored inline in _metadata is decoded by the Python source"
     layouts = sorted({layout_of(handle).name for handle in handles})

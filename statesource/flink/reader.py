@@ -27,7 +27,7 @@ from statesource.flink.layouts.columnar import StateColumns, state_decoder
 from statesource.flink.layouts.dispatch import blockers, layout_of
 from statesource.flink.layouts.keyed import KeyGroupState
 from statesource.flink.snapshot.directory import FlinkSnapshot, KeyGroupBytes
-from statesource.flink.statefiles.keyed_header import StateInfo
+from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
 from statesource.flink.statefiles.operator_state import read_operator_states
 from statesource.format.columns import RowEncoder, data_schema, timer_schema
 from statesource.format.ipc import ReadListener
@@ -71,6 +71,10 @@ class FlinkCheckpoint:
     @property
     def checkpoint_id(self) -> int:
         return self.snapshot.checkpoint_id
+
+    def __repr__(self) -> str:
+        return (f"FlinkCheckpoint(checkpoint_id={self.checkpoint_id},"
+                f" location={str(self.location)!r})")
 
     def ref(self) -> SourceRef:
         return SourceRef(self.kind, self.location, self.checkpoint_id)
@@ -158,15 +162,42 @@ class FlinkCheckpoint:
         (:meth:`KeyGroupLayout.tables`); anything else, and any key groups the column
         decoders decline, value by value (:meth:`KeyGroupLayout.decode`).
         """
-        header = self.snapshot.header(op)
-        assert header is not None
-        stored = [self.snapshot.key_group_data(piece, piece_data)
-                  for piece, piece_data in zip(pieces, data)]
-        tables = layout.tables(stored, header, info, lambda state: self._columns(op, state))
-        if tables is not None:
-            yield from (table for table in tables if table.num_rows)
-            return
+        for own, run in self._by_file_header(op, pieces, data):
+            own_info = next((i for i in own.states if i.name == info.name), None)
+            if own_info is None:
+                continue  # subtasks that never obtained the state: none of its rows
+            stored = [self.snapshot.key_group_data(piece, piece_data)
+                      for piece, piece_data in run]
+            tables = layout.tables(stored, own, own_info,
+                                   lambda state: self._columns(op, state))
+            if tables is not None:
+                yield from (table for table in tables if table.num_rows)
+            else:
+                yield from self._decoded_tables(op, info, run)
+
+    def _by_file_header(self, op: OperatorSnapshot, pieces: list[KeyGroupBytes],
+                        data: list[bytes]
+                        ) -> Iterator[tuple[KeyedHeader, list[tuple[KeyGroupBytes, bytes]]]]:
+        """Runs of consecutive pieces whose files have the same header (each file is decoded
+        with its own: a subtask lists the states it obtained, in its own order)."""
+        run: list[tuple[KeyGroupBytes, bytes]] = []
+        header: KeyedHeader | None = None
         for piece, piece_data in zip(pieces, data):
+            own = self.snapshot.handle_header(op, piece.handle)
+            if run and own is not header:
+                assert header is not None
+                yield header, run
+                run = []
+            header = own
+            run.append((piece, piece_data))
+        if run:
+            assert header is not None
+            yield header, run
+
+    def _decoded_tables(self, op: OperatorSnapshot, info: StateInfo,
+                        run: list[tuple[KeyGroupBytes, bytes]]) -> Iterator[pa.Table]:
+        """The rows of one state in key groups decoded value by value."""
+        for piece, piece_data in run:
             decoded = [(piece.key_group, self.snapshot.decode_piece(op, piece, piece_data,
                                                                     (info.state_id,)))]
             if info.is_timer:
@@ -180,13 +211,15 @@ class FlinkCheckpoint:
         return self._columns(op, info)
 
     def _columns(self, op: OperatorSnapshot, info: StateInfo) -> StateColumns | None:
-        """The state's column decoder (None: it has none), made once per state."""
-        cache = (op.operator_id, info.state_id)
+        """The state's column decoder (None: it has none), made once per state: by name, as
+        the operator's files declare each state alike under their own ids."""
+        cache = (op.operator_id, info.name)
         if cache not in self._column_decoders:
             header = self.snapshot.header(op)
             assert header is not None
+            merged = next(i for i in header.states if i.name == info.name)
             self._column_decoders[cache] = state_decoder(
-                header, info, self._schema(op, info), prefix_bytes(op.max_parallelism))
+                header, merged, self._schema(op, merged), prefix_bytes(op.max_parallelism))
         return self._column_decoders[cache]
 
     def _schema(self, op: OperatorSnapshot, info: StateInfo) -> pa.Schema:
@@ -201,12 +234,16 @@ class FlinkCheckpoint:
         """Every state's section of one key group, each decoded column-wise; None where its
         layout declines it (:meth:`KeyGroupLayout.sections`: then
         :meth:`FlinkSnapshot.decode_piece` reads it, or names its fault)."""
-        header = self.snapshot.header(op)
-        if header is None:
+        if self.snapshot.header(op) is None:
             return None
-        return layout_of(piece.handle).sections(
-            self.snapshot.key_group_data(piece, data), header, prefix_bytes(op.max_parallelism),
+        sections = layout_of(piece.handle).sections(
+            self.snapshot.key_group_data(piece, data),
+            self.snapshot.handle_header(op, piece.handle), prefix_bytes(op.max_parallelism),
             lambda info: self._columns(op, info))
+        ids = self.snapshot.state_ids(op, piece.handle)
+        if sections is None or ids is None:
+            return sections
+        return [section._replace(state_id=ids[section.state_id]) for section in sections]
 
     def keyed_tables(self, op: OperatorSnapshot, info: StateInfo,
                      decoded: Iterable[tuple[int, dict[int, KeyGroupState]]]

@@ -33,7 +33,7 @@ from statesource.errors import (
     InvalidArgumentError,
 )
 from statesource.flink.declarations import declaration
-from statesource.flink.handles import OperatorSnapshot
+from statesource.flink.handles import OperatorSnapshot, StreamHandle
 from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.snapshot.directory import FLINK_METADATA, FlinkSnapshot, KeyGroupBytes
@@ -47,6 +47,7 @@ from statesource.format.storage import (
     checkpoint_id_of,
     is_within,
     resolve,
+    snapshot_directory,
 )
 
 
@@ -83,6 +84,7 @@ class FlinkChangeFeed(KeyGroupChangeFeed):
 
 def flink_checkpoint_root(location: Location) -> Location:
     """The directory of Flink ``chk-<id>`` checkpoints at ``location`` (or holding it)."""
+    location = snapshot_directory(location, FLINK_METADATA)
     if location.child(FLINK_METADATA).exists():
         if checkpoint_id_of(location) is not None:
             return location.parent
@@ -99,8 +101,9 @@ def flink_checkpoint_root(location: Location) -> Location:
 def open_flink_snapshot(path: PathOrLocation, filesystem: pafs.FileSystem | None = None
                         ) -> FlinkSnapshot:
     """One Flink snapshot directory (holding ``_metadata``) for a diff; a ``chk-<id>``
-    directory must hold checkpoint ``<id>`` (its ``_metadata`` is refused otherwise)."""
-    location = resolve(path, filesystem)
+    directory must hold checkpoint ``<id>`` (its ``_metadata`` is refused otherwise); the
+    path of a ``_metadata`` file means its directory."""
+    location = snapshot_directory(resolve(path, filesystem), FLINK_METADATA)
     if not location.child(FLINK_METADATA).exists():
         raise CheckpointNotFoundError(
             f"{location} is not a Flink snapshot: no {FLINK_METADATA} in it (give a chk-<id>"
@@ -172,7 +175,7 @@ class _FlinkSides:
         self.start, self.start_op, self.start_info = start, start_op, start_info
         self.end, self.end_op, self.end_info = end, end_op, end_info
         self._pieces: tuple[dict[int, KeyGroupBytes], dict[int, KeyGroupBytes]] | None = None
-        self._same_header: bool | None = None
+        self._same_headers: dict[tuple[StreamHandle, StreamHandle], bool] = {}
         # Readers of each end, which keep their column decoders from key group to key group.
         self._readers = (FlinkCheckpoint(start), FlinkCheckpoint(end))
 
@@ -201,18 +204,21 @@ class _FlinkSides:
             new_bytes = None if new is None else self.end.piece_bytes(new)
             if (old is not None and new is not None and old_bytes == new_bytes
                     and layout_of(old.handle) is layout_of(new.handle)
-                    and self._headers_equal()):
+                    and self._headers_equal(old, new)):
                 continue
             yield (key_group,
                    _table(self._readers[0], self.start_op, self.start_info, old, old_bytes),
                    _table(self._readers[1], self.end_op, self.end_info, new, new_bytes))
 
-    def _headers_equal(self) -> bool:
-        """Whether both ends decode key groups with byte-identical headers."""
-        if self._same_header is None:
-            self._same_header = (self.start_op is not None and self.start.header_bytes(
-                self.start_op) == self.end.header_bytes(self.end_op))
-        return self._same_header
+    def _headers_equal(self, old: KeyGroupBytes, new: KeyGroupBytes) -> bool:
+        """Whether both ends decode a key group with byte-identical headers (each file
+        with its own), compared once per pair of files."""
+        files = (old.handle.stream, new.handle.stream)
+        if files not in self._same_headers:
+            assert self.start_op is not None
+            self._same_headers[files] = (self.start.header_bytes(self.start_op, old.handle)
+                                         == self.end.header_bytes(self.end_op, new.handle))
+        return self._same_headers[files]
 
 
 def _table(reader: FlinkCheckpoint, op: OperatorSnapshot | None, info: StateInfo | None,

@@ -23,7 +23,7 @@ from statesource.flink.operations.staged import StagedState
 from statesource.flink.serializers.base import FlinkType
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
-from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo, same_state
+from statesource.flink.statefiles.keyed_header import KeyedHeader
 from statesource.keyequality import key_canonicalizer
 from statesource.types import DataType
 
@@ -119,7 +119,7 @@ def plan_operator(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism
             f" {new_parallelism} does not have: keep its parallelism ({op.parallelism}); Flink"
             " redistributes keyed and operator state for the parallelism of the job that"
             " restores the savepoint")
-    header, inputs = _merged_header(snapshot, where, handles)
+    header, inputs = _merged_header(snapshot, op, handles)
     key_type = _key_type(where, header.key)
     _check_native(where, header, handles)
     return OperatorPlan(op, max_parallelism, new_parallelism, header, inputs, key_type)
@@ -141,7 +141,7 @@ def _edit_plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, edit: Edit, where:
     header: KeyedHeader | None = None
     inputs: tuple[_KeyedInput, ...] = ()
     if handles:
-        header, inputs = _merged_header(snapshot, where, handles)
+        header, inputs = _merged_header(snapshot, op, handles)
         _check_native(where, header, handles)
     elif edit.staged and edit.key is not None:
         header = KeyedHeader(HEADER_VERSIONS[-1], False, edit.key, (), 0)
@@ -236,33 +236,16 @@ def _without_state(header: KeyedHeader, inputs: Sequence[_KeyedInput], dropped: 
                   for i in inputs))
 
 
-def _merged_header(snapshot: FlinkSnapshot, where: str, handles: Sequence[KeyedHandle]
-                   ) -> tuple[KeyedHeader, tuple[_KeyedInput, ...]]:
+def _merged_header(snapshot: FlinkSnapshot, op: OperatorSnapshot,
+                   handles: Sequence[KeyedHandle]) -> tuple[KeyedHeader, tuple[_KeyedInput, ...]]:
     """One header for every written file of the operator: the states of all the source's
-    files by name (a subtask registers only the states its code asked for), uncompressed."""
-    states: list[StateInfo] = []
-    by_name: dict[str, int] = {}
+    files by name (:meth:`FlinkSnapshot.header`), uncompressed; and each file's own."""
+    merged = snapshot.header(op)
+    assert merged is not None
     inputs = []
-    first: KeyedHeader | None = None
     for handle in handles:
-        header = snapshot.read_header(handle)
-        first = first or header
-        if header.key.snapshot != first.key.snapshot or header.version != first.version:
-            raise IncompatibleCheckpointError(
-                f"{where}: {snapshot.describe(handle.stream)} has another key serializer than"
-                " the operator's other keyed-state files")
-        ids = []
-        for info in header.states:
-            at = by_name.get(info.name)
-            if at is None:
-                at = by_name[info.name] = len(states)
-                states.append(dataclasses.replace(info, state_id=at))
-            elif not same_state(states[at], info):
-                raise IncompatibleCheckpointError(
-                    f"{where}: state {info.name!r} has other serializers in"
-                    f" {snapshot.describe(handle.stream)} than in the operator's other files")
-            ids.append(at)
-        inputs.append(_KeyedInput(handle, header, tuple(ids)))
-    assert first is not None
-    return KeyedHeader(first.version, False, first.key, tuple(states), 0), tuple(inputs)
-
+        own = snapshot.handle_header(op, handle)
+        ids = snapshot.state_ids(op, handle)
+        inputs.append(_KeyedInput(handle, own, tuple(range(len(own.states)))
+                                  if ids is None else ids))
+    return dataclasses.replace(merged, compressed=False, data_start=0), tuple(inputs)

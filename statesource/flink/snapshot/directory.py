@@ -37,27 +37,31 @@ from statesource.flink.statefiles.keyed_header import (
     KeyedHeader,
     StateInfo,
     read_keyed_header,
-    reads_alike,
 )
+from statesource.flink.statefiles.merged_header import MergedHeader, merge_headers
 from statesource.format.ipc import ReadListener
 from statesource.format.storage import (
+    FLINK_METADATA_FILE,
     Location,
     PathOrLocation,
     checkpoint_dirs,
     confined,
     open_regular_file,
     resolve,
+    snapshot_directory,
 )
 
-FLINK_METADATA = "_metadata"
+FLINK_METADATA = FLINK_METADATA_FILE
 _HEADER_PROBE = 1 << 16
 
 
 def find_flink_snapshot(location: Location, checkpoint_id: int | None = None) -> Location | None:
-    """The Flink snapshot directory at ``location`` (or newest ``chk-*`` under it), or None."""
+    """The Flink snapshot directory at ``location`` (or of its ``_metadata``, or the newest
+    ``chk-*`` under it), or None."""
+    location = snapshot_directory(location, FLINK_METADATA)
     if location.child(FLINK_METADATA).exists():
         return location
-    found = checkpoint_dirs(location, FLINK_METADATA) if location.exists() else {}
+    found = checkpoint_dirs(location, FLINK_METADATA)
     if not found:
         return None
     if checkpoint_id is None:
@@ -84,8 +88,9 @@ class FlinkSnapshot:
     def __init__(self, location: Location, metadata: SnapshotMetadata) -> None:
         self.location = location
         self.metadata = metadata
-        self._headers: dict[str, KeyedHeader] = {}
+        self._merges: dict[str, MergedHeader | None] = {}
         self._handle_headers: dict[StreamHandle, KeyedHeader] = {}
+        self._state_ids: dict[StreamHandle, tuple[int, ...]] = {}
         self._regular_files: set[StreamHandle] = set()
         self._header_bytes: dict[str, bytes] = {}
         self._undecodable: dict[str, str | None] = {}
@@ -151,29 +156,49 @@ class FlinkSnapshot:
         return [h for s in op.subtasks for h in s.keyed]
 
     def header(self, op: OperatorSnapshot) -> KeyedHeader | None:
-        """The keyed-state header of the operator (every subtask writes the same states)."""
-        if op.operator_id not in self._headers:
-            handles = self.keyed_handles(op)
+        """The operator's keyed states, by name across its files, in one numbering
+        (:mod:`~statesource.flink.statefiles.merged_header`): what a reader lists and asks
+        for; each file is decoded with its own header (:meth:`handle_header`)."""
+        merged = self._merged(op)
+        return None if merged is None else merged.header
+
+    def _merged(self, op: OperatorSnapshot) -> MergedHeader | None:
+        """Every keyed-state file's header read once (a file that begins with the first
+        one's header bytes has that header), and merged."""
+        if op.operator_id not in self._merges:
+            handles = list({h.stream: h for h in self.keyed_handles(op)}.values())
             if not handles:
+                self._merges[op.operator_id] = None
                 return None
-            self._headers[op.operator_id] = self.read_header(handles[0])
-        return self._headers[op.operator_id]
+            first = self.read_header(handles[0])
+            expected = self.read_bytes(handles[0].stream, 0, first.data_start)
+            files = []
+            for handle in handles:
+                own = first
+                if handle is not handles[0] and (
+                        handle.stream.size < len(expected)
+                        or self.read_bytes(handle.stream, 0, len(expected)) != expected):
+                    own = self.read_header(handle)
+                files.append((self.describe(handle.stream), own))
+            merged = merge_headers(files, f"operator {op.label!r}")
+            for index, (handle, (_, own)) in enumerate(zip(handles, files)):
+                self._handle_headers[handle.stream] = own
+                if merged.renumbers(index):
+                    self._state_ids[handle.stream] = merged.state_ids[index]
+            self._header_bytes[op.operator_id] = expected
+            self._merges[op.operator_id] = merged
+        return self._merges[op.operator_id]
 
     def undecodable(self, op: OperatorSnapshot) -> str | None:
-        """Why the operator's keyed state cannot be decoded (its header names a serializer
-        statesource does not support), or None. Such an operator fails alone: listings name
-        it with this reason, edits of other operators carry its files over, and only what
-        must decode it (reading it, re-keying it) refuses. Every keyed-state file's header
-        is parsed (a subtask may have registered a state of such a serializer that the
-        others never did); a corrupt header is not a reason here: it raises, as
-        everywhere."""
+        """Why the operator's keyed state cannot be decoded (a header names a serializer
+        statesource does not support, or two files declare a state differently), or None.
+        Such an operator fails alone: listings name it with this reason, edits of other
+        operators carry its files over, and only what must decode it (reading it, re-keying
+        it) refuses. A corrupt header is not a reason here: it raises, as everywhere."""
         if op.operator_id not in self._undecodable:
-            others = list({h.stream: h for h in self.keyed_handles(op)}.values())[1:]
             reason = None
             try:
-                self.header(op)  # the first file's, kept for every reader of the operator
-                for handle in others:
-                    self.read_header(handle)
+                self._merged(op)
             except IncompatibleCheckpointError as error:
                 reason = str(error)
             self._undecodable[op.operator_id] = reason
@@ -193,38 +218,16 @@ class FlinkSnapshot:
                 probe = max(probe * 4, _HEADER_PROBE)
 
     def handle_header(self, op: OperatorSnapshot, handle: KeyedHandle) -> KeyedHeader:
-        """The header of ``handle``'s file: :meth:`header` itself where the file begins with
-        the same bytes, as when every subtask registered the same states.
+        """The header of ``handle``'s file, which its key groups are decoded with: the same
+        object for every file that begins with the same header bytes."""
+        self._merged(op)
+        return self._handle_headers[handle.stream]
 
-        Every key group of ``op`` is decoded with :meth:`header`. A subtask that never
-        obtained a state the first one did writes fewer states: where its header lists,
-        id for id, some of the first one's states, its key groups read alike, and only
-        its data starts elsewhere. Any other header gives state ids other meanings, so
-        its key groups are refused rather than misread. Read once per file.
-        """
-        known = self._handle_headers.get(handle.stream)
-        if known is not None:
-            return known
-        header = self.header(op)
-        assert header is not None
-        first = self.keyed_handles(op)[0]
-        expected = self.header_bytes(op)
-        own = header
-        if handle.stream != first.stream and (
-                handle.stream.size < len(expected)
-                or self.read_bytes(handle.stream, 0, len(expected)) != expected):
-            own = self.read_header(handle)  # a damaged header says so here
-            if not reads_alike(own, header):
-                raise IncompatibleCheckpointError(
-                    f"the keyed-state files of operator {op.label!r} number their states"
-                    f" differently: {self.describe(first.stream)}"
-                    f" {[info.name for info in header.states]},"
-                    f" {self.describe(handle.stream)} {[info.name for info in own.states]}"
-                    " (its subtasks registered states in another order, or one the first"
-                    " file lacks); statesource's reader decodes an operator's key groups"
-                    " with one numbering (rescale merges them by name)")
-        self._handle_headers[handle.stream] = own
-        return own
+    def state_ids(self, op: OperatorSnapshot, handle: KeyedHandle) -> tuple[int, ...] | None:
+        """The ids of :meth:`header` of the states of ``handle``'s file, by the file's own
+        ids; None where they are the same (every subtask registered the same states)."""
+        self._merged(op)
+        return self._state_ids.get(handle.stream)
 
     def keyed_state_info(self, op: OperatorSnapshot, name: str | None) -> StateInfo:
         header = self.header(op)
@@ -277,11 +280,20 @@ class FlinkSnapshot:
                      stop_at: Collection[int] = ()) -> dict[int, KeyGroupState]:
         """Entries per state id of one key group whose bytes (:meth:`piece_bytes`) are ``data``
         (a native key group up to the first state in ``stop_at``)."""
-        header = self.header(op)
-        assert header is not None
+        own = self.handle_header(op, piece.handle)
         prefix_bytes = 1 if op.max_parallelism <= 128 else 2
-        return layout_of(piece.handle).decode(self.key_group_data(piece, data), header,
-                                              prefix_bytes, state_ids, stop_at)
+        decode = layout_of(piece.handle).decode
+        ids = self.state_ids(op, piece.handle)
+        if ids is None:
+            return decode(self.key_group_data(piece, data), own, prefix_bytes, state_ids,
+                          stop_at)
+        to_own = {merged: index for index, merged in enumerate(ids)}
+        wanted = None if state_ids is None else {to_own[s] for s in state_ids if s in to_own}
+        if wanted is not None and not wanted:
+            return {}  # the file has none of the states asked for
+        decoded = decode(self.key_group_data(piece, data), own, prefix_bytes, wanted,
+                         {to_own[s] for s in stop_at if s in to_own})
+        return {ids[state_id]: entries for state_id, entries in decoded.items()}
 
     def key_group_data(self, piece: KeyGroupBytes, data: bytes) -> KeyGroupData:
         """``data``, the bytes of ``piece`` (:meth:`piece_bytes`), as its layout reads them
@@ -292,15 +304,12 @@ class FlinkSnapshot:
             source = self._sources[stream] = self.describe(stream)
         return KeyGroupData(piece.key_group, data, source, piece.begin)
 
-    def header_bytes(self, op: OperatorSnapshot) -> bytes:
-        """The bytes of the header every key group of the operator is decoded with."""
-        header = self.header(op)
-        if header is None:
-            return b""
-        if op.operator_id not in self._header_bytes:
-            self._header_bytes[op.operator_id] = self.read_bytes(
-                self.keyed_handles(op)[0].stream, 0, header.data_start)
-        return self._header_bytes[op.operator_id]
+    def header_bytes(self, op: OperatorSnapshot, handle: KeyedHandle) -> bytes:
+        """The bytes of the header ``handle``'s key groups are decoded with."""
+        own = self.handle_header(op, handle)
+        if own is self._handle_headers[self.keyed_handles(op)[0].stream]:
+            return self._header_bytes[op.operator_id]  # read when the headers were merged
+        return self.read_bytes(handle.stream, 0, own.data_start)
 
     # -- files -----------------------------------------------------------------------------
 

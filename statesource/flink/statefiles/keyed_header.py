@@ -164,14 +164,3 @@ def same_state(a: StateInfo, b: StateInfo) -> bool:
     return (a.backend_type == b.backend_type and dict(a.options) == dict(b.options)
             and {r: s.snapshot for r, s in a.serializers.items()}
             == {r: s.snapshot for r, s in b.serializers.items()})
-
-
-def reads_alike(own: KeyedHeader, header: KeyedHeader) -> bool:
-    """Whether key groups of a file with header ``own`` decode with ``header``: the same
-    key serializer and framing, and each of its states declared alike under the same id."""
-    return (own.version == header.version and own.compressed == header.compressed
-            and own.key.snapshot == header.key.snapshot
-            and len(own.states) <= len(header.states)
-            and all(info.name == header.states[info.state_id].name
-                    and same_state(info, header.states[info.state_id])
-                    for info in own.states))

@@ -403,7 +403,8 @@ def test_pojo_values_restore_with_their_declared_class(tmp_path, way):
     states = [{"name": "last", "kind": "value", "value": {"pojo": "FixtureJob$Event"}},
               {"name": "by_user", "kind": "map", "user_key": "String",
                "user_value": {"pojo": "FixtureJob$Event"}}]
-    rows = restore(output, restore_spec(256, "events", "Long", states, 2), java_sources=[FIXTURE_JOB])
+    rows = restore(output, restore_spec(256, "events", "Long", states, 2),
+                   java_sources=[FIXTURE_JOB])
     assert {row["key"]: row["value"] for row in rows_of(rows, "events", "last", "value")} == events
     assert {row["key"]: row["value"] for row in rows_of(rows, "events", "by_user", "map")} == {
         key: [[f"u{key % 3}", event]] for key, event in events.items()}
