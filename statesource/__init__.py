@@ -29,6 +29,7 @@ from statesource.errors import (
     TypeMismatchError,
     UnsupportedFormatVersionError,
 )
+from statesource.flink.operations.migrate import migrate
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.format import ChangeFeed, Checkpoint, CheckpointInfo, StateSource, retain
 from statesource.keygroups import KeyGroupRange
@@ -94,6 +95,7 @@ __all__ = [
     "ValueStateDescriptor",
     "__version__",
     "key_type",
+    "migrate",
     "open_source",
     "parse_type",
     "rescale_parallelism",
