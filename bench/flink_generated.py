@@ -10,7 +10,8 @@ canonical pairs each:
 
 It is written by building a statesource checkpoint straight from Arrow arrays
 (the format's data-file writer) and exporting it (``export_flink``, the canonical
-writers of :mod:`statesource.flink`). The same rows, as every reader of either
+writers of :mod:`statesource.flink`), for the newest Flink or for ``flink_version``
+(``1.20``: a Flink 1.x savepoint, ``_metadata`` version 4). The same rows, as every reader of either
 returns them, go to one Parquet directory per state (four files each) for
 Spark's baseline. Both are kept under the system's temp directory for later runs.
 """
@@ -101,9 +102,11 @@ def build_checkpoint(root: Path, entries: int) -> None:
     commit_checkpoint(location, CheckpointMeta(1, 0, (operator,)))
 
 
-def generated(entries: int) -> tuple[Path, Path]:
-    """The savepoint and the Parquet rows of ``entries`` pairs (made once, then reused)."""
-    root = Path(tempfile.gettempdir()) / f"statesource-bench-flink-generated-{entries}"
+def generated(entries: int, flink_version: str | None = None) -> tuple[Path, Path]:
+    """The savepoint (for Flink ``flink_version``, default the newest) and the Parquet rows
+    of ``entries`` pairs (made once, then reused)."""
+    suffix = f"-flink-{flink_version}" if flink_version else ""
+    root = Path(tempfile.gettempdir()) / f"statesource-bench-flink-generated-{entries}{suffix}"
     savepoint, parquet = root / "savepoint", root / "parquet"
     if savepoint.exists() and parquet.exists():
         return savepoint, parquet
@@ -111,7 +114,7 @@ def generated(entries: int) -> tuple[Path, Path]:
     print(f"generating a canonical savepoint of {entries:,} pairs under {root} ...")
     checkpoint = root / "checkpoint"
     build_checkpoint(checkpoint, entries)
-    export_flink(str(checkpoint), str(savepoint))
+    export_flink(str(checkpoint), str(savepoint), flink_version=flink_version)
     source = Checkpoint.open(str(checkpoint))
     for declaration in STATES:
         table = pa.concat_tables(source.read_keyed_state(declaration.name, operator=OPERATOR))

@@ -1,11 +1,13 @@
 """Reading real Flink savepoints: statesource's Flink reader against Spark reading Parquet.
 
 Run: python bench/flink_read.py [--entries 10000000] [--repeats 1] [--max-parallelism 256]
+         [--flink-version 1.20]
          [--fixture [--savepoint DIR] [--events 1000000 --keys 200000] [--feed-keys 200000]]
 
 By default a canonical savepoint of ``--entries`` pairs (String keys; a value, a
 list and a map state: bench/flink_generated.py) is generated with statesource's
-own Flink writers, its rows written as Parquet, and both kept in the system's
+own Flink writers (for Flink ``--flink-version``, default the newest: 1.20 makes a
+Flink 1.x savepoint), its rows written as Parquet, and both kept in the system's
 temp directory for later runs. Then, in the same run, with Spark ``local[2]``:
 
 - full scan: every state read by Python alone (``FlinkCheckpoint.read_keyed_state``,
@@ -250,12 +252,13 @@ def _mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
-def bench_generated(entries: int, repeats: int, max_parallelism: int) -> None:
+def bench_generated(entries: int, repeats: int, max_parallelism: int,
+                    flink_version: str | None) -> None:
     """The savepoint of ``entries`` generated pairs against the same rows in Parquet."""
     from statesource.flink.operations.rescale import rescale_max_parallelism
     from statesource.spark import session
 
-    savepoint, parquet = generated(entries)
+    savepoint, parquet = generated(entries, flink_version)
     flink = FlinkCheckpoint.open(str(savepoint))
     names = [s.name for s in STATES]
     flink_mb, parquet_mb = _mb(savepoint), _mb(parquet)
@@ -267,8 +270,8 @@ def bench_generated(entries: int, repeats: int, max_parallelism: int) -> None:
                    for t in flink.read_keyed_state(name, operator=OPERATOR))
 
     python = best_of(repeats, python_scan)
-    print(f"savepoint {savepoint}: {entries:,} pairs, {rows:,} rows, {flink_mb:.1f} MB;"
-          f" Parquet {parquet_mb:.1f} MB")
+    print(f"savepoint {savepoint} (_metadata version {flink.snapshot.metadata.version}):"
+          f" {entries:,} pairs, {rows:,} rows, {flink_mb:.1f} MB; Parquet {parquet_mb:.1f} MB")
     print(f"Python alone (1 core), every state: {python:.2f} s, {rows / python:,.0f} rows/s,"
           f" {flink_mb / python:.1f} MB/s per core")
     group = assign_to_key_group("user-7", STRING, flink.operator(OPERATOR).max_parallelism)
@@ -367,9 +370,11 @@ def main() -> None:
                         help="measure a real Flink job's savepoint against its import instead")
     parser.add_argument("--entries", type=int, default=10_000_000)
     parser.add_argument("--max-parallelism", type=int, default=256)
+    parser.add_argument("--flink-version", metavar="X.Y",
+                        help="the generated savepoint's Flink release (1.20: a 1.x one)")
     args = parser.parse_args()
     if not args.fixture and args.flink_source is None:
-        bench_generated(args.entries, args.repeats, args.max_parallelism)
+        bench_generated(args.entries, args.repeats, args.max_parallelism, args.flink_version)
         return
     if args.flink_source is not None:
         avro_vs_pojo(args.flink_source, args.flink_python, args.avro_events, args.repeats)
