@@ -16,7 +16,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from statesource.errors import IncompatibleCheckpointError
+from statesource.errors import (
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    UnsupportedFormatVersionError,
+)
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.handles import (
     KeyedHandle,
@@ -35,7 +39,9 @@ from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.columns import decoder_for
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter
+from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
+from statesource.flink.statefiles.operator_state import decoded_states
 from statesource.keyequality import decoded_key_canonicalizer
 from statesource.keygroups import murmur_hash
 from statesource.types import DataType
@@ -89,21 +95,51 @@ class FileCopies:
             self._copied[key] = copied
         return self._copied[key]
 
-    def operator_handles(self, handles: tuple[OperatorHandle, ...], drop: tuple[str, ...] = ()
-                         ) -> tuple[OperatorHandle, ...]:
-        """The handles with their files copied; ``drop`` names operator states left out of
-        them (their elements stay in the file, which no handle points at any more)."""
+    def operator_handles(self, handles: tuple[OperatorHandle, ...], drop: tuple[str, ...] = (),
+                         raw: bool = False) -> tuple[OperatorHandle, ...]:
+        """The handles with their files copied, each checked first (:meth:`_check`); ``drop``
+        names operator states left out of them (their elements stay in the file, which no
+        handle points at any more)."""
         copied = []
         for handle in handles:
+            self._check(handle, raw)
             stream = self.stream(handle.stream)
             assert stream is not None
             states = tuple(s for s in handle.states if s.name not in drop)
             copied.append(dataclasses.replace(handle, stream=stream, states=states))
         return tuple(copied)
 
+    def _check(self, handle: OperatorHandle, raw: bool) -> None:
+        """Refuse a corrupt operator-state file rather than copy it into a savepoint that
+        looks valid: managed state decoded whole; raw state (the operator's own format)
+        at least with its offsets inside the file."""
+        source = self.snapshot.describe(handle.stream)
+        data = self.snapshot.read_bytes(handle.stream, 0, handle.stream.size)
+        if not raw:
+            for _ in decoded_states(data, source, handle):
+                pass
+            return
+        for state in handle.states:
+            for offset in state.offsets:
+                if not 0 <= offset < len(data):
+                    raise CorruptCheckpointError(
+                        f"{source}: raw operator state {state.name!r} has offset {offset},"
+                        f" outside the file's {len(data)} bytes")
+
     def keyed_handles(self, handles: tuple[KeyedHandle, ...]) -> tuple[KeyedHandle, ...]:
+        """The handles with their files copied, each of a keyed-state file version Flink
+        reads (its key-group offsets were checked against its size when ``_metadata`` was
+        read; its header is not parsed: an operator whose serializers statesource does not
+        know is carried over as it is)."""
         copied = []
         for handle in handles:
+            head = self.snapshot.read_bytes(handle.stream, 0, min(4, handle.stream.size))
+            version = int.from_bytes(head, "big", signed=True)
+            if len(head) < 4 or version not in HEADER_VERSIONS:
+                raise UnsupportedFormatVersionError(
+                    f"{self.snapshot.describe(handle.stream)}: keyed state file version"
+                    f" {version if len(head) == 4 else 'missing'}; statesource copies version"
+                    f" {', '.join(map(str, HEADER_VERSIONS))}")
             stream = self.stream(handle.stream)
             assert stream is not None
             copied.append(dataclasses.replace(handle, stream=stream))
@@ -114,7 +150,7 @@ class FileCopies:
         if old is None:
             return SubtaskState(index, keyed, ())
         return SubtaskState(index, keyed, self.operator_handles(old.operator, drop), (),
-                            self.operator_handles(old.raw_operator))
+                            self.operator_handles(old.raw_operator, raw=True))
 
 
 def carried(plan: OperatorPlan, copies: FileCopies) -> OperatorSnapshot:

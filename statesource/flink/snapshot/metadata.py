@@ -64,13 +64,20 @@ def parse_metadata(data: bytes, source: str) -> SnapshotMetadata:
     for _ in range(reader.count("number of master states")):
         reader.i32()  # magic
         master_states.append(reader.take(reader.count("master state length")))
-    operators = tuple(_operator(reader, layout)
-                      for _ in range(reader.count("number of operators")))
+    operators = []
+    seen: set[str] = set()
+    for _ in range(reader.count("number of operators")):
+        at = reader.pos
+        op = _operator(reader, layout)
+        if op.operator_id in seen:  # Flink keys operators by id: a second one is not Flink's
+            raise reader.error(f"operator {op.operator_id} is listed twice", at)
+        seen.add(op.operator_id)
+        operators.append(op)
     properties = reader.take(reader.remaining()) if layout.properties else b""
     if reader.remaining():
         raise reader.error(f"{reader.remaining()} bytes after the last operator")
-    return SnapshotMetadata(layout.version, checkpoint_id, operators, tuple(master_states),
-                            properties)
+    return SnapshotMetadata(layout.version, checkpoint_id, tuple(operators),
+                            tuple(master_states), properties)
 
 
 def _operator(reader: BinaryReader, layout: MetadataLayout) -> OperatorSnapshot:

@@ -11,6 +11,7 @@ int size and its (key, value) pairs.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from statesource.errors import (
 )
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.binary.snappy import unframe
-from statesource.flink.handles import OperatorSnapshot, OperatorStateOffsets
+from statesource.flink.handles import OperatorHandle, OperatorSnapshot, OperatorStateOffsets
 from statesource.flink.statefiles.keyed_header import StateInfo, read_state_info, unique_states
 from statesource.format.source import OperatorStateShares
 from statesource.model import DistributionMode
@@ -72,10 +73,7 @@ def read_operator_states(snapshot: Any, op: OperatorSnapshot) -> dict[str, Opera
         for handle in subtask.operator:
             source = snapshot.describe(handle.stream)
             data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
-            header = read_operator_header(BinaryReader(data, source))
-            bounds = _piece_bounds(handle.states, header.data_start, len(data), source)
-            for state in handle.states:
-                info = _info(header, state, source)
+            for state, info, value in decoded_states(data, source, handle):
                 share = shares.get(state.name)
                 if share is None:
                     empty: type = dict if state.mode is DistributionMode.BROADCAST else list
@@ -88,12 +86,23 @@ def read_operator_states(snapshot: Any, op: OperatorSnapshot) -> dict[str, Opera
                         f" distribution mode {state.mode.name}, another subtask's"
                         f" {share.mode.name}")
                 share.size_bytes += handle.stream.size
-                pieces = [read_piece(data, source, offset, bounds, header.compressed)
-                          for offset in state.offsets]
-                value = decode_pieces(pieces, info, state.mode)
                 share.values[subtask.index] = value
                 share.rows += len(value)
     return shares
+
+
+def decoded_states(data: bytes, source: str, handle: OperatorHandle
+                   ) -> Iterator[tuple[OperatorStateOffsets, StateInfo, Any]]:
+    """Each state ``handle`` names in its file (``data``), with its meta info and its
+    decoded value: every offset inside the file, every piece read whole, or an error. What
+    a new savepoint copies of an operator-state file is checked this way first."""
+    header = read_operator_header(BinaryReader(data, source))
+    bounds = _piece_bounds(handle.states, header.data_start, len(data), source)
+    for state in handle.states:
+        info = _info(header, state, source)
+        pieces = [read_piece(data, source, offset, bounds, header.compressed)
+                  for offset in state.offsets]
+        yield state, info, decode_pieces(pieces, info, state.mode)
 
 
 def _info(header: OperatorHeader, state: OperatorStateOffsets, source: str) -> StateInfo:

@@ -308,3 +308,12 @@ def test_a_file_records_empty_key_groups_at_offset_zero():
     data, offsets = assemble_keyed_file(b"HEADER", [b"", FRAMED, b"", b"xy"])
     assert data == b"HEADER" + FRAMED + b"xy"
     assert offsets == [0, 6, 0, 6 + len(FRAMED)]
+
+
+def test_an_operator_listed_twice_is_refused():
+    # Flink keys a snapshot's operators by id: a second entry is a file no Flink wrote
+    metadata = _every_kind_of_handle()
+    twice = dataclasses.replace(metadata, operators=(*metadata.operators,
+                                                     metadata.operators[1]))
+    with pytest.raises(CorruptCheckpointError, match=f"operator {'00' * 16} is listed twice"):
+        parse_metadata(write_metadata(twice), "test")
