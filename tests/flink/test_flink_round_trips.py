@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from flink_fixture_checks import FLINK_1X, SNAPSHOTS_1X
 from flink_snapshots import only
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.binary.snappy import unframe
@@ -36,15 +37,13 @@ SHARED = ["java/canonical/savepoint-*", "java/native/savepoint-*", "java/checkpo
 FIXTURE_SNAPSHOTS = [f"{variant}/{kind}"
                      for variant in ("mp256", "mp128-snappy", "types", "encoding")
                      for kind in ("canonical", "native")] + [
-                         f"changes/checkpoints/chk-{i}" for i in (1, 2, 3)] + [
-                         f"{version}/{kind}" for version in ("flink-1.20", "flink-1.15")
-                         for kind in ("canonical", "native", "checkpoint", "rocksdb")]
+                         f"changes/checkpoints/chk-{i}" for i in (1, 2, 3)] + SNAPSHOTS_1X
 SNAPSHOTS = [f"shared:{p}" for p in SHARED] + [f"fixture:{p}" for p in FIXTURE_SNAPSHOTS]
 CANONICAL = ["shared:java/canonical/savepoint-*", "shared:pyflink/savepoint-*",
              "fixture:mp256/canonical", "fixture:mp128-snappy/canonical",
              "fixture:types/canonical", "fixture:encoding/canonical",
-             "fixture:flink-1.20/canonical", "fixture:flink-1.20/rocksdb",
-             "fixture:flink-1.15/canonical", "fixture:flink-1.15/rocksdb"]
+             *(f"fixture:{version}/{kind}" for version in FLINK_1X
+               for kind in ("canonical", "rocksdb"))]
 
 
 def _directory(name: str) -> Path:

@@ -1,11 +1,12 @@
 """Savepoints written from Flink 1.x snapshots, for Flink 1.x: restored by a real Flink 1.20.
 
-The ``flink-1.20`` and ``flink-1.15`` fixtures (FixtureJob1x.java by a real Flink 1.20.5 and
-1.15.4) are rescaled, erased, have a state dropped, one rewritten from Spark and new ones
+The ``flink-1.20``, ``flink-1.18`` and ``flink-1.15`` fixtures (FixtureJob1x.java by a real
+Flink 1.20.5, 1.18.1 and 1.15.4) are rescaled, erased, have a state dropped, one rewritten from Spark and new ones
 added; each output keeps its ``_metadata`` version (4, or 3 without checkpoint properties)
 and the serializer snapshots the job's Flink wrote, new states get theirs as 1.20 derives
-them, a bootstrap and an export are written for 1.20 when asked; and a Flink 1.20.5 (``apache-flink-libraries``, installed beside 2.3 by the README's
-test command) restores it with every key compared to the job's model (generate.py).
+them, a bootstrap and an export are written for 1.20 when asked; and a Flink 1.20.5
+(``apache-flink-libraries``, installed beside 2.3 by the README's test command) restores
+each with every key compared to the job's model (generate.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,16 @@ import json
 
 import pytest
 from pyspark.sql import functions as F
+from test_flink_export import (
+    USER_SPEC,
+    USERS,
+    backends_of,
+    check_restored,
+    populate_users,
+    restore_spec,
+)
 
-from flink_fixture_checks import FIXTURES, check_fixture, fixture_spec
+from flink_fixture_checks import FIXTURES, FLINK_1X, check_fixture, fixture_spec
 from flink_restore import FLINK_1X_VERSION, restore, values
 from sample_state import dump, merged
 from statesource.checkpointing import CheckpointWriter
@@ -26,20 +35,11 @@ from statesource.flink.serializers.mapping import PojoClass
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.spark import rewrite, write_state
 from statesource.state.clock import ManualClock
-from test_flink_export import (
-    USER_SPEC,
-    USERS,
-    backends_of,
-    check_restored,
-    populate_users,
-    restore_spec,
-)
 
 pytestmark = pytest.mark.realflink
 
 JOB = FIXTURES / "FixtureJob1x.java"
 TTL = ("last_ttl",)
-VERSIONS = {"flink-1.20": 4, "flink-1.15": 3}
 
 
 def truth_of(version: str, max_parallelism: int | None = None) -> dict:
@@ -69,7 +69,7 @@ def test_a_new_max_parallelism_up_and_back_down_across_the_prefix_width(version,
     up, down = tmp_path / "up", tmp_path / "down"
     rescale_max_parallelism(str(FIXTURES / version / kind), str(up), 256)  # 2-byte prefix
     rescale_max_parallelism(str(up), str(down), 100, parallelism=3)  # 1-byte again
-    assert version_of(up) == version_of(down) == VERSIONS[version]
+    assert version_of(up) == version_of(down) == FLINK_1X[version]
     for savepoint, max_parallelism in ((up, 256), (down, 100)):
         truth = truth_of(version, max_parallelism)
         rows = restored(savepoint, max_parallelism)
@@ -78,6 +78,7 @@ def test_a_new_max_parallelism_up_and_back_down_across_the_prefix_width(version,
 
 
 @pytest.mark.parametrize("version, kind", [("flink-1.20", "native"),
+                                           ("flink-1.18", "checkpoint"),
                                            ("flink-1.15", "checkpoint")])
 def test_erased_keys_of_a_converted_snapshot(version, kind, tmp_path):
     # the edited operator is converted to canonical, the others' native files are copied
@@ -85,8 +86,8 @@ def test_erased_keys_of_a_converted_snapshot(version, kind, tmp_path):
     output = tmp_path / "erased"
     erase_keys(str(FIXTURES / version / kind), str(output), "stateful", list(erased))
     metadata = FlinkSnapshot.open(str(output)).metadata
-    assert metadata.version == VERSIONS[version]
-    assert bool(metadata.properties) == (version == "flink-1.20")
+    assert metadata.version == FLINK_1X[version]
+    assert bool(metadata.properties) == (FLINK_1X[version] == 4)
     truth = truth_of(version)
     rows = restored(output, 128)
     check_fixture(rows, truth, 2, erased=erased, added=TTL)
