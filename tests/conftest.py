@@ -18,7 +18,9 @@ Markers are applied here, not by hand (all are registered in pyproject.toml):
   restore): every test of the files in ``REAL_FLINK_FILES`` below (tests/flink/:
   test_real_flink_restore.py, test_serializer_snapshots_in_flink.py,
   test_flink_savepoint_rescale.py, test_flink_savepoint_edits.py, test_flink_export.py,
-  test_flink_savepoint_rewrite.py). Where Flink or a JDK is missing they fail, never skip.
+  test_flink_savepoint_rewrite.py), and tests/flink/rocksdb/test_rocksdb_flink.py, which runs
+  the RocksDB inside Flink's jars (a JVM per Flink version). Where Flink or a JDK is missing
+  they fail, never skip.
 
 Every test has a time limit (``STATESOURCE_TEST_TIMEOUT`` seconds, default 300), so a
 bug that makes code wait forever fails its test instead of hanging the suite: the
@@ -45,7 +47,8 @@ GOLDEN_FILES = {"test_golden.py", "test_shared_snapshots.py", "test_errors.py", 
                 "test_flink_round_trips.py", "test_serializer_writer.py"}
 REAL_FLINK_FILES = {"test_real_flink_restore.py", "test_serializer_snapshots_in_flink.py",
                     "test_flink_savepoint_rescale.py", "test_flink_savepoint_edits.py",
-                    "test_flink_export.py", "test_flink_savepoint_rewrite.py"}
+                    "test_flink_export.py", "test_flink_savepoint_rewrite.py",
+                    "test_rocksdb_flink.py"}
 TEST_TIMEOUT_SECONDS = float(os.environ.get("STATESOURCE_TEST_TIMEOUT", "300"))
 STUCK_GRACE_SECONDS = 60
 

@@ -51,11 +51,12 @@ FORBIDDEN: frozenset[tuple[str, str]] = frozenset({
 })
 
 # Inside ``statesource.flink``, bottom to top (docs/ARCHITECTURE.md, "Inside flink"): the bytes,
-# the serializers, what _metadata records, the state files, the key-group layouts, the snapshot
-# as a whole, then what reads and operates on whole snapshots.
+# RocksDB's files, the serializers, what _metadata records, the state files, the key-group
+# layouts, the snapshot as a whole, then what reads and operates on whole snapshots.
 FLINK = "statesource.flink"
 FLINK_LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("binary", (FLINK + ".binary",)),
+    ("rocksdb", (FLINK + ".rocksdb",)),
     ("serializers", (FLINK + ".serializers",)),
     ("handles", (FLINK + ".handles",)),
     ("state files", (FLINK + ".statefiles",)),
@@ -318,12 +319,16 @@ def test_flink_package_imports_flow_down(package):
 
 def test_flink_order_catches_synthetic_violations():
     bad = [
+        fake(FLINK + ".binary.snappy", FLINK + ".rocksdb.compression"),
+        fake(FLINK + ".rocksdb.table", FLINK + ".serializers.columns"),
         fake(FLINK + ".serializers.columns", FLINK + ".layouts.framing"),
         fake(FLINK + ".statefiles.operator_state", FLINK + ".snapshot.metadata"),
         fake(FLINK + ".layouts.keyed", FLINK + ".reader"),
         fake(FLINK + ".reader", FLINK + ".operations.census"),
     ]
     good = [
+        fake(FLINK + ".rocksdb.fetch", FLINK + ".binary.crc32c"),
+        fake(FLINK + ".layouts.keyed", FLINK + ".rocksdb.merge"),
         fake(FLINK + ".operations.rescale", FLINK + ".layouts.keyed"),
         fake(FLINK + ".snapshot.directory", FLINK + ".layouts.keyed"),
         fake(FLINK + ".layouts.keyed", FLINK + ".serializers.collections"),

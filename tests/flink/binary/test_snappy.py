@@ -8,13 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statesource.errors import CorruptCheckpointError
-from statesource.flink.binary.snappy import (
-    STREAM_IDENTIFIER,
-    crc32c,
-    decompress,
-    masked_crc32c,
-    unframe,
-)
+from statesource.flink.binary.crc32c import crc32c, masked_crc32c
+from statesource.flink.binary.snappy import STREAM_IDENTIFIER, decompress, unframe
 
 
 def test_crc32c_check_value():
@@ -22,26 +17,48 @@ def test_crc32c_check_value():
     assert crc32c(b"") == 0
 
 
-def _bitwise_crc32c(data: bytes) -> int:
-    """CRC-32C bit by bit, straight from its definition (reflected, polynomial 0x82F63B78)."""
+def _bitwise_step(crc: int) -> int:
+    """One byte's worth of CRC-32C, bit by bit from its definition (reflected, 0x82F63B78)."""
+    for _ in range(8):
+        crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc
+
+
+_TABLE = [_bitwise_step(byte) for byte in range(256)]
+
+
+def _reference_crc32c(data: bytes) -> int:
+    """CRC-32C from the definition: each byte's step is the bitwise one, tabulated."""
     crc = 0xFFFFFFFF
     for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        crc = _TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
+
+
+def _reference_masked(data: bytes) -> int:
+    """Snappy's framing format: ``((crc >> 15) | (crc << 17)) + 0xa282ead8``, in 32 bits."""
+    crc = _reference_crc32c(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def test_the_reference_is_the_bitwise_definition():
+    crc = 0xFFFFFFFF
+    for byte in b"123456789":
+        crc = _bitwise_step(crc ^ byte)
+    assert crc ^ 0xFFFFFFFF == _reference_crc32c(b"123456789") == 0xE3069283
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.binary(max_size=3000) | st.integers(0, 140_000).map(lambda n: bytes(
     (i * 131 + n) % 251 for i in range(n))))
-def test_crc32c_by_numpy_is_the_bitwise_crc(data):
-    """Lengths around the block (256) and piece (64 KiB) sizes included."""
-    assert crc32c(data) == _bitwise_crc32c(data)
+def test_crc32c_is_the_reference_crc(data):
+    assert crc32c(data) == _reference_crc32c(data)
+    assert crc32c(memoryview(data)) == crc32c(bytearray(data)) == crc32c(data)
+    assert masked_crc32c(data) == _reference_masked(data)
 
 
 def _chunk(kind: int, payload: bytes, uncompressed: bytes) -> bytes:
-    body = masked_crc32c(uncompressed).to_bytes(4, "little") + payload
+    body = _reference_masked(uncompressed).to_bytes(4, "little") + payload
     return bytes([kind]) + len(body).to_bytes(3, "little") + body
 
 
@@ -89,3 +106,46 @@ def test_frames_of_an_independent_compressor_round_trip(pieces):
             chunk = piece[start:start + 65536]
             frames.append(_chunk(0, pa.compress(chunk, codec="snappy", asbytes=True), chunk))
     assert unframe(b"".join(frames), "f") == b"".join(pieces)
+
+
+def test_a_corrupt_chunk_names_its_offset_in_the_file():
+    good = _chunk(0, BLOCK, TEXT)
+    bad = bytearray(good)
+    bad[8 + 1] = 60 << 2  # the literal's tag: now 61 literal bytes, past the block's end
+    block_at = 1000 + len(STREAM_IDENTIFIER) + len(good) + 8  # type, length, CRC before it
+    with pytest.raises(CorruptCheckpointError, match=r"f: invalid Snappy block \(.*\) at byte"
+                                                     rf" offset {block_at}$"):
+        unframe(STREAM_IDENTIFIER + good + bytes(bad), "f", base=1000)
+
+
+def test_unverified_frames_skip_only_the_checksum():
+    bad = bytearray(STREAM_IDENTIFIER + _chunk(0, BLOCK, TEXT))
+    bad[len(STREAM_IDENTIFIER) + 4] ^= 1  # the stored CRC
+    assert unframe(bytes(bad), "f", verify=False) == TEXT
+    with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
+        unframe(bytes(bad), "f")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.integers(0, 10_000))
+def test_hostile_frames_are_refused_as_corrupt_or_decoded(noise, base):
+    """Whatever follows a stream identifier, unframing either decodes it or refuses it as
+    corrupt, naming the file and an offset inside the range."""
+    data = STREAM_IDENTIFIER + noise
+    try:
+        unframe(data, "f", base=base)
+    except CorruptCheckpointError as error:
+        offset = int(str(error).rsplit(" ", 1)[1])
+        assert str(error).startswith("f: ") and base <= offset <= base + len(data)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(min_size=1, max_size=3000), st.data())
+def test_every_flipped_byte_of_a_chunk_is_caught(piece, data):
+    """A stored chunk's CRC covers its bytes: a flip in the CRC or the data is refused, never
+    returned. (Its type byte is not covered: a flip there may make it a skippable chunk.)"""
+    frame = bytearray(STREAM_IDENTIFIER + _chunk(1, piece, piece))
+    position = data.draw(st.integers(len(STREAM_IDENTIFIER) + 4, len(frame) - 1))
+    frame[position] ^= data.draw(st.integers(1, 255))
+    with pytest.raises(CorruptCheckpointError):
+        unframe(bytes(frame), "f")
