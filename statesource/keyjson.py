@@ -11,6 +11,7 @@ to reach values such as negative zero or a NaN payload exactly; bytes are
 from __future__ import annotations
 
 import json
+import math
 import struct
 from typing import Any
 
@@ -79,3 +80,24 @@ def _fields(composite: TupleType | RowType, value: Any) -> list[Any]:
             f" {len(composite.fields)} fields"
         )
     return [_convert(t, v) for t, v in zip(composite.fields, value)]
+
+
+def to_json(value_type: DataType, value: Any) -> Any:
+    """``value`` of ``value_type`` as the JSON value :func:`from_json` turns back into it:
+    what a command's ``--json`` document says of a key. Tuples and INSERT rows are arrays,
+    other rows ``{"kind", "fields"}``, bytes ``{"bytes": "<hex>"}``, and a float JSON cannot
+    spell (NaN, an infinity) ``{"bits": "<hex>"}``."""
+    if value is None:
+        return None
+    if isinstance(value_type, (TupleType, RowType)):
+        fields = value.fields if isinstance(value, Row) else value
+        converted = [to_json(t, v) for t, v in zip(value_type.fields, fields)]
+        if isinstance(value, Row) and value.kind is not RowKind.INSERT:
+            return {"kind": value.kind.short_string, "fields": converted}
+        return converted
+    if value_type is BYTES:
+        return {"bytes": bytes(value).hex()}
+    if value_type in (FLOAT, DOUBLE) and not math.isfinite(value):
+        fmt, width = ("<f", "<I") if value_type is FLOAT else ("<d", "<Q")
+        return {"bits": f"{struct.unpack(width, struct.pack(fmt, value))[0]:x}"}
+    return value

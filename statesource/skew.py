@@ -81,7 +81,8 @@ class OperatorCounts:
     ``skew_by`` names the amount of :attr:`distribution` the skew is told in
     (``"rows"``, or ``"bytes"`` where some keyed state's rows could not be
     counted) and ``skew_of`` what it covers; ``notes`` are lines on how the
-    counts were taken.
+    counts were taken. ``name`` is a Flink operator's name, ``operator_id`` its hex id
+    (None in a statesource checkpoint, whose operators have a uid alone).
     """
 
     uid: str
@@ -94,6 +95,8 @@ class OperatorCounts:
     skew_by: str = "rows"
     skew_of: str = "rows of all keyed states"
     notes: tuple[str, ...] = ()
+    name: str | None = None
+    operator_id: str | None = None
 
     @classmethod
     def of(cls, op: OperatorMeta) -> OperatorCounts:
@@ -118,12 +121,13 @@ def _avro(schemas: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def format_bytes(size: float) -> str:
-    """``98.5 KB``: a size in the largest unit that keeps it at least 1 (up to GB)."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
+    """``98.5 KiB``: a size in the largest binary unit (1024-based, as its name says) that
+    keeps it at least 1, up to GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
-    return f"{size:.1f} GB"
+    return f"{size:.1f} GiB"
 
 
 def imbalance(amounts: Sequence[float]) -> float:

@@ -241,8 +241,13 @@ FLINK_1X = {"flink-1.20": 4, "flink-1.18": 4, "flink-1.15": 3}
 ``_metadata`` version each Flink writes."""
 KINDS_1X = ("canonical", "native", "checkpoint", "rocksdb")
 """Heap canonical and native savepoints, a retained heap checkpoint, RocksDB's canonical
-savepoint."""
-SNAPSHOTS_1X = [f"{version}/{kind}" for version in FLINK_1X for kind in KINDS_1X]
+savepoint: of every 1.x fixture."""
+ROCKSDB_FILES_1X = {"flink-1.20": ("rocksdb-native", "rocksdb-checkpoint")}
+"""RocksDB's native savepoint and its retained checkpoint (not incremental, Flink 1.x's
+default): its databases' own files, made by Flink 1.20 only."""
+CASES_1X = [(version, kind) for version in FLINK_1X
+            for kind in (*KINDS_1X, *ROCKSDB_FILES_1X.get(version, ()))]
+SNAPSHOTS_1X = [f"{version}/{kind}" for version, kind in CASES_1X]
 
 KEY_TYPES: dict[str, DataType] = {"stateful": LONG, "opaque": LONG,
                                   "windows": TupleType((STRING, INT))}

@@ -10,7 +10,13 @@ from typing import Any
 from flink_fixture_checks import FIXTURES
 
 LAZY = FIXTURES / "lazy"
-KINDS = ["canonical", "native", "checkpoint", "rocksdb"]
+KINDS = ["canonical", "native", "checkpoint", "rocksdb", "rocksdb-native", "rocksdb-incremental"]
+"""Heap canonical and native savepoints and a checkpoint; RocksDB's canonical savepoint, its
+native savepoint and its incremental checkpoint (``chk-<id>`` beside the job's ``shared/``):
+its own files."""
+JVM_KINDS = ["canonical", "native", "checkpoint", "rocksdb"]
+"""The kinds whose key groups the JVM reader decodes itself (RocksDB's files are read by the
+Python source)."""
 TRUTH = json.loads((LAZY / "expected.json").read_text())
 STATES = {"count": "value", "last": "value", "vip": "map", "rare": "list", "late": "reducing"}
 

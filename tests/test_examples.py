@@ -36,8 +36,10 @@ def test_example_runs(script, checkpoint, spark, monkeypatch, capsys, tmp_path):
 # 409,960 for customer-499, the largest.
 EXPECTED_OUTPUT = {
     "produce_and_checkpoint.py": ["checkpoint 1 written at", "checkpoint 2 written at"],
-    "read_dataframes.py": ["|customer-499|     NULL|409960|", "|customer-498|     NULL|409920|",
-                           "|   40|"],
+    "read_dataframes.py": ["|orders-by-customer|totals    |value|500    |500  |",
+                           "|orders-by-customer|orders    |list |500    |20000|",
+                           "|customer-499|NULL     |409960|", "|customer-498|NULL     |409920|",
+                           "|customer-0 |40   |"],
     "sql_inspection.py": ["|orders-by-customer|", "subtask_if_parallelism_4"],
     "point_lookup.py": ["'key': 'customer-42'", "391680"],
     "restore_rescaled.py": ["customer-7: total 390280, 40 orders"],

@@ -34,7 +34,7 @@ def test_readme_snippets_run(tmp_path, spark, capsys):
     command, printed = re.search(r"^\$ (statesource diff .*)\n((?:.*\n)+?)```", readme,
                                  flags=re.M).groups()
     orders = str(tmp_path / "orders")
-    assert main(shlex.split(command.replace("/tmp/orders", orders))[1:]) == 0
+    assert main(shlex.split(command.replace("/tmp/orders", orders))[1:]) == 1  # changed
     assert capsys.readouterr().out.replace(orders, "/tmp/orders") == printed
 
 

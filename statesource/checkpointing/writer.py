@@ -52,6 +52,7 @@ from statesource.format.operator_state_meta import OperatorStateMeta
 from statesource.format.storage import (
     METADATA_FILE,
     Location,
+    check_writable_root,
     checkpoint_dir_name,
     new_data_file,
     remove_attempt,
@@ -120,6 +121,7 @@ class CheckpointWriter:
     def __init__(self, root: str, filesystem: pafs.FileSystem | None = None, *,
                  incremental: bool = False, max_delta_runs: int = MAX_DELTA_RUNS) -> None:
         self.root = resolve(root, filesystem)
+        check_writable_root(self.root)  # here, not in the background write that would fail
         self.incremental = incremental
         self._bases = BaseIndex(self.root, check_int(max_delta_runs, "max_delta_runs", 0),
                                 keeps_base_keys=incremental)

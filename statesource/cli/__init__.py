@@ -1,15 +1,23 @@
 """The ``statesource`` command line: one sub-command per module in this package.
 
-Every failure we anticipate is a :class:`StateSourceError`; ``main`` prints its
-message and exits 1 instead of showing a traceback.
+Every failure ends the command with one line on stderr, ``statesource <command>: error:
+...``, and exit status 1 (``diff``: 2, as its 1 means "something changed"), never a
+traceback: statesource's own errors, which name the offending value or path; the
+operating system's (a full disk, a read-only file system, a permission), which name the
+file; mistyped arguments; and anything unforeseen, told as an internal error
+(``STATESOURCE_TRACEBACK=1`` shows its traceback). A URI's credentials never reach the
+terminal, not even when argparse quotes what was typed. docs/CLI.md describes the exit
+statuses and the ``--json`` documents.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import NoReturn
 
 from statesource.cli import (
     demo,
@@ -20,16 +28,20 @@ from statesource.cli import (
     inspect,
     jvm,
     keygroup,
+    migrate,
     rescale,
     retain,
 )
 from statesource.errors import StateSourceError
 from statesource.format.storage import redacted
-from statesource.format.versions import FORMAT_VERSION
+from statesource.format.versions import FORMAT_VERSION, PLAIN_FORMAT_VERSION
 from statesource.format.versions import SUPPORTED_FORMAT_VERSIONS as SUPPORTED
 
 _COMMANDS = (demo, export_flink, import_flink, inspect, jvm, keygroup, rescale, retain, diff,
-             erase)
+             erase, migrate)
+FAILED = 1
+"""The exit status of a failed command (``diff``'s is :data:`diff.FAILED`)."""
+_FAILED_BY_COMMAND = {"diff": diff.FAILED}
 
 
 def _installed_version() -> str:
@@ -39,14 +51,42 @@ def _installed_version() -> str:
         return "0+unknown"
 
 
+class UsageError(Exception):
+    """Arguments argparse refused, raised instead of its exit so that :func:`main` reports
+    them like every other failure."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (its sub-commands' too, which argparse makes of the same class)
+    with its errors raised as :class:`UsageError` rather than printed with a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self.prog, message)
+
+
+class _Version(argparse.Action):
+    """``--version``: one line as written (argparse's own action re-wraps it to the
+    terminal's width)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"statesource {_installed_version()} (writes checkpoint format"
+              f" v{PLAIN_FORMAT_VERSION}, an incremental checkpoint up to v{FORMAT_VERSION};"
+              f" reads {', '.join(map(str, SUPPORTED))})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="statesource",
         description="Flink-style keyed state in Python, checkpointed as Arrow, read with Spark.",
     )
-    parser.add_argument("--version", action="version",
-                        version=f"statesource {_installed_version()} (checkpoint format"
-                        f" v{FORMAT_VERSION}, reads {', '.join(map(str, SUPPORTED))})")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print the version and the checkpoint formats, and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in _COMMANDS:
         command.register(commands)
@@ -54,13 +94,45 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as error:
+        command = error.prog.split()[-1]
+        return _fail(error.prog, f"{error} (see {error.prog} --help)",
+                     _FAILED_BY_COMMAND.get(command, FAILED))
+    prog = f"statesource {args.command}"
+    failed = _FAILED_BY_COMMAND.get(args.command, FAILED)
     try:
         return args.run(args) or 0
     except StateSourceError as error:
-        # Messages may quote what the user typed: a URI's credentials stay off the terminal.
-        print(f"statesource {args.command}: error: {redacted(str(error))}", file=sys.stderr)
-        return 1
+        return _fail(prog, str(error), failed)
+    except BrokenPipeError:  # stdout's reader left (`| head`): nothing to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return failed
+    except OSError as error:
+        return _fail(prog, _os_error(error), failed)
     except KeyboardInterrupt:
-        print(f"statesource {args.command}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except Exception as error:  # a bug: one line all the same, the traceback on request
+        if os.environ.get("STATESOURCE_TRACEBACK"):
+            raise
+        return _fail(prog, f"internal error, please report it: {type(error).__name__}: {error}"
+                     " (STATESOURCE_TRACEBACK=1 shows where)", failed)
+
+
+def _fail(prog: str, message: str, status: int) -> int:
+    """One line on stderr: messages may quote what the user typed, so a URI's credentials
+    are left out, and a message of several lines is joined."""
+    one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    print(f"{prog}: error: {redacted(one_line)}", file=sys.stderr)
+    return status
+
+
+def _os_error(error: OSError) -> str:
+    """What the operating system refused, and the file: ``No space left on device:
+    /data/chk-3/data/x.arrow``."""
+    names = [os.fsdecode(n) for n in (error.filename, error.filename2) if n is not None]
+    if error.strerror and names:
+        return f"{error.strerror}: {' -> '.join(names)}"
+    return str(error)

@@ -17,6 +17,7 @@ from statesource.demo import job as job_module
 from statesource.demo.clickstream import clicks
 from statesource.demo.job import OPERATOR_UID, UserActivityJob
 from statesource.errors import InvalidArgumentError
+from statesource.format.storage import check_creatable, resolve
 
 MAX_PARALLELISM = 128
 
@@ -61,6 +62,7 @@ def check_arguments(args: argparse.Namespace) -> str:
     output = os.path.abspath(args.output)
     if os.path.exists(output) and not os.path.isdir(output):
         raise InvalidArgumentError(f"--output {output} is a file, not a directory")
+    check_creatable(resolve(output), "--output")
     if os.path.isdir(output) and any(name.startswith("chk-") for name in os.listdir(output)):
         raise InvalidArgumentError(
             f"--output {output} already holds checkpoints (an earlier run?); checkpoints are"

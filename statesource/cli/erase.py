@@ -6,10 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from statesource.cli.output import add_json_option, emit
 from statesource.errors import InvalidArgumentError, StateSourceError
-from statesource.keyjson import from_json, parse_key_text
+from statesource.keyjson import from_json, parse_key_text, to_json
+
+if TYPE_CHECKING:
+    from statesource.flink.operations.edit import EditedSavepoint
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -48,6 +52,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="the new savepoint directory (must not exist)")
     parser.add_argument("--checkpoint-id", type=int, metavar="N",
                         help="checkpoint chk-N when SNAPSHOT holds several")
+    add_json_option(parser)
 
 
 def run_erase(args: argparse.Namespace) -> int:
@@ -56,12 +61,17 @@ def run_erase(args: argparse.Namespace) -> int:
     if not args.key and args.keys_file is None:
         raise InvalidArgumentError("give the keys to erase: --key K (repeatable), --keys-file"
                                    " FILE, or both")
+    lines = None if args.keys_file is None else _read_keys_file(Path(args.keys_file))
     key_type = operator_key_type(args.snapshot, args.operator, checkpoint_id=args.checkpoint_id)
     keys: list[Any] = [parse_key_text(key_type, text) for text in args.key]
-    if args.keys_file is not None:
-        keys += _keys_file(Path(args.keys_file), key_type)
+    if lines is not None:
+        keys += _keys_file(Path(args.keys_file), lines, key_type)
     done = erase_keys(args.snapshot, args.output, args.operator, keys,
                       checkpoint_id=args.checkpoint_id)
+    if args.json:
+        emit({**_edit_document(done), "keys": len(keys),
+              "missing": [to_json(key_type, key) for key in done.missing]})
+        return 0
     for state, count in done.removed:
         print(f"{state}: {count:,} removed")
     for key in done.missing:
@@ -76,16 +86,35 @@ def run_drop(args: argparse.Namespace) -> int:
 
     done = drop_state(args.snapshot, args.output, args.operator, args.state,
                       checkpoint_id=args.checkpoint_id)
-    print(f"wrote savepoint {done.output}: state {args.state!r} of operator {done.operator}"
-          f" dropped ({done.total:,} entries, timers or elements)")
+    if args.json:
+        emit({**_edit_document(done), "state": args.state})
+    else:
+        print(f"wrote savepoint {done.output}: state {args.state!r} of operator {done.operator}"
+              f" dropped ({done.total:,} entries, timers or elements)")
     return 0
 
 
-def _keys_file(path: Path, key_type: Any) -> list[Any]:
+def _edit_document(done: EditedSavepoint) -> dict[str, Any]:
+    """What the ``--json`` documents of ``erase`` and ``drop`` share (docs/CLI.md)."""
+    return {"kind": "flink", "location": done.output, "source": done.source,
+            "operator": done.operator, "removed": dict(done.removed),
+            "total_removed": done.total,
+            "seconds": done.seconds}
+
+
+def _read_keys_file(path: Path) -> list[str]:
+    """The lines of ``--keys-file``, read before the snapshot is opened: a wrong path is
+    refused first, naming it."""
     try:
-        lines = path.read_text().splitlines()
+        return path.read_text().splitlines()
+    except UnicodeDecodeError as error:
+        raise InvalidArgumentError(f"--keys-file {path}: not UTF-8 text ({error.reason} at"
+                                   f" byte {error.start})") from None
     except OSError as error:
         raise InvalidArgumentError(f"--keys-file {path}: {error.strerror}") from None
+
+
+def _keys_file(path: Path, lines: list[str], key_type: Any) -> list[Any]:
     keys = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from statesource.cli.output import add_json_option, emit, progress
 from statesource.flink.operations.export import export_flink
 from statesource.flink.serializers.mapping import pojo_classes
 from statesource.flink.snapshot.versions import NEWEST_RELEASE, WRITTEN_RELEASES
@@ -34,6 +35,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--flink-version", metavar="X.Y",
                         help="the Flink release that restores the savepoint: "
                         + ", ".join(WRITTEN_RELEASES) + f" (default {NEWEST_RELEASE})")
+    add_json_option(parser)
     parser.set_defaults(run=run)
 
 
@@ -42,7 +44,20 @@ def run(args: argparse.Namespace) -> int:
              else pojo_classes(args.pojo_classes, "--pojo-classes"))
     done = export_flink(args.checkpoint, args.output, checkpoint_id=args.checkpoint_id,
                         pojos=pojos, keyed_only=args.keyed_only,
-                        flink_version=args.flink_version, progress=print)
+                        flink_version=args.flink_version, progress=progress(args))
+    if args.json:
+        emit({"kind": "flink", "checkpoint_id": done.checkpoint_id, "location": done.output,
+              "source": done.source, "entries": done.entries, "seconds": done.seconds,
+              "operators": [{"uid": op.uid, "operator_id": op.operator_id,
+                             "parallelism": op.parallelism,
+                             "max_parallelism": op.max_parallelism, "states": list(op.states),
+                             "entries": op.entries, "key_groups": op.key_groups,
+                             "bytes": op.bytes, "operator_states": list(op.operator_states),
+                             "operator_elements": op.operator_elements}
+                            for op in done.operators],
+              "skipped_operator_states": [{"operator": operator, "state": state}
+                                          for operator, state in done.skipped_operator_states]})
+        return 0
     for operator, state in done.skipped_operator_states:
         print(f"  left out operator state {state!r} of operator {operator!r}")
     print(f"wrote savepoint {done.output} of checkpoint {done.checkpoint_id}: {done.entries:,}"

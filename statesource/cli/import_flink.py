@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from statesource.cli.output import add_json_option, emit
 from statesource.flink.operations.importer import import_flink
 
 
@@ -18,11 +19,23 @@ def register(commands: argparse._SubParsersAction) -> None:
                         " chk-<id> checkpoints (the newest is used)")
     parser.add_argument("destination", metavar="DEST", help="the statesource checkpoint root")
     parser.add_argument("--checkpoint-id", type=int, help="a Flink checkpoint under SRC")
+    add_json_option(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     result = import_flink(args.source, args.destination, checkpoint_id=args.checkpoint_id)
+    if args.json:
+        info = result.checkpoint
+        emit({"kind": "statesource", "checkpoint_id": info.checkpoint_id,
+              "location": str(info.location),
+              "operators": [{"uid": op.uid, "states": [s.name for s in op.keyed_states],
+                             "operator_states": [s.name for s in op.operator_states]}
+                            for op in info.metadata.operators],
+              "skipped_timers": list(result.skipped_timers),
+              "skipped_operators": [{"operator": operator, "reason": reason}
+                                    for operator, reason in result.skipped_operators]})
+        return 0
     print(f"imported Flink checkpoint {result.checkpoint.checkpoint_id} into"
           f" {result.checkpoint.location}")  # its URI without credentials
     for timers in result.skipped_timers:

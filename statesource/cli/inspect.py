@@ -9,19 +9,20 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from statesource.checks import check_int
+from statesource.cli.output import add_json_option, emit, progress
 from statesource.errors import InvalidArgumentError
 from statesource.flink.operations.census import count_snapshot
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.format import Checkpoint
 from statesource.format.metadata import OperatorMeta
 from statesource.format.source import FLINK
-from statesource.format.storage import resolve
+from statesource.format.storage import check_creatable, resolve
 from statesource.plot import require_matplotlib
 from statesource.rescale import check_parallelism_for
 from statesource.skew import (
@@ -55,6 +56,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         " its checksum and the metadata (by default only the files' presence"
                         " and sizes are checked); a Flink snapshot's key groups are always"
                         " decoded whole, to count them, which checks their framing")
+    add_json_option(parser)
     parser.set_defaults(run=run)
 
 
@@ -73,8 +75,9 @@ def check_arguments(args: argparse.Namespace) -> None:
                 f" {', '.join('.' + f for f in PLOT_FORMATS)}")
         directory = os.path.dirname(os.path.abspath(args.plot))
         if not os.path.isdir(directory):
-            raise InvalidArgumentError(f"--plot {args.plot}: directory {directory} does not"
-                                       " exist")
+            found = "is a file, not a directory" if os.path.exists(directory) else "does not exist"
+            raise InvalidArgumentError(f"--plot {args.plot}: {directory} {found}")
+        check_creatable(resolve(directory), "--plot directory")
         require_matplotlib()
 
 
@@ -86,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         report = checkpoint_report(Checkpoint.open(args.path, checkpoint_id=args.checkpoint_id),
                                    args.parallelism, args.verify)
+    if args.json:
+        plots = _plot(report, args.parallelism, args.plot, progress(args)) if args.plot else []
+        emit(report.document(args.parallelism, plots))
+        return 0
     print(report.title)
     for op in report.operators:
         print_operator(op, args.parallelism)
@@ -93,17 +100,26 @@ def run(args: argparse.Namespace) -> int:
     for line in report.checked:
         print(line)
     if args.plot:
-        keyed = [op for op in report.operators if op.distribution is not None]
-        if not keyed:
-            print("nothing to plot: no operator has keyed state")
-            return 0
-        from statesource.plot import plot_distribution
-
-        for op in keyed:
-            path = args.plot if len(keyed) == 1 else _suffixed(args.plot, op.uid)
-            plot_distribution(op, args.parallelism, path)
-            print(f"wrote {path}")
+        _plot(report, args.parallelism, args.plot, print)
     return 0
+
+
+def _plot(report: Report, proposed: int | None, path: str, say: Callable[[str], None]
+          ) -> list[str]:
+    """Draw every operator with keyed state; the files written."""
+    keyed = [op for op in report.operators if op.distribution is not None]
+    if not keyed:
+        say("nothing to plot: no operator has keyed state")
+        return []
+    from statesource.plot import plot_distribution
+
+    written = []
+    for op in keyed:
+        target = path if len(keyed) == 1 else _suffixed(path, op.uid)
+        plot_distribution(op, proposed, target)
+        say(f"wrote {target}")
+        written.append(target)
+    return written
 
 
 @dataclass(frozen=True)
@@ -114,6 +130,37 @@ class Report:
     operators: tuple[OperatorCounts, ...]
     checked: tuple[str, ...]
     """What was checked of the snapshot's files, and how."""
+    snapshot: dict[str, Any]
+    """What the JSON document says of the snapshot itself: its kind, id, location (and a
+    statesource checkpoint's format version and time)."""
+
+    def document(self, proposed: int | None, plots: list[str]) -> dict[str, Any]:
+        """The ``--json`` document (docs/CLI.md)."""
+        return {**self.snapshot,
+                "operators": [_operator_document(op, proposed) for op in self.operators],
+                "checked": list(self.checked), "plots": plots}
+
+
+def _operator_document(op: OperatorCounts, proposed: int | None) -> dict[str, Any]:
+    skew = None
+    if op.distribution is not None:
+        amounts = op.skew_amounts
+        subtasks = []
+        for parallelism in dict.fromkeys(p for p in (op.parallelism, proposed) if p):
+            balance = KeyGroupBalance(op.max_parallelism, parallelism)
+            subtasks.append({"parallelism": parallelism, "now": parallelism == op.parallelism,
+                             "per_subtask": op.distribution.per_subtask(amounts, parallelism),
+                             "key_groups_per_subtask": [balance.fewest, balance.most]})
+        skew = {"by": op.skew_by, "of": op.skew_of, "per_key_group": amounts,
+                "subtasks": subtasks}
+    unnamed = op.operator_id is not None and op.uid == op.operator_id  # no uid: a 1.x snapshot
+    return {"uid": None if unnamed else op.uid, "name": op.name, "operator_id": op.operator_id,
+            "parallelism": op.parallelism, "max_parallelism": op.max_parallelism,
+            "key_type": op.key_type,
+            "states": [{"name": s.name, "kind": s.kind, "entries": s.entries, "rows": s.rows,
+                        "bytes": s.size_bytes, "types": dict(s.types),
+                        "unreadable": s.unreadable} for s in op.states],
+            "skew": skew, "notes": list(op.notes)}
 
 
 def checkpoint_report(checkpoint: Checkpoint, proposed: int | None, verify: bool) -> Report:
@@ -133,7 +180,10 @@ def checkpoint_report(checkpoint: Checkpoint, proposed: int | None, verify: bool
     else:
         checked = (f"verified: {files} data files, {ranges:,} byte ranges match their checksums"
                    " and the metadata")
-    return Report(title, tuple(OperatorCounts.of(op) for op in meta.operators), (checked,))
+    return Report(title, tuple(OperatorCounts.of(op) for op in meta.operators), (checked,),
+                  {"kind": "statesource", "checkpoint_id": meta.checkpoint_id,
+                   "location": str(checkpoint.location), "format_version": meta.format_version,
+                   "timestamp_ms": meta.timestamp_ms})
 
 
 def flink_report(checkpoint: FlinkCheckpoint, proposed: int | None, verify: bool) -> Report:
@@ -159,7 +209,10 @@ def flink_report(checkpoint: FlinkCheckpoint, proposed: int | None, verify: bool
         checked.append("not decoded, so neither counted nor checked: "
                        + "; ".join(counted.unchecked))
     return Report(f"Flink snapshot {checkpoint.checkpoint_id} at {checkpoint.location}",
-                  counted.operators, tuple(checked))
+                  counted.operators, tuple(checked),
+                  {"kind": "flink", "checkpoint_id": checkpoint.checkpoint_id,
+                   "location": str(checkpoint.location), "format_version": None,
+                   "timestamp_ms": None})
 
 
 PROGRESS_AFTER_SECONDS = 2.0

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from statesource.cli.output import add_json_option, emit
 from statesource.keygroups import (
     assign_to_key_group,
     check_parallelism,
     default_max_parallelism,
     operator_index_for_key_group,
 )
-from statesource.keyjson import parse_key_text
+from statesource.keyjson import parse_key_text, to_json
 from statesource.types import key_type
 
 
@@ -28,6 +29,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         " --parallelism, or 128")
     parser.add_argument("--parallelism", type=int, help="also print each key's subtask")
     parser.add_argument("keys", nargs="+", metavar="KEY")
+    add_json_option(parser)
     parser.set_defaults(run=run)
 
 
@@ -38,13 +40,20 @@ def run(args: argparse.Namespace) -> int:
         max_parallelism = default_max_parallelism(args.parallelism) if args.parallelism else 128
     if args.parallelism is not None:
         check_parallelism(args.parallelism, max_parallelism)
-    header = ["key", "key_group"] + (["subtask"] if args.parallelism else [])
-    print("\t".join(header))
+    rows = []
     for text in args.keys:
-        key_group = assign_to_key_group(parse_key_text(declared, text), declared, max_parallelism)
-        row = [text, str(key_group)]
-        if args.parallelism:
-            row.append(str(operator_index_for_key_group(max_parallelism, args.parallelism,
-                                                          key_group)))
-        print("\t".join(row))
+        key = parse_key_text(declared, text)
+        key_group = assign_to_key_group(key, declared, max_parallelism)
+        subtask = None if args.parallelism is None else operator_index_for_key_group(
+            max_parallelism, args.parallelism, key_group)
+        rows.append((text, to_json(declared, key), key_group, subtask))
+    if args.json:
+        emit({"key_type": declared.name, "max_parallelism": max_parallelism,
+              "parallelism": args.parallelism,
+              "keys": [{"key": key, "key_group": key_group, "subtask": subtask}
+                       for _, key, key_group, subtask in rows]})
+        return 0
+    print("\t".join(["key", "key_group"] + (["subtask"] if args.parallelism else [])))
+    for text, _, key_group, subtask in rows:
+        print("\t".join([text, str(key_group)] + ([] if subtask is None else [str(subtask)])))
     return 0

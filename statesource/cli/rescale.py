@@ -4,12 +4,20 @@ Flink snapshot as a new savepoint under another max parallelism."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from statesource.cli.output import add_json_option, emit, progress
 from statesource.errors import InvalidArgumentError
+from statesource.format.commit import CheckpointInfo
 from statesource.format.source import FLINK
 from statesource.format.storage import resolve
 from statesource.rescale import rescale_parallelism
+from statesource.skew import Distribution
 from statesource.sources import kind_of
+
+if TYPE_CHECKING:
+    from statesource.flink.operations.rescale import RescaledSavepoint
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -18,7 +26,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Write a new checkpoint holding the state of the checkpoint at PATH for a"
         " job running at parallelism P. Keyed state is shared with the old checkpoint (no"
         " bytes are copied, so this takes about as long for 10 GB as for 10 MB); operator"
-        " state is redistributed by Flink's rules. Prints entries per subtask now and after"
+        " state is redistributed by Flink's rules. Prints rows per subtask now and after"
         " before it commits. The old checkpoint is not changed. With --max-parallelism M"
         " every key is re-keyed into M key groups by a local Spark job, written as a new"
         " checkpoint the same way. A Flink savepoint or checkpoint is written, with every key"
@@ -41,6 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--output", metavar="DIR",
                         help="for a Flink snapshot: the new savepoint directory (must not"
                         " exist)")
+    add_json_option(parser)
     parser.set_defaults(run=run)
 
 
@@ -52,29 +61,53 @@ def run(args: argparse.Namespace) -> int:
             f"--output {args.output}: a statesource checkpoint is rescaled into a new checkpoint"
             " under the same root (--new-checkpoint-id N); --output names the savepoint"
             " directory of a rescaled Flink snapshot")
+    say = progress(args)
     if args.max_parallelism is None:
         if args.parallelism is None:
             raise InvalidArgumentError("give --parallelism P, --max-parallelism M, or both")
-        rescale_parallelism(args.path, args.parallelism, operator=args.operator,
-                            checkpoint_id=args.checkpoint_id,
-                            new_checkpoint_id=args.new_checkpoint_id, progress=print)
-        return 0
+        info = rescale_parallelism(args.path, args.parallelism, operator=args.operator,
+                                   checkpoint_id=args.checkpoint_id,
+                                   new_checkpoint_id=args.new_checkpoint_id, progress=say)
+    else:
+        info = _rescale_max_parallelism(args, say)
+    if args.json:
+        emit(_checkpoint_document(info))
+    return 0
+
+
+def _rescale_max_parallelism(args: argparse.Namespace, say: Callable[[str], None]
+                             ) -> CheckpointInfo:
+    """A statesource checkpoint re-keyed for a new max parallelism, by a local Spark job."""
     from statesource.spark import session
     from statesource.spark.write.rescale import plan_max_parallelism, rescale_max_parallelism
 
     plan_max_parallelism(args.path, args.max_parallelism, parallelism=args.parallelism,
                          operator=args.operator, checkpoint_id=args.checkpoint_id,
                          new_checkpoint_id=args.new_checkpoint_id)
-    print("starting local Spark (the first job takes a few seconds)...")
+    say("starting local Spark (the first job takes a few seconds)...")
     spark = session("statesource-rescale")
     try:
-        rescale_max_parallelism(spark, args.path, args.max_parallelism,
-                                parallelism=args.parallelism, operator=args.operator,
-                                checkpoint_id=args.checkpoint_id,
-                                new_checkpoint_id=args.new_checkpoint_id, progress=print)
+        info = rescale_max_parallelism(spark, args.path, args.max_parallelism,
+                                       parallelism=args.parallelism, operator=args.operator,
+                                       checkpoint_id=args.checkpoint_id,
+                                       new_checkpoint_id=args.new_checkpoint_id, progress=say)
     finally:
         spark.stop()
-    return 0
+    assert isinstance(info, CheckpointInfo)  # no output given: a statesource checkpoint
+    return info
+
+
+def _checkpoint_document(info: CheckpointInfo) -> dict[str, Any]:
+    """The ``--json`` document of a rescaled statesource checkpoint (docs/CLI.md)."""
+    operators = []
+    for op in info.metadata.operators:
+        distribution = Distribution.of(op) if op.keyed_states else None
+        operators.append({
+            "uid": op.uid, "parallelism": op.parallelism, "max_parallelism": op.max_parallelism,
+            "rows_per_subtask": None if distribution is None
+            else distribution.per_subtask(distribution.rows, op.parallelism)})
+    return {"kind": "statesource", "checkpoint_id": info.checkpoint_id,
+            "location": str(info.location), "operators": operators}
 
 
 def run_flink(args: argparse.Namespace) -> int:
@@ -100,8 +133,27 @@ def run_flink(args: argparse.Namespace) -> int:
             " (the snapshot itself is never changed)")
     done = rescale_savepoint(args.path, args.output, args.max_parallelism,
                              parallelism=args.parallelism, checkpoint_id=args.checkpoint_id,
-                             progress=print)
-    print(f"wrote savepoint {done.output}: {done.entries:,} entries and timers re-keyed to"
-          f" max parallelism {done.max_parallelism} in {done.seconds:.1f} s; restore it in a"
-          f" job with pipeline.max-parallelism: {done.max_parallelism}")
+                             progress=progress(args))
+    if args.json:
+        emit(savepoint_document(done))
+    else:
+        print(f"wrote savepoint {done.output}: {done.entries:,} entries and timers re-keyed to"
+              f" max parallelism {done.max_parallelism} in {done.seconds:.1f} s; restore it in"
+              f" a job with pipeline.max-parallelism: {done.max_parallelism}")
     return 0
+
+
+def savepoint_document(done: RescaledSavepoint) -> dict[str, Any]:
+    """The ``--json`` document of a new savepoint re-keyed or edited from a Flink snapshot
+    (docs/CLI.md)."""
+    return {"kind": "flink", "checkpoint_id": done.checkpoint_id, "location": done.output,
+            "source": done.source, "max_parallelism": done.max_parallelism,
+            "entries": done.entries, "converted": done.converted, "seconds": done.seconds,
+            "operators": [{"uid": op.operator, "operator_id": op.operator_id or None,
+                           "max_parallelism": op.new_max_parallelism,
+                           "max_parallelism_before": op.max_parallelism,
+                           "parallelism": op.new_parallelism,
+                           "parallelism_before": op.parallelism,
+                           "entries": op.entries, "timers": op.timers,
+                           "key_groups": op.key_groups, "bytes": op.bytes}
+                          for op in done.operators]}

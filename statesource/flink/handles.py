@@ -8,10 +8,12 @@ new ones. Nothing here reads or writes bytes, so it sits below all of them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import mmh3
 
+from statesource.errors import InvalidArgumentError
 from statesource.model import DistributionMode
 
 
@@ -48,6 +50,67 @@ class KeyedHandle:
     def end(self) -> int:
         return self.start + len(self.offsets) - 1
 
+    @property
+    def streams(self) -> tuple[StreamHandle, ...]:
+        """Every stream the handle names."""
+        return (self.stream,)
+
+
+@dataclass(frozen=True)
+class RocksDBFile:
+    """One file of a RocksDB database in a snapshot: its name in the database's directory
+    (``000123.sst``, ``MANIFEST-000004``, ``CURRENT``), which is what the MANIFEST names it
+    by, and where the snapshot keeps its bytes (under another name: Flink uploads each file
+    as a UUID)."""
+
+    name: str
+    stream: StreamHandle
+
+
+@dataclass(frozen=True)
+class RocksDBHandle:
+    """One subtask's keyed state as the files of its RocksDB database (Flink's
+    ``IncrementalRemoteKeyedStateHandle``): what a native savepoint and every RocksDB
+    checkpoint of Flink 2.x (1.x: incremental or not) record, in place of key-group offsets
+    into one file.
+
+    ``meta`` holds the keyed-state header of the states, whose column families the
+    database's tables hold; ``shared`` the files later checkpoints may reuse (SST files),
+    ``private`` this snapshot's own (``CURRENT``, the MANIFEST, ``OPTIONS``, and all of them
+    in a non-incremental checkpoint). Version 2 of the handle (type 11, what Flink 1.20 and
+    2.x write) adds the checkpointed size and the state handle id; version 1 (type 5, older
+    releases) has neither.
+    """
+
+    start: int
+    count: int
+    """The number of key groups, ``start .. start+count-1``."""
+    checkpoint_id: int
+    backend_id: str
+    meta: StreamHandle
+    shared: tuple[RocksDBFile, ...]
+    private: tuple[RocksDBFile, ...]
+    checkpointed_size: int | None = None
+    handle_id: str | None = None
+
+    @property
+    def end(self) -> int:
+        return self.start + self.count - 1
+
+    @property
+    def files(self) -> tuple[RocksDBFile, ...]:
+        return self.shared + self.private
+
+    @property
+    def streams(self) -> tuple[StreamHandle, ...]:
+        """Every stream the handle names: the meta data's, then its files'."""
+        return (self.meta, *(f.stream for f in self.files))
+
+
+KeyedStateHandle = KeyedHandle | RocksDBHandle
+"""A subtask's managed keyed state as ``_metadata`` records it: key groups at offsets of one
+file, or a RocksDB database's files."""
+
 
 @dataclass(frozen=True)
 class OperatorStateOffsets:
@@ -72,7 +135,7 @@ class SubtaskState:
     """
 
     index: int
-    keyed: tuple[KeyedHandle, ...]
+    keyed: tuple[KeyedStateHandle, ...]
     operator: tuple[OperatorHandle, ...]
     raw_keyed: tuple[KeyedHandle, ...] = ()
     raw_operator: tuple[OperatorHandle, ...] = ()
@@ -96,8 +159,10 @@ class OperatorSnapshot:
         return self.uid or self.operator_id
 
     def named(self, name: str) -> bool:
-        """Whether ``name`` names this operator: its uid, its hex id, or a uid whose hash is its
-        id (a Flink 1.x ``_metadata`` records ids only)."""
+        """Whether ``name`` is this operator's identity: its uid, its hex id, or a uid whose hash
+        is its id (a Flink 1.x ``_metadata`` records ids only). The name Flink gave it (what
+        ``inspect`` shows, ``GroupAggregate[5]``) names it too, where no other operator has
+        that name: :func:`pick_operator` decides that, among all of a snapshot's operators."""
         return name in (self.label, self.operator_id) or self.operator_id == operator_id_of(name)
 
 
@@ -117,6 +182,24 @@ class SnapshotMetadata:
     operators: tuple[OperatorSnapshot, ...]
     master_states: tuple[bytes, ...] = ()
     properties: bytes = b""
+
+
+def pick_operator(operators: Iterable[OperatorSnapshot], name: str) -> OperatorSnapshot | None:
+    """The operator ``name`` names, or None: the one whose identity it is
+    (:meth:`OperatorSnapshot.named`), else the one Flink gave that name (Flink 2.x records
+    names: ``GroupAggregate[5]`` is how a SQL user knows an operator whose uid the planner
+    generated). A name several operators have is refused, listing them: which one is meant
+    cannot be told, and reading or rewriting the wrong one must not happen quietly."""
+    candidates = list(operators)
+    for op in candidates:
+        if op.named(name):
+            return op
+    called = [op for op in candidates if op.name == name]
+    if len(called) > 1:
+        raise InvalidArgumentError(
+            f"{len(called)} operators are named {name!r}: "
+            + ", ".join(repr(op.label) for op in called) + "; name one by its uid or hex id")
+    return called[0] if called else None
 
 
 def operator_id_of(uid: str) -> str:

@@ -10,8 +10,15 @@ timer states alike. Native snapshots and checkpoints (the heap backend's own
 layout) carry every state's descriptors, since nothing delimits a value there
 and a key group is walked through each section before the wanted one. A state
 those decoders do not take (in a native snapshot: any state of its operator),
-or state stored inline in ``_metadata``, gets a reason instead, and the Python
+RocksDB state, or state stored inline in ``_metadata``, gets a reason instead, and the Python
 reader reads it.
+
+Each file is decoded with its own header, as the Python readers decode it: a job
+that obtains states lazily writes files that lack states, or number them otherwise
+(:mod:`~statesource.flink.statefiles.merged_header`). The descriptors are the
+operator's states by name, in the merged numbering; each file names its variant,
+the merged id of each of its own states by its own id, and the files that lack the
+wanted state are left out, as the Python readers skip them: they hold no rows of it.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from statesource.flink.handles import OperatorSnapshot
+from statesource.flink.handles import KeyedHandle, OperatorSnapshot, RocksDBHandle
 from statesource.flink.layouts.columnar import StateColumns, Ttl
 from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.reader import FlinkCheckpoint
@@ -35,6 +42,7 @@ from statesource.flink.serializers.primitives import (
     Void,
 )
 from statesource.flink.serializers.rows import RowDecoder
+from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.statefiles.keyed_header import StateInfo
 from statesource.model import StateKind
 
@@ -68,9 +76,9 @@ class JvmLayout:
     state: dict[str, Any]
     """The plan's ``flink`` part (FlinkStatePlan.java)."""
     files: list[tuple[str, str, int]]
-    """Each data file: its real local path, its name for errors, its size."""
+    """Each data file holding the state: its real local path, its name for errors, its size."""
     key_groups: list[KeyGroupRange]
-    """Every non-empty key group, ascending."""
+    """Every non-empty key group of those files, ascending."""
 
 
 def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLayout | str:
@@ -82,12 +90,11 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
         return f"operator {op.label!r} has no keyed state"
     info = snapshot.keyed_state_info(op, state)
     handles = snapshot.keyed_handles(op)
-    if any(snapshot.state_ids(op, handle) is not None
-           or snapshot.handle_header(op, handle).compressed != header.compressed
-           for handle in handles):
-        return ("the operator's keyed-state files number their states differently (subtasks"
-                " obtained states lazily, or in another order); they are decoded by the"
-                " Python source")
+    if any(snapshot.handle_header(op, h).compressed != header.compressed for h in handles):
+        return ("the operator's keyed-state files differ in Snappy compression; they are"
+                " decoded by the Python source")
+    if any(isinstance(h, RocksDBHandle) for s in op.subtasks for h in s.keyed):
+        return "RocksDB state (its SST files) is decoded by the Python source"
     if any(h.stream.inline is not None for h in handles):
         return "state stored inline in _metadata is decoded by the Python source"
     layouts = sorted({layout_of(handle).name for handle in handles})
@@ -96,7 +103,7 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
     if layouts[0] not in _NATIVE_FLAG:
         return f"the JVM reader does not decode the {layouts[0]} layout; the Python source does"
     native = _NATIVE_FLAG[layouts[0]]
-    common = {"compressed": header.compressed, "states": len(header.states)}
+    common = {"compressed": header.compressed}
     try:
         described = {**_described(checkpoint, op, info), **common, "native": native}
         if native:
@@ -105,8 +112,13 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
         return str(reason)
     files: list[tuple[str, str, int]] = []
     index: dict[str, int] = {}
+    variants: list[list[int]] = []
+    file_variants: list[int] = []
     ranges = []
     for piece in snapshot.key_group_bytes(op):
+        ids = _own_states(snapshot, op, piece.handle)
+        if info.state_id not in ids:
+            continue  # the file's subtask never obtained the state: none of its rows here
         location = snapshot.file_location(piece.handle.stream)
         if not location.is_local:
             return f"{location} is not on the local filesystem"
@@ -114,9 +126,24 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
             index[location.path] = len(files)
             files.append((os.path.realpath(location.path), str(location),
                           piece.handle.stream.size))
+            if ids not in variants:
+                variants.append(ids)
+            file_variants.append(variants.index(ids))
         ranges.append(KeyGroupRange(piece.key_group, index[location.path], piece.begin,
                                     piece.end - piece.begin))
+    described.update(variants=variants, fileVariants=file_variants)
     return JvmLayout(described, files, ranges)
+
+
+def _own_states(snapshot: FlinkSnapshot, op: OperatorSnapshot, handle: KeyedHandle
+                ) -> list[int]:
+    """The merged id of each of the states of ``handle``'s file, by the file's own id (the
+    id its key groups carry), as :meth:`FlinkSnapshot.decode_piece` maps them: the file's
+    variant, which the shim decodes its key groups with."""
+    ids = snapshot.state_ids(op, handle)
+    if ids is None:
+        return list(range(len(snapshot.handle_header(op, handle).states)))
+    return list(ids)
 
 
 def _sections(checkpoint: FlinkCheckpoint, op: OperatorSnapshot, common: dict[str, Any]

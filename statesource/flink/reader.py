@@ -57,7 +57,7 @@ class FlinkCheckpoint:
 
     def __init__(self, snapshot: FlinkSnapshot) -> None:
         self.snapshot = snapshot
-        self._column_decoders: dict[tuple[str, int], StateColumns | None] = {}
+        self._column_decoders: dict[tuple[str, str], StateColumns | None] = {}
 
     @classmethod
     def open(cls, path: PathOrLocation, *, checkpoint_id: int | None = None,
@@ -83,7 +83,8 @@ class FlinkCheckpoint:
         return self.snapshot.operator(uid)
 
     def operator(self, uid: str | None = None) -> OperatorMeta:
-        """The operator (by uid or hex id) as statesource metadata, timers left out."""
+        """The operator (by uid, hex id, or the name Flink gave it where unique) as statesource
+        metadata, timers left out."""
         op = self._op(uid)
         return operator_meta(op.label, op.parallelism, op.max_parallelism,
                              self.snapshot.header(op))
@@ -289,7 +290,8 @@ class FlinkCheckpoint:
                                          op.max_parallelism, name,
                                          f"operator-{share.mode.value}", None,
                                          {r: s.avro for r, s in share.schemas.items()},
-                                         share.rows, share.rows, share.size_bytes))
+                                         share.rows, share.rows, share.size_bytes,
+                                         operator_name=op.name))
         return rows
 
     def _keyed_summaries(self, op: OperatorSnapshot) -> list[StateSummary]:
@@ -297,7 +299,7 @@ class FlinkCheckpoint:
         if reason is not None:
             return [StateSummary(self.checkpoint_id, op.label, op.parallelism,
                                  op.max_parallelism, None, "keyed", None, {}, None, None, None,
-                                 reason)]
+                                 reason, op.name)]
         meta = self.operator(op.operator_id)
         key_type = None if meta.key_type is None else meta.key_type.name
         header = self.snapshot.header(op)
@@ -308,7 +310,7 @@ class FlinkCheckpoint:
             types = {} if info.is_timer else value_avro(info)
             rows.append(StateSummary(self.checkpoint_id, op.label, op.parallelism,
                                      op.max_parallelism, info.name, kind, key_type, types,
-                                     None, None, None, blocked.get(info.name)))
+                                     None, None, None, blocked.get(info.name), op.name))
         return rows
 
 

@@ -52,6 +52,15 @@ class CheckpointInfo:
         """The checkpoint's full URI (scheme and endpoint query kept; a plain local path)."""
         return self.location.uri
 
+    def __repr__(self) -> str:
+        """Short, whatever the checkpoint holds (its metadata lists every file): the id, the
+        location (without credentials) and how many operators, states and files."""
+        meta = self.metadata
+        states = sum(len(op.keyed_states) + len(op.operator_states) for op in meta.operators)
+        return (f"CheckpointInfo(checkpoint_id={meta.checkpoint_id},"
+                f" location={str(self.location)!r}, operators={len(meta.operators)},"
+                f" states={states}, files={len(meta.referenced_files())})")
+
 
 def commit_checkpoint(root: Location, metadata: CheckpointMeta, pin: Pin | None = None
                       ) -> CheckpointInfo:

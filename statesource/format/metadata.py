@@ -47,6 +47,7 @@ from statesource.format.versions import (
     DELTA_FILES_VERSION,
     FORMAT_VERSION,
     OVERLAPPING_FILES_VERSION,
+    PLAIN_FORMAT_VERSION,
     ROW_ADDRESSED_RUNS_VERSION,
     SUPPORTED_FORMAT_VERSIONS,
 )
@@ -175,7 +176,7 @@ class CheckpointMeta:
         if any(state.delta_files for state in states):
             return DELTA_FILES_VERSION
         overlapping = any(state.files_overlap for state in states)
-        return OVERLAPPING_FILES_VERSION if overlapping else 2
+        return OVERLAPPING_FILES_VERSION if overlapping else PLAIN_FORMAT_VERSION
 
     def to_json_bytes(self) -> bytes:
         """The metadata in the lowest format version that records it (2 to 5)."""

@@ -102,6 +102,9 @@ class Checkpoint:
     def checkpoint_id(self) -> int:
         return self.metadata.checkpoint_id
 
+    def __repr__(self) -> str:
+        return f"Checkpoint(checkpoint_id={self.checkpoint_id}, location={str(self.location)!r})"
+
     @property
     def root(self) -> Location:
         """The directory of checkpoints this one belongs to; data paths are relative to it."""

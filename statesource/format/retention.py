@@ -49,7 +49,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import timedelta
 
 import pyarrow.fs as pafs
@@ -105,6 +105,13 @@ class RetentionPlan:
     """Pins (and their temporary files) older than ``older_than``: their writers are gone."""
     empty_dirs: tuple[str, ...] = ()
     """Empty directories left by crashes, older than ``older_than``."""
+
+    def __repr__(self) -> str:
+        """The checkpoints kept and retired, and how many paths of each kind: a plan may list
+        thousands of files."""
+        counts = ", ".join(f"{field.name}={len(getattr(self, field.name))}"
+                           for field in fields(self)[2:])
+        return f"RetentionPlan(kept={self.kept}, retired={self.retired}, {counts})"
 
 
 @dataclass(frozen=True)

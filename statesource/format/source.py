@@ -88,6 +88,9 @@ class StateSummary:
     unreadable: str | None = None
     """Why statesource cannot read this state, or None. An operator whose keyed state does
     not decode at all has one such row, without a state name: it fails alone."""
+    operator_name: str | None = None
+    """The name the operator's producer gave it, where it records one (Flink 2.x: ``Map``,
+    ``GroupAggregate[5]``; the name a SQL user knows a planner's operator by)."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ from statesource.errors import (
 )
 
 METADATA_FILE = "_metadata.json"
+FLINK_METADATA_FILE = "_metadata"
+"""What an Apache Flink snapshot directory holds (read by :mod:`statesource.flink`): named
+here too so that a statesource opener can tell a user who gave one what to use instead."""
 RETIRED_FILE = "_retired.json"
 """A checkpoint's metadata after ``retain`` retired it: no longer a checkpoint, but
 still the list of files the interrupted deletion must finish with."""
@@ -174,8 +177,12 @@ def complete_checkpoints(root: Location) -> dict[int, Location]:
 def checkpoint_dirs(root: Location, marker: str) -> dict[int, Location]:
     """The ``chk-<id>`` directories under ``root`` holding a file named ``marker``, by id."""
     selector = pafs.FileSelector(root.path, allow_not_found=True)
+    try:
+        infos = root.filesystem.get_file_info(selector)
+    except NotADirectoryError:  # a file holds no checkpoints
+        return {}
     found = {}
-    for info in root.filesystem.get_file_info(selector):
+    for info in infos:
         directory = dataclasses.replace(root, path=info.path)
         checkpoint_id = checkpoint_id_of(directory)
         if checkpoint_id is not None and info.type == pafs.FileType.Directory \
@@ -198,17 +205,29 @@ def checkpoint_id_of(directory: Location) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def snapshot_directory(location: Location, *markers: str) -> Location:
+    """``location``, or its directory when it names a file that marks a snapshot directory
+    (``markers``: a checkpoint's ``_metadata.json``, a Flink savepoint's ``_metadata``). Flink
+    takes ``<savepoint>/_metadata`` for its savepoint, and so does every opener here."""
+    if location.name in markers and (
+            location.filesystem.get_file_info(location.path).type == pafs.FileType.File):
+        return location.parent
+    return location
+
+
 def find_checkpoint(location: Location, checkpoint_id: int | None = None) -> Location:
-    """The checkpoint directory at ``location``, or the newest complete one under it."""
+    """The checkpoint directory at ``location`` (or of its ``_metadata.json``), or the newest
+    complete one under it."""
     if checkpoint_id is not None:
         check_checkpoint_id(checkpoint_id)
+    location = snapshot_directory(location, METADATA_FILE, FLINK_METADATA_FILE)
     kind = location.filesystem.get_file_info(location.path).type
     if kind == pafs.FileType.NotFound:
         raise CheckpointNotFoundError(f"checkpoint path {location} does not exist")
     if kind != pafs.FileType.Directory:
         raise CheckpointNotFoundError(
-            f"checkpoint path {location} is not a directory: give a checkpoint directory"
-            f" (chk-<id>) or a directory of checkpoints")
+            f"checkpoint path {location} is a file, not a directory: give a checkpoint"
+            " directory (chk-<id>), a directory of checkpoints, or a Flink snapshot directory")
     if location.child(METADATA_FILE).exists():
         return location
     _check_not_retired(location, checkpoint_id_of(location))
@@ -222,11 +241,23 @@ def find_checkpoint(location: Location, checkpoint_id: int | None = None) -> Loc
             )
         return found[checkpoint_id]
     if not found:
+        _check_not_flink(location)
         raise CheckpointNotFoundError(
             f"no complete checkpoint under {location} (a checkpoint is a chk-<id> directory"
             f" holding {METADATA_FILE})"
         )
     return found[max(found)]
+
+
+def _check_not_flink(location: Location) -> None:
+    """A Flink snapshot handed to the opener of statesource checkpoints: name the opener that
+    reads it, rather than call it an empty directory."""
+    if location.child(FLINK_METADATA_FILE).exists() or checkpoint_dirs(location,
+                                                                      FLINK_METADATA_FILE):
+        raise CheckpointNotFoundError(
+            f"{location} is an Apache Flink snapshot, not a statesource checkpoint: open it"
+            " with statesource.open_source(path), which opens either kind, or"
+            " statesource.FlinkCheckpoint.open(path)")
 
 
 def unique_data_file_name(stem: str) -> str:
@@ -258,10 +289,34 @@ def remove_attempt(files: Iterable[Location]) -> None:
 
 
 def check_writable_root(root: Location) -> None:
-    """A root to write checkpoints into must be a directory, or not exist yet."""
+    """A root to write checkpoints into must be a directory, or not exist yet and be
+    creatable (:func:`check_creatable`)."""
     if root.filesystem.get_file_info(root.path).type not in (pafs.FileType.Directory,
                                                             pafs.FileType.NotFound):
-        raise InvalidArgumentError(f"checkpoint root {root} is not a directory")
+        raise InvalidArgumentError(f"checkpoint root {root} is a file, not a directory")
+    check_creatable(root, "checkpoint root")
+
+
+def check_creatable(location: Location, what: str) -> None:
+    """Refuse, before any work, a local directory ``location`` that cannot be written into or
+    created: where the nearest part of it that exists is a file, or is not writable. Missing
+    parents are fine (they are created, as ``mkdir -p`` does). Object stores have no
+    directories to check: their writes say what is wrong."""
+    if not location.is_local:
+        return
+    existing = location.path
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    where = "it" if existing == location.path else existing
+    if not os.path.isdir(existing):
+        raise InvalidArgumentError(f"{what} {location} cannot be created: {where} is a file,"
+                                   " not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
+        raise InvalidArgumentError(
+            f"{what} {location} cannot be written: {where} is on a read-only file system"
+            if read_only else f"{what} {location} cannot be written: {where} is not writable"
+            " by this user (permission denied)")
 
 
 def sync_directory(path: str) -> None:

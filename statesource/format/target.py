@@ -39,6 +39,7 @@ from statesource.format.source import STATESOURCE
 from statesource.format.storage import (
     METADATA_FILE,
     Location,
+    check_writable_root,
     complete_checkpoints,
     confined,
     new_data_file,
@@ -155,6 +156,7 @@ class CheckpointTarget:
         if root.child(METADATA_FILE).exists():
             raise InvalidArgumentError(
                 f"path {root} is one checkpoint; give the directory of checkpoints it belongs to")
+        check_writable_root(root)
         complete = complete_checkpoints(root)
         base = _open_base(root, complete, base_checkpoint_id)
         if checkpoint_id is None:

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 FORMAT_VERSION = 5
 """The newest version this implementation writes (only when a checkpoint needs it)."""
+PLAIN_FORMAT_VERSION = 2
+"""The version a checkpoint that is not incremental is written in (any other writes one of
+the later versions, the lowest that records it)."""
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3, 4, 5)
 OVERLAPPING_FILES_VERSION = 3
 """The first version whose states' data files may cover overlapping key-group ranges."""

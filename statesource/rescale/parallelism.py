@@ -38,7 +38,7 @@ def rescale_parallelism(path: str, parallelism: int, *, operator: str | None = N
     picks one; default the newest). ``operator`` names the operator to rescale
     (default: all); the others are carried over unchanged. The new checkpoint
     gets ``new_checkpoint_id`` (default: one more than the newest under the
-    root). ``progress`` receives the entries per subtask now and after, and the
+    root). ``progress`` receives the rows per subtask now and after, and the
     skew, before anything is written. Returns the committed checkpoint.
     """
     target = plan_target(path, operator=operator, checkpoint_id=checkpoint_id,

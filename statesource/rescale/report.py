@@ -9,15 +9,16 @@ from statesource.skew import Distribution, KeyGroupBalance, describe_per_subtask
 
 
 def describe_rescale(op: OperatorMeta, parallelism: int) -> Iterator[str]:
-    """Lines describing operator ``op`` rescaled to ``parallelism``: entries per subtask now
-    and after with their max/mean skew, and how evenly the key groups split."""
+    """Lines describing operator ``op`` rescaled to ``parallelism``: rows per subtask now and
+    after with their max/mean skew (as ``inspect`` counts them), and how evenly the key
+    groups split."""
     yield (f"operator {op.uid}: parallelism {op.parallelism} -> {parallelism}"
            f" (max parallelism {op.max_parallelism:,})")
     if op.keyed_states:
         distribution = Distribution.of(op)
         for label, subtasks in (("now", op.parallelism), ("after", parallelism)):
-            totals = distribution.per_subtask(distribution.entries, subtasks)
-            yield (f"  entries per subtask {label} (all keyed states):"
+            totals = distribution.per_subtask(distribution.rows, subtasks)
+            yield (f"  rows per subtask {label} (all keyed states):"
                    f" {describe_per_subtask(totals)}")
         balance = KeyGroupBalance(op.max_parallelism, parallelism)
         yield f"  key groups per subtask after: {balance.describe()}"

@@ -63,6 +63,17 @@ _KNOWN = {
     "changeendcheckpointid": "changeEndCheckpointId",
 }
 _METADATA_KNOWN = {"path": "path", "checkpointid": "checkpointId"}
+_STATESTORE_NAMES = {
+    "batchid": "checkpointId",
+    "operatorid": "operator",
+    "storename": "state",
+    "statevarname": "state",
+    "changestartbatchid": "changeStartCheckpointId",
+    "changeendbatchid": "changeEndCheckpointId",
+    "flattencollectiontypes": "flattenCollections",
+}
+"""Options of Spark's own state reader (``format("statestore")``), by their lower-cased
+form, and what this source calls the same thing: a user who knows that reader is told."""
 _USE_A_VIEW = (
     "CREATE TABLE ... USING flinkstate is not supported: Spark passes the OPTIONS when the"
     " table is created but not when it is read. Use CREATE TEMPORARY VIEW <name> USING"
@@ -79,8 +90,8 @@ def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = Fals
     unknown = sorted(set(lowered) - set(known))
     if unknown:
         raise InvalidArgumentError(
-            f"unknown option(s) {', '.join(unknown)}; known options: {', '.join(known.values())}"
-        )
+            f"unknown option(s) {', '.join(_named(o, known) for o in unknown)}; known options:"
+            f" {', '.join(known.values())}")
     path = lowered.get("path")
     if not path:
         raise InvalidArgumentError(
@@ -101,6 +112,15 @@ def parse_read_options(options: Mapping[str, str], *, metadata_view: bool = Fals
         change_start_checkpoint_id=_integer(lowered, "changestartcheckpointid", 0),
         change_end_checkpoint_id=_integer(lowered, "changeendcheckpointid", 0),
     )
+
+
+def _named(option: str, known: Mapping[str, str]) -> str:
+    """An unknown option as the message names it: with this source's name for it, when it is
+    an option of Spark's ``statestore`` reader that this one has (``known``)."""
+    ours = _STATESTORE_NAMES.get(option)
+    if ours is None or ours not in known.values():
+        return option
+    return f"{option} (Spark's statestore option; here: {ours})"
 
 
 _DECIMAL = re.compile(r"[0-9]{1,19}")

@@ -18,7 +18,11 @@ why Flink rejects it, and inside a Tuple it would hash by identity as well.
 The package: :mod:`~statesource.types.datatype` (what every type does),
 :mod:`~statesource.types.primitives` and :mod:`~statesource.types.composites`
 (the types), :mod:`~statesource.types.parsing` (type strings) and
-:mod:`~statesource.types.java_hash` (Java's ``hashCode`` arithmetic). Import the
+:mod:`~statesource.types.java_hash` (Java's ``hashCode`` arithmetic), and for the state
+of Flink SQL operators :mod:`~statesource.types.sql` (SQL logical types),
+:mod:`~statesource.types.binary_row` (the bytes and hash of a ``BinaryRowData``) and
+:mod:`~statesource.types.sql_row` (their key type, ``sqlrow<...>``, which
+:func:`parse_type` does not read: it is only ever derived from a snapshot). Import the
 vocabulary from here.
 """
 
@@ -39,9 +43,11 @@ from statesource.types.primitives import (
     TIMEWINDOW,
     VOID,
 )
+from statesource.types.sql import SqlType
+from statesource.types.sql_row import SqlRowType
 
 __all__ = [
     "BOOLEAN", "BYTE", "BYTES", "CHAR", "DOUBLE", "FLOAT", "INT", "LONG", "SHORT", "STRING",
-    "TIMEWINDOW", "VOID", "DataType", "Row", "RowKind", "RowType", "TupleType", "key_type",
-    "parse_type",
+    "TIMEWINDOW", "VOID", "DataType", "Row", "RowKind", "RowType", "SqlRowType", "SqlType",
+    "TupleType", "key_type", "parse_type",
 ]

@@ -98,12 +98,15 @@ def copy_of(small_demo, tmp_path):
     return copied
 
 
-def test_version_names_the_package_and_format(capsys):
+def test_version_names_the_package_and_the_formats_written(small_demo, capsys):
     with pytest.raises(SystemExit) as exit_code:
         main(["--version"])
     assert exit_code.value.code == 0
     assert capsys.readouterr().out.strip() == (
-        f"statesource {statesource.__version__} (checkpoint format v5, reads 1, 2, 3, 4, 5)")
+        f"statesource {statesource.__version__} (writes checkpoint format v2, an incremental"
+        " checkpoint up to v5; reads 1, 2, 3, 4, 5)")
+    # what the demo writes (no incremental checkpoint) is the version named first
+    assert Checkpoint.open(str(small_demo)).metadata.format_version == 2
 
 
 def test_inspect_says_what_it_checked(small_demo, capsys):

@@ -28,7 +28,7 @@ def test_statesource_diff_prints_counts_and_key_groups(tmp_path, capsys):
         backend.set_current_key("new")
         value.update(1)
         writer.write(2, {"op": [backend]})
-    assert main(["diff", str(tmp_path / "chk-1"), str(tmp_path / "chk-2")]) == 0
+    assert main(["diff", str(tmp_path / "chk-1"), str(tmp_path / "chk-2")]) == 1  # changed
     lines = capsys.readouterr().out.splitlines()
     groups = {k: assign_to_key_group(k, STRING, 128) for k in ("k5", "k6", "new")}
     value_groups = ", ".join(str(g) for g in sorted(set(groups.values())))
@@ -36,5 +36,5 @@ def test_statesource_diff_prints_counts_and_key_groups(tmp_path, capsys):
                and line.endswith(f": {groups['k5']}") for line in lines)
     assert any(line.split()[:4] == ["v", "1", "1", "1"] and line.endswith(f": {value_groups}")
                for line in lines), lines
-    assert main(["diff", str(tmp_path / "chk-2"), str(tmp_path / "chk-1")]) == 1
+    assert main(["diff", str(tmp_path / "chk-2"), str(tmp_path / "chk-1")]) == 2  # a failure
     assert "runs forward" in capsys.readouterr().err

@@ -204,7 +204,7 @@ def test_verify_says_what_decoding_checked(capsys):
     assert main(["inspect", str(FIXTURES / "mp256" / "canonical"), "--verify"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"verified: \d+ files present with their recorded sizes, [\d,]+ key"
-                     r" groups \([\d.]+ KB\) decoded: their framing holds", out)
+                     r" groups \([\d.]+ KiB\) decoded: their framing holds", out)
     assert main(["inspect", str(FIXTURES / "mp256" / "native"), "--verify"]) == 0
     assert ("not decoded, so neither counted nor checked: states 'last_uuid',"
             " '_timer_state/processing_user-timers', '_timer_state/event_user-timers' of"

@@ -2,7 +2,8 @@
 
 The ``flink-1.20``, ``flink-1.18`` and ``flink-1.15`` fixtures are FixtureJob1x.java run by a
 real Flink 1.20.5, 1.18.1 and 1.15.4 (generate.py ``--flink-1x``): heap canonical and native
-savepoints, a retained heap checkpoint and a RocksDB canonical savepoint. Their states decode
+savepoints, a retained heap checkpoint and a RocksDB canonical savepoint (and from 1.20,
+RocksDB's native savepoint and checkpoint: its own files). Their states decode
 exactly (test_generated_fixtures.py, and through Spark: tests/spark/test_flink_snapshots.py)
 and their files write back byte for byte (test_flink_round_trips.py). Here: operators named by
 uid although versions 3 and 4 record only ids, ``inspect``, ``import-flink`` and ``diff``; the
@@ -20,7 +21,7 @@ import shutil
 
 import pytest
 
-from flink_fixture_checks import FIXTURES, FLINK_1X, KINDS_1X
+from flink_fixture_checks import CASES_1X, FIXTURES, FLINK_1X
 from statesource.cli import main
 from statesource.errors import InvalidArgumentError, TypeMismatchError
 from statesource.flink.handles import operator_id_of
@@ -40,8 +41,7 @@ FLINK_120 = FIXTURES / "flink-1.20"
 TRUTH = json.loads((FLINK_120 / "expected.json").read_text())
 
 
-@pytest.mark.parametrize("version", FLINK_1X)
-@pytest.mark.parametrize("kind", KINDS_1X)
+@pytest.mark.parametrize("version, kind", CASES_1X)
 def test_operators_are_named_by_uid_through_flinks_hash_of_it(version, kind):
     checkpoint = FlinkCheckpoint.open(str(FIXTURES / version / kind))
     assert checkpoint.snapshot.metadata.version == FLINK_1X[version]
@@ -51,8 +51,8 @@ def test_operators_are_named_by_uid_through_flinks_hash_of_it(version, kind):
     assert checkpoint.operator("stateful").uid == op.operator_id  # what listings show
 
 
-@pytest.mark.parametrize("version", FLINK_1X)
-@pytest.mark.parametrize("kind", ["canonical", "rocksdb"])  # native ones hold Kryo values
+@pytest.mark.parametrize("version, kind", [  # the heap's native ones hold Kryo values
+    (version, kind) for version, kind in CASES_1X if kind not in ("native", "checkpoint")])
 def test_import_keeps_every_key(version, kind, tmp_path, capsys):
     assert main(["import-flink", str(FIXTURES / version / kind), str(tmp_path)]) == 0
     imported = Checkpoint.open(str(tmp_path))

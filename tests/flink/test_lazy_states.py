@@ -4,9 +4,11 @@ The ``lazy`` fixture is LazyJob.java run by a real Flink 2.3 (generate.py ``--on
 one operator whose subtasks obtain states inside ``processElement``, on some keys only, so
 its files list different states (heap: some lack ``vip`` or ``rare``) and number them
 differently (RocksDB: registration order). Every state reads as the job's model says (from
-the events alone, generate.py), value by value and column-wise; ``inspect`` counts, the
-metadata, ``import-flink`` and ``diff`` see every state; Flink 2.3 restores the rescaled
-savepoint (test_real_flink_restore.py has the harness; here restores are ``realflink``).
+the events alone, generate.py), value by value and column-wise, from every kind of snapshot
+(RocksDB's native savepoint and incremental checkpoint too: its databases' files);
+``inspect`` counts, the metadata, ``import-flink`` and ``diff`` see every state; Flink 2.3
+restores the rescaled savepoint, a RocksDB one into either backend
+(test_real_flink_restore.py has the harness; here restores are ``realflink``).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def test_the_metadata_lists_every_state(kind):
     assert all(named[name].unreadable is None for name in STATES)
 
 
-@pytest.mark.parametrize("kind", ["canonical", "rocksdb"])
+@pytest.mark.parametrize("kind", ["canonical", "rocksdb", "rocksdb-native", "rocksdb-incremental"])
 def test_import_keeps_every_state(kind, tmp_path):
     result = import_flink(str(LAZY / kind), str(tmp_path))
     assert result.skipped_operators == ()
@@ -90,21 +92,24 @@ def test_diff_of_the_heap_and_rocksdb_savepoints_finds_no_change(capsys):
         assert f"  {state:<20} {0:>9,} {0:>9,} {0:>9,}  0 (of" in out
 
 
-def _spec(max_parallelism: int) -> dict:
-    return {"max_parallelism": max_parallelism, "parallelism": 3, "operators": [
-        {"uid": "lazy", "key": "String", "keyed_states": [
-            {"name": "count", "kind": "value", "value": "Long"},
-            {"name": "last", "kind": "value", "value": "String"},
-            {"name": "vip", "kind": "map", "user_key": "String", "user_value": "Long"},
-            {"name": "rare", "kind": "list", "element": "Long"},
-            {"name": "late", "kind": "reducing", "value": "Long"}]}]}
+def _spec(max_parallelism: int, backend: str = "hashmap") -> dict:
+    states = [{"name": "count", "kind": "value", "value": "Long"},
+              {"name": "last", "kind": "value", "value": "String"},
+              {"name": "vip", "kind": "map", "user_key": "String", "user_value": "Long"},
+              {"name": "rare", "kind": "list", "element": "Long"},
+              {"name": "late", "kind": "reducing", "value": "Long"}]
+    return {"max_parallelism": max_parallelism, "parallelism": 3, "state_backend": backend,
+            "operators": [{"uid": "lazy", "key": "String", "keyed_states": states}]}
 
 
 @pytest.mark.realflink
-@pytest.mark.parametrize("kind", ["canonical", "rocksdb"])
-def test_a_new_max_parallelism_restores_every_key(kind, tmp_path):
+@pytest.mark.parametrize("kind, backend", [
+    ("canonical", "hashmap"), ("rocksdb", "hashmap"), ("rocksdb-native", "hashmap"),
+    ("rocksdb-native", "rocksdb"), ("rocksdb-incremental", "hashmap"),
+    ("rocksdb-incremental", "rocksdb")])
+def test_a_new_max_parallelism_restores_every_key(kind, backend, tmp_path):
     rescale_max_parallelism(str(LAZY / kind), str(tmp_path / "out"), 256)
-    rows = restore(tmp_path / "out", _spec(256))
+    rows = restore(tmp_path / "out", _spec(256, backend))
     for state, kind_of in STATES.items():
         restored = values(rows, "lazy", state)
         if kind_of == "map":

@@ -401,8 +401,13 @@ def test_checkpoint_id_must_be_an_int(root, checkpoint_id):
 
 
 def test_a_path_that_is_a_file_is_a_clear_error(root):
-    with pytest.raises(CheckpointNotFoundError, match="_metadata.json is not a directory"):
-        Checkpoint.open(str(metadata_path(root)))
+    data_file = next((root / "chk-1" / "data").iterdir())
+    with pytest.raises(CheckpointNotFoundError, match=f"{data_file} is a file, not a directory"):
+        Checkpoint.open(str(data_file))
+
+
+def test_the_path_of_a_checkpoint_metadata_file_means_its_checkpoint(root):
+    assert Checkpoint.open(str(metadata_path(root))).location.path == str(root / "chk-1")
 
 
 @pytest.mark.parametrize("uri", ["file://relative/chk", "file:relative", "file://",
@@ -425,7 +430,7 @@ def test_a_writer_root_that_is_a_file_is_a_clear_error(tmp_path):
     not_a_directory = tmp_path / "file"
     not_a_directory.write_text("x")
     backend = KeyedStateBackend("string", 128)
-    with pytest.raises(StateSourceError, match="is not a directory"):
+    with pytest.raises(StateSourceError, match="is a file, not a directory"):
         CheckpointWriter(str(not_a_directory)).write(1, {"op": [backend]})
 
 

@@ -5,7 +5,8 @@ first field's metadata of the planning schema), is read by the shim's ReadPlan, 
 Spark through its ``main``, which echoes everything it parsed. The echo must equal what
 Python wrote, field by field: a field one side adds or renames, a type that changes, fails
 here. Plans of another version, and servable plans that lack a field or whose key-group
-arrays differ in length, are refused with messages naming them.
+arrays differ in length, or whose files number their states inconsistently, are refused
+with messages naming them.
 
 No Spark session is started; the shim's jar is built (or reused from the cache) with the
 machine's javac, and without one these tests skip, saying why.
@@ -25,6 +26,7 @@ import pytest
 
 from statesource import CheckpointWriter
 from statesource.errors import JvmShimUnavailableError
+from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.jvm import ensure_jar, find_javac, spark_jars_dir
 from statesource.spark.jvm.plan import (
     PLAN_METADATA,
@@ -140,6 +142,10 @@ FLINK_PLANS = {
     "Flink native Snappy timers": ("mp128-snappy/native",
                                    dict(operator="windows",
                                         state="_timer_state/event_window-timers")),
+    "Flink lazy states, RocksDB's numbering per file": ("lazy/rocksdb",
+                                                        dict(operator="lazy", state="late")),
+    "Flink lazy states, native, a file without the state": ("lazy/native",
+                                                            dict(operator="lazy", state="rare")),
 }
 
 
@@ -149,8 +155,11 @@ def test_java_reads_every_field_of_a_flink_plan(read_in_java, snapshot, options)
     plan = json.loads(text)
     assert plan["servable"] is True and plan["flink"]["stateName"] == options["state"]
     assert plan["flink"]["native"] == snapshot.endswith("native")
+    flink_snapshot = FlinkSnapshot.open(str(FLINK_FIXTURES / snapshot))
+    header = flink_snapshot.header(flink_snapshot.operator(options["operator"]))
     assert len(plan["flink"].get("sections", ())) == (
-        plan["flink"]["states"] if plan["flink"]["native"] else 0)
+        len(header.states) if plan["flink"]["native"] else 0)
+    assert len(plan["flink"]["fileVariants"]) == len(plan["files"])
     [answer] = read_in_java(text)
     assert "refused" not in answer, answer["refused"]
     assert answer["plan"]["flink"] == plan["flink"]
@@ -163,6 +172,48 @@ def test_a_flink_plan_with_an_unknown_type_is_refused(read_in_java):
     plan["flink"]["value"] = "decimal"
     [answer] = read_in_java(json.dumps(plan))
     assert "unknown type descriptor \"decimal\"" in answer["refused"]
+
+
+def test_the_lazy_plans_exercise_what_they_claim():
+    """Files numbering the state otherwise, and a file without it, left out of the plan."""
+    rocksdb = json.loads(wire_plan(path=str(FLINK_FIXTURES / "lazy" / "rocksdb"),
+                                   operator="lazy", state="late"))["flink"]
+    own_ids = {variant.index(rocksdb["stateId"]) for variant in rocksdb["variants"]}
+    assert len(rocksdb["variants"]) > 1 and len(own_ids) > 1
+    native = json.loads(wire_plan(path=str(FLINK_FIXTURES / "lazy" / "native"),
+                                  operator="lazy", state="rare"))
+    snapshot = FlinkSnapshot.open(str(FLINK_FIXTURES / "lazy" / "native"))
+    assert 0 < len(native["files"]) < len(snapshot.keyed_handles(snapshot.operator("lazy")))
+
+
+def test_inconsistent_file_variants_are_refused(read_in_java):
+    plan = json.loads(wire_plan(path=str(FLINK_FIXTURES / "lazy" / "native"), operator="lazy",
+                                state="vip"))
+    flink = plan["flink"]
+    sections = len(flink["sections"])
+    (variant,) = flink["variants"]
+    wanted = flink["stateId"]
+
+    def changed(**fields: Any) -> dict[str, Any]:
+        return {**plan, "flink": {**flink, **fields}}
+
+    cases = {
+        f"variants[0] does not list state id {wanted} ('vip'), the state read":
+            changed(variants=[[i for i in variant if i != wanted]]),
+        f"variants[0] lists state id {variant[0]} twice":
+            changed(variants=[[*variant, variant[0]]]),
+        f"variants[0] gives own state {len(variant)} the state id {sections}, which is not"
+        f" the id of one of the {sections} sections": changed(variants=[[*variant, sections]]),
+        "variants[0] gives own state 0 the state id -1": changed(variants=[[-1, *variant]]),
+        "fileVariants[0] = 1 is not an index into variants (1 variants)":
+            changed(fileVariants=[1]),
+        "fileVariants are not a list of one variant per file (1 files)":
+            changed(fileVariants=[0, 0]),
+        "field flink.variants is missing": changed(variants=None),
+    }
+    answers = read_in_java(*(json.dumps(case) for case in cases.values()))
+    for expected, answer in zip(cases, answers, strict=True):
+        assert expected in answer.get("refused", ""), (expected, answer)
 
 
 def test_the_plans_exercise_what_they_claim(root):

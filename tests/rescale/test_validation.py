@@ -71,7 +71,7 @@ def test_the_command_line_rescales_and_prints_before_committing(tmp_path, capsys
     assert main(["rescale", str(tmp_path), "--parallelism", "4"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "operator op: parallelism 2 -> 4 (max parallelism 128)"
-    assert out[1].startswith("  entries per subtask now (all keyed states): 0: ")
-    assert out[2].startswith("  entries per subtask after (all keyed states): 0: ")
+    assert out[1].startswith("  rows per subtask now (all keyed states): 0: ")
+    assert out[2].startswith("  rows per subtask after (all keyed states): 0: ")
     assert out[3] == "  key groups per subtask after: 32 each (128 is a multiple of 4: equal loads)"
     assert out[-1].startswith(f"committed checkpoint 2 at {tmp_path / 'chk-2'}")

@@ -7,5 +7,6 @@ serializers. Each layout implements :class:`~.base.KeyGroupLayout` (``canonical`
 without asking which layout it is; ``dispatch`` alone picks a handle's layout. Beneath
 them: value-by-value decoding (``keyed``), column-wise decoding (``framing``,
 ``columnar``, ``native_columns``), writing canonical key groups (``canonical_writer``,
-``canonical_entries``) and re-keying them whole (``regroup``).
+``canonical_entries``) and re-keying them whole (``regroup``). A RocksDB handle's database
+is made the canonical file it amounts to (``rocksdb_canonical``), and read as one.
 """

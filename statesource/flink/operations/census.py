@@ -194,7 +194,8 @@ class _Tally:
         if self.header is None:
             return OperatorCounts(op.label, label, op.parallelism, op.max_parallelism,
                                   None if self.failure is None else "unknown", tuple(states),
-                                  None, notes=tuple(notes))
+                                  None, notes=tuple(notes), name=op.name,
+                                  operator_id=op.operator_id)
         distribution = Distribution(counted_rows, self.on_disk, counted_entries)
         has_timers = any(info.is_timer for info in self.states)
         return OperatorCounts(
@@ -204,7 +205,7 @@ class _Tally:
             skew_of=(f"rows of all keyed states{' and timers' if has_timers else ''}"
                      if complete else "bytes of the key groups: not every state's rows could"
                      " be counted"),
-            notes=(self._note(), *notes))
+            notes=(self._note(), *notes), name=op.name, operator_id=op.operator_id)
 
     def _note(self) -> str:
         total = format_bytes(sum(self.on_disk))

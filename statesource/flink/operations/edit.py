@@ -53,6 +53,12 @@ class EditedSavepoint:
     def total(self) -> int:
         return sum(count for _, count in self.removed)
 
+    def __repr__(self) -> str:
+        """Short, however many keys were asked for: the keys not present are counted."""
+        return (f"EditedSavepoint(output={self.output!r}, operator={self.operator!r},"
+                f" removed={self.removed!r}, missing={len(self.missing)} keys,"
+                f" seconds={self.seconds:.2f})")
+
 
 def erase_keys(source: str | os.PathLike[str], output: str | os.PathLike[str], operator: str,
                keys: Iterable[Any], *, checkpoint_id: int | None = None,

@@ -27,10 +27,10 @@ is published whole (:mod:`statesource.flink.snapshot.publish`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Mapping
-import dataclasses
 from dataclasses import dataclass
 
 from statesource.errors import IncompatibleCheckpointError, TypeMismatchError

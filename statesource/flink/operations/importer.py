@@ -7,7 +7,8 @@ backend is. Values keep every decoded type (the declarations come from the
 Flink serializers); TTL'd values keep their last-access timestamps. Timers
 are not part of statesource's format and are reported as skipped, and so is an
 operator whose keyed state does not decode (a serializer statesource does not
-support): the others are imported. On any failure the files written so far are
+support), or is keyed by Flink SQL rows (a key type the format's metadata cannot
+name): the others are imported. On any failure the files written so far are
 removed and nothing is committed.
 """
 
@@ -18,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 from statesource.flink.declarations import operator_meta
+from statesource.flink.handles import OperatorSnapshot
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.statefiles.operator_state import read_operator_states
 from statesource.format.columns import RowEncoder
@@ -27,8 +29,9 @@ from statesource.format.keyed_state_meta import KeyedStateMeta
 from statesource.format.metadata import CheckpointMeta, OperatorMeta
 from statesource.format.operator_columns import operator_state_schema, operator_state_table
 from statesource.format.operator_state_meta import OperatorStateMeta
-from statesource.format.storage import Location, new_data_file, resolve
+from statesource.format.storage import Location, check_writable_root, new_data_file, resolve
 from statesource.keygroups import KeyGroupRange
+from statesource.types import SqlRowType
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,8 @@ class ImportResult:
     """``operator/state`` of every timer state left out."""
     skipped_operators: tuple[tuple[str, str], ...] = ()
     """``(operator, reason)`` of every operator left out whole: its keyed state does not
-    decode (:meth:`FlinkSnapshot.undecodable`), so none of it is imported, rather than
-    a part of it or nothing of the other operators."""
+    decode (:meth:`FlinkSnapshot.undecodable`) or its keys are SQL rows, so none of it is
+    imported, rather than a part of it or nothing of the other operators."""
 
 
 def import_flink(source: str, destination: str, *, checkpoint_id: int | None = None
@@ -48,11 +51,12 @@ def import_flink(source: str, destination: str, *, checkpoint_id: int | None = N
 
     The new checkpoint has the Flink snapshot's checkpoint id.
     """
-    flink = FlinkCheckpoint.open(source, checkpoint_id=checkpoint_id)
     root = resolve(destination)
+    check_writable_root(root)  # before a minute of decoding
+    flink = FlinkCheckpoint.open(source, checkpoint_id=checkpoint_id)
     written: list[Location] = []
     skipped: list[str] = []
-    undecodable = {op.operator_id: flink.snapshot.undecodable(op)
+    undecodable = {op.operator_id: flink.snapshot.undecodable(op) or _sql_keys(flink, op)
                    for op in flink.snapshot.operators}
     try:
         operators = tuple(_operator(flink, op.operator_id, root, written, skipped)
@@ -68,6 +72,17 @@ def import_flink(source: str, destination: str, *, checkpoint_id: int | None = N
     return ImportResult(info, tuple(skipped), tuple(
         (op.label, reason) for op in flink.snapshot.operators
         if (reason := undecodable[op.operator_id]) is not None))
+
+
+def _sql_keys(flink: FlinkCheckpoint, op: OperatorSnapshot) -> str | None:
+    """Why an operator keyed by Flink SQL rows is left out, or None: a checkpoint's metadata
+    declares key types by name, and no name of statesource's type vocabulary says a SQL row
+    (its fields' SQL types and Flink's hash of its bytes)."""
+    header = flink.snapshot.header(op)
+    if header is None or not isinstance(key := header.key.data_type(), SqlRowType):
+        return None
+    return (f"its keys are Flink SQL rows ({key.name}), which statesource checkpoints do not"
+            " declare; read them from the Flink snapshot itself")
 
 
 def _operator(flink: FlinkCheckpoint, operator: str, root: Location, written: list[Location],

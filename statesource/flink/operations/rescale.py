@@ -23,7 +23,9 @@ would never find it.
 Native savepoints and checkpoints of the heap backend are converted on the way:
 their entries are delimited with the serializers of the header (values decoded
 only to find where they end) and laid out as a canonical savepoint lays them
-out; states with Kryo values cannot be delimited there, and are refused.
+out; states with Kryo values cannot be delimited there, and are refused. RocksDB's
+files (native savepoints and checkpoints of the RocksDB backend) are read as the
+canonical file they amount to (:mod:`statesource.flink.layouts.rocksdb_canonical`).
 
 What is carried over: the serializer snapshots (each file's header is written
 back byte for byte, uncompressed), operator state, raw operator state and
@@ -45,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
-from statesource.flink.handles import OperatorSnapshot, SnapshotMetadata
+from statesource.flink.handles import OperatorSnapshot, RocksDBHandle, SnapshotMetadata
 from statesource.flink.operations.savepoint_plan import (
     Edit,
     OperatorPlan,
@@ -202,8 +204,11 @@ class SavepointRewrite:
 
     @property
     def converted(self) -> bool:
-        """Whether keyed state is converted from the native format."""
-        return any(not h.savepoint for plan in self.plans for h in plan.handles)
+        """Whether keyed state is converted: from the native format, or from RocksDB's files
+        (every operator's are, whether rewritten or carried over)."""
+        return any(not h.savepoint for plan in self.plans for h in plan.handles) or any(
+            isinstance(h, RocksDBHandle) for plan in self.plans for s in plan.op.subtasks
+            for h in s.keyed)
 
     def write(self, writer: SavepointWriter, progress: Progress | None = None
               ) -> tuple[list[OperatorSnapshot], list[RescaledOperator]]:

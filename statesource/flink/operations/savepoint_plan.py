@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError, TypeMismatchError
-from statesource.flink.handles import KeyedHandle, OperatorSnapshot
+from statesource.flink.handles import KeyedHandle, OperatorSnapshot, pick_operator
 from statesource.flink.layouts.dispatch import blockers
 from statesource.flink.operations.staged import StagedState
 from statesource.flink.serializers.base import FlinkType
@@ -25,7 +25,7 @@ from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.statefiles.keyed_header import KeyedHeader
 from statesource.keyequality import key_canonicalizer
-from statesource.types import DataType
+from statesource.types import DataType, SqlRowType
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,11 @@ REPLACED = -2
 
 def find_operator(snapshot: FlinkSnapshot, label: str) -> OperatorSnapshot:
     """The operator of uid or hex id ``label`` (a uid also by Flink's hash of it: a Flink 1.x
-    ``_metadata`` records ids only); an error naming the others."""
-    for op in snapshot.operators:
-        if op.named(label):
-            return op
+    ``_metadata`` records ids only; or the name Flink gave it, where unique); an error naming
+    the others."""
+    found = pick_operator(snapshot.operators, label)
+    if found is not None:
+        return found
     names = ", ".join(sorted(op.label for op in snapshot.operators))
     raise InvalidArgumentError(
         f"{snapshot.location} has no operator {label!r}; its operators are: {names}")
@@ -95,11 +96,11 @@ class OperatorPlan:
 def plan_operator(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism: int | None,
           parallelism: int | None, edit: Edit | None = None) -> OperatorPlan:
     where = f"operator {op.label!r}"
-    handles = snapshot.keyed_handles(op)
     if max_parallelism is None:  # an edit: the max parallelism and parallelism stay
         if edit is None:  # its files copied: Flink picks how to restore per keyed handle
             return OperatorPlan(op, op.max_parallelism, op.parallelism, None)
-        return _edit_plan(snapshot, op, edit, where, handles)
+        return _edit_plan(snapshot, op, edit, where, snapshot.keyed_handles(op))
+    handles = snapshot.keyed_handles(op)
     if any(s.raw_keyed for s in op.subtasks):
         raise IncompatibleCheckpointError(
             f"{where} has raw keyed state (written by the operator's own code, in its own"
@@ -207,12 +208,17 @@ def erasable_key_type(where: str, key: FlinkType) -> DataType:
     """The type of the keys of a header's key serializer, when statesource compares (and
     hashes) them as Java does."""
     try:
-        return _key_type(where, key)
+        key_type = _key_type(where, key)
     except IncompatibleCheckpointError:
         name = getattr(key, "java_class", None) or key.describe()
         raise IncompatibleCheckpointError(
             f"{where} is keyed by {name} ({key.serializer}): statesource cannot compare such"
             " keys as Java's equals does, so it cannot erase keys from it") from None
+    if isinstance(key_type, SqlRowType):
+        raise IncompatibleCheckpointError(
+            f"{where} is keyed by Flink SQL rows ({key_type.name}): statesource does not"
+            " take keys of SQL operators to erase yet")
+    return key_type
 
 
 def _erased_key(where: str, key_type: DataType, key: Any) -> Any:

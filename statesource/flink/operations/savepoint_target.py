@@ -55,6 +55,7 @@ from statesource.flink.handles import (
     SnapshotMetadata,
     SubtaskState,
     operator_id_of,
+    pick_operator,
 )
 from statesource.flink.layouts.canonical_entries import StateEntries
 from statesource.flink.layouts.canonical_writer import KeyGroupFramer, prefix_bytes, section_body
@@ -227,9 +228,11 @@ class FlinkSavepointTarget:
 
     def operator_uid(self, name: str) -> str:
         """A base operator's label (a Flink 1.x base knows operators by id only: a uid is
-        found by Flink's hash of it); any other name as it is (a new operator). Answered from
-        what was read at opening, as a Spark Connect client's copy must."""
-        return next((op.label for op in self._base_snapshots if op.named(name)), name)
+        found by Flink's hash of it; a Flink 2.x one also by the name Flink gave it, where
+        unique); any other name as it is (a new operator). Answered from what was read at
+        opening, as a Spark Connect client's copy must."""
+        found = pick_operator(self._base_snapshots, name)
+        return name if found is None else found.label
 
     def sink(self, operator: str, state: StateDeclaration, key_type: DataType,
              max_parallelism: int) -> FlinkStateSink:

@@ -7,7 +7,9 @@ walked key group by key group, in whatever layout its files are
 (:mod:`~statesource.flink.layouts.regroup`), and framed into the canonical key group of its
 new key group (so a native snapshot is converted on the way); the files an operator keeps
 (operator and coordinator state, the keyed files of an operator not rewritten) are copied
-byte for byte.
+byte for byte, but for RocksDB's files, whose state is written as the canonical file it
+reads as (the files of an operator whose state does not decode excepted: they are copied,
+and only a RocksDB job restores them).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from statesource.errors import (
 )
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.handles import (
-    KeyedHandle,
+    KeyedStateHandle,
     OperatorHandle,
     OperatorSnapshot,
+    RocksDBFile,
+    RocksDBHandle,
     StreamHandle,
     SubtaskState,
 )
@@ -126,13 +130,19 @@ class FileCopies:
                         f"{source}: raw operator state {state.name!r} has offset {offset},"
                         f" outside the file's {len(data)} bytes")
 
-    def keyed_handles(self, handles: tuple[KeyedHandle, ...]) -> tuple[KeyedHandle, ...]:
-        """The handles with their files copied, each of a keyed-state file version Flink
-        reads (its key-group offsets were checked against its size when ``_metadata`` was
-        read; its header is not parsed: an operator whose serializers statesource does not
-        know is carried over as it is)."""
-        copied = []
+    def keyed_handles(self, op: OperatorSnapshot, handles: tuple[KeyedStateHandle, ...]
+                      ) -> tuple[KeyedStateHandle, ...]:
+        """The handles of ``op`` with their files copied, each of a keyed-state file version
+        Flink reads (its key-group offsets were checked against its size when ``_metadata``
+        was read; its header is not parsed: an operator whose serializers statesource does
+        not know is carried over as it is). A RocksDB handle's state is written as the
+        canonical file it reads as (:meth:`FlinkSnapshot.canonical_handle`), unless the
+        operator's state does not decode: then its RocksDB files are copied as they are."""
+        copied: list[KeyedStateHandle] = []
         for handle in handles:
+            if isinstance(handle, RocksDBHandle):
+                copied.append(self._rocksdb(op, handle))
+                continue
             head = self.snapshot.read_bytes(handle.stream, 0, min(4, handle.stream.size))
             version = int.from_bytes(head, "big", signed=True)
             if len(head) < 4 or version not in HEADER_VERSIONS:
@@ -145,7 +155,29 @@ class FileCopies:
             copied.append(dataclasses.replace(handle, stream=stream))
         return tuple(copied)
 
-    def subtask(self, index: int, keyed: tuple[KeyedHandle, ...],
+    def _rocksdb(self, op: OperatorSnapshot, handle: RocksDBHandle) -> KeyedStateHandle:
+        """A RocksDB handle's state as a canonical file written into the new savepoint; or,
+        where the operator's state does not decode (:meth:`FlinkSnapshot.undecodable`), the
+        handle with its files copied under their own names, as a native savepoint holds
+        them."""
+        if self.snapshot.undecodable(op) is None:
+            canonical = self.snapshot.canonical_handle(op, handle)
+            assert canonical.stream.inline is not None
+            return dataclasses.replace(canonical,
+                                       stream=self.writer.write_file(canonical.stream.inline))
+
+        def copied(files: tuple[RocksDBFile, ...]) -> tuple[RocksDBFile, ...]:
+            return tuple(dataclasses.replace(f, stream=self._file(f.stream)) for f in files)
+
+        return dataclasses.replace(handle, meta=self._file(handle.meta),
+                                   shared=copied(handle.shared), private=copied(handle.private))
+
+    def _file(self, stream: StreamHandle) -> StreamHandle:
+        copied = self.stream(stream)
+        assert copied is not None
+        return copied
+
+    def subtask(self, index: int, keyed: tuple[KeyedStateHandle, ...],
                 old: SubtaskState | None, drop: tuple[str, ...] = ()) -> SubtaskState:
         if old is None:
             return SubtaskState(index, keyed, ())
@@ -159,7 +191,7 @@ def carried(plan: OperatorPlan, copies: FileCopies) -> OperatorSnapshot:
     op, drop = plan.op, plan.dropped_operator_states
     return dataclasses.replace(
         op, max_parallelism=plan.max_parallelism, coordinator=copies.stream(op.coordinator),
-        subtasks=tuple(copies.subtask(s.index, copies.keyed_handles(s.keyed), s, drop)
+        subtasks=tuple(copies.subtask(s.index, copies.keyed_handles(op, s.keyed), s, drop)
                        for s in op.subtasks))
 
 

@@ -9,8 +9,11 @@ Everything statesource knows about one snapshot class lives in its family's modu
 registers the class by name in :mod:`.base` as it is imported: :mod:`.primitives` (the
 primitives, ``String``, ``byte[]``, ``VoidNamespace``, ``GlobalWindow``, ``TimeWindow``),
 :mod:`.collections` (``List``, ``Map``, ``Set``), :mod:`.nullable`, :mod:`.ttl`,
-:mod:`.timer`, :mod:`.tuples`, :mod:`.rows`, :mod:`.pojo`, :mod:`.kryo` and :mod:`.avro`
-(its values' writer in :mod:`.avro_encoder`). What they share is in :mod:`.base`,
+:mod:`.timer`, :mod:`.tuples`, :mod:`.rows`, :mod:`.pojo`, :mod:`.kryo`, :mod:`.avro`
+(its values' writer in :mod:`.avro_encoder`), and Flink SQL's :mod:`.sql_rows` (``RowData``:
+its logical types in :mod:`.logical_types`, its binary rows in :mod:`.binary_rows`) and
+:mod:`.sql_values` (``StringData``, ``DecimalData``, ``TimestampData``, ``RawValueData``,
+``ExternalSerializer``, ...). What they share is in :mod:`.base`,
 :mod:`.columns` (column-wise decoding) and :mod:`.encoding`; :mod:`.mapping` derives
 serializers from statesource's types and value schemas, across families.
 
@@ -27,6 +30,8 @@ from statesource.flink.serializers import (  # noqa: F401  (each registers its s
     pojo,
     primitives,
     rows,
+    sql_rows,
+    sql_values,
     timer,
     ttl,
     tuples,

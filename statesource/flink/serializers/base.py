@@ -220,7 +220,9 @@ def _outer_version(r: BinaryReader) -> int:
     return r.i32()
 
 
-def _nested_serializers(r: BinaryReader) -> list[FlinkType]:
+def nested_serializers(r: BinaryReader) -> list[FlinkType]:
+    """Flink's ``NestedSerializersSnapshotDelegate``: a magic number, a version, the number of
+    nested serializers and their snapshots (the end of composite and row-data snapshots)."""
     if r.i32() != NESTED_MAGIC:
         raise r.error("bad nested serializer snapshot magic number", r.pos - 4)
     r.i32()  # version
@@ -238,7 +240,7 @@ def composite(build: Callable[[str, Any, list[FlinkType]], FlinkType],
         at = r.pos
         outer_version = _outer_version(r)
         extra = outer(r, outer_version) if outer is not None else None
-        nested = _nested_serializers(r)
+        nested = nested_serializers(r)
         try:
             if arity is not None and len(nested) != arity:
                 raise ValueError(arity)

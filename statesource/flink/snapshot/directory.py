@@ -4,8 +4,16 @@ A snapshot directory holds ``_metadata`` and the state files it names;
 a directory of ``chk-<id>`` checkpoints is opened at its newest checkpoint
 (or the one asked for). Recorded paths are resolved inside the snapshot
 directory: relative ones as they are, absolute ones (checkpoints written on
-another machine) by their file name, as Flink does for relocated savepoints.
-Nothing outside the snapshot directory is ever opened.
+another machine) by their file name, as Flink does for relocated savepoints;
+a checkpoint's files that Flink keeps beside it, in its job's ``shared/``
+(incremental checkpoints' SST files) and ``taskowned/`` directories, are
+looked for there first. Nothing outside the snapshot directory (a checkpoint's:
+its job's directory) is ever opened.
+
+A subtask's RocksDB state (its database's files) is read as a canonical
+savepoint's keyed-state file, made on first use and kept
+(:mod:`~statesource.flink.layouts.rocksdb_canonical`): :meth:`FlinkSnapshot.keyed_handles`
+gives every reader the same kind of handle whatever the backend wrote.
 """
 
 from __future__ import annotations
@@ -24,13 +32,17 @@ from statesource.errors import (
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.handles import (
     KeyedHandle,
+    KeyedStateHandle,
     OperatorSnapshot,
+    RocksDBHandle,
     SnapshotMetadata,
     StreamHandle,
+    pick_operator,
 )
 from statesource.flink.layouts.base import KeyGroupData
 from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.layouts.keyed import KeyGroupState, check_key_group_range
+from statesource.flink.layouts.rocksdb_canonical import canonical_handle
 from statesource.flink.snapshot.metadata import parse_metadata
 from statesource.flink.snapshot.publish import is_staging_name
 from statesource.flink.statefiles.keyed_header import (
@@ -45,6 +57,7 @@ from statesource.format.storage import (
     Location,
     PathOrLocation,
     checkpoint_dirs,
+    checkpoint_id_of,
     confined,
     open_regular_file,
     resolve,
@@ -53,6 +66,10 @@ from statesource.format.storage import (
 
 FLINK_METADATA = FLINK_METADATA_FILE
 _HEADER_PROBE = 1 << 16
+BESIDE_CHECKPOINTS = ("shared", "taskowned")
+"""The directories of a job's checkpoints (beside its ``chk-<id>``) holding files several
+checkpoints use: the SST files of incremental checkpoints, and the files of state that the
+task managers own."""
 
 
 def find_flink_snapshot(location: Location, checkpoint_id: int | None = None) -> Location | None:
@@ -95,6 +112,8 @@ class FlinkSnapshot:
         self._header_bytes: dict[str, bytes] = {}
         self._undecodable: dict[str, str | None] = {}
         self._sources: dict[StreamHandle, str] = {}
+        self._canonical: dict[RocksDBHandle, KeyedHandle] = {}
+        self._located: dict[StreamHandle, Location] = {}
 
     @classmethod
     def open(cls, path: PathOrLocation, *, checkpoint_id: int | None = None,
@@ -131,7 +150,9 @@ class FlinkSnapshot:
         return self.metadata.operators
 
     def operator(self, name: str | None = None) -> OperatorSnapshot:
-        """An operator by uid, hex id, or the id a uid hashes to; optional if only one has state."""
+        """An operator by uid, hex id, the id a uid hashes to, or the name Flink gave it where
+        that is unique (:func:`~statesource.flink.handles.pick_operator`); optional if only
+        one has state."""
         if name is None:
             stateful = [op for op in self.operators
                         if any(s.keyed or s.operator for s in op.subtasks)]
@@ -139,9 +160,9 @@ class FlinkSnapshot:
                 return stateful[0]
             raise StateNotFoundError(
                 f"choose an operator: there are {len(stateful)} with state: {self._listing()}")
-        for op in self.operators:
-            if op.named(name):
-                return op
+        found = pick_operator(self.operators, name)
+        if found is not None:
+            return found
         raise StateNotFoundError(f"no operator {name!r} in {self.location}; available:"
                                  f" {self._listing()}")
 
@@ -153,7 +174,23 @@ class FlinkSnapshot:
     # -- keyed state -----------------------------------------------------------------------
 
     def keyed_handles(self, op: OperatorSnapshot) -> list[KeyedHandle]:
-        return [h for s in op.subtasks for h in s.keyed]
+        """Every subtask's keyed handle, a RocksDB one as a canonical file
+        (:meth:`canonical_handle`)."""
+        return [self.canonical_handle(op, h) for s in op.subtasks for h in s.keyed]
+
+    def canonical_handle(self, op: OperatorSnapshot, handle: KeyedStateHandle) -> KeyedHandle:
+        """``handle``, or for a RocksDB handle its state as a canonical savepoint's file held
+        in memory, made once: the keyed handle every reader takes."""
+        if not isinstance(handle, RocksDBHandle):
+            return handle
+        found = self._canonical.get(handle)
+        if found is None:
+            found, source = canonical_handle(
+                handle, op.max_parallelism, lambda s: self.read_bytes(s, 0, s.size),
+                self.describe)
+            self._canonical[handle] = found
+            self._sources[found.stream] = source
+        return found
 
     def header(self, op: OperatorSnapshot) -> KeyedHeader | None:
         """The operator's keyed states, by name across its files, in one numbering
@@ -321,7 +358,8 @@ class FlinkSnapshot:
         streams: dict[str, StreamHandle] = {}
         for op in self.operators:
             for subtask in op.subtasks:
-                named = [h.stream for h in subtask.keyed] + [h.stream for h in subtask.operator]
+                named = [s for h in subtask.keyed for s in h.streams]
+                named += [h.stream for h in subtask.operator]
                 for stream in named:
                     if stream.inline is None:
                         streams[self.file_location(stream).path] = stream
@@ -340,16 +378,35 @@ class FlinkSnapshot:
         return len(streams)
 
     def file_location(self, stream: StreamHandle) -> Location:
-        """A recorded file, inside the snapshot directory (absolute paths by file name)."""
+        """A recorded file, inside the snapshot directory (absolute paths by file name, and a
+        checkpoint's from its job's ``shared/`` or ``taskowned/`` where Flink put them)."""
         assert stream.path is not None
-        path = stream.path
-        if not stream.relative:
-            path = path.rstrip("/").rsplit("/", 1)[-1]
-        return confined(self.location, path)
+        if stream.relative:
+            return confined(self.location, stream.path)
+        found = self._located.get(stream)
+        if found is None:
+            found = self._located[stream] = self._absolute(stream.path)
+        return found
+
+    def _absolute(self, path: str) -> Location:
+        """Where an absolute path of a checkpoint written elsewhere is here: by its file name
+        in the snapshot directory, or, for a file Flink keeps beside a ``chk-<id>`` (its
+        recorded directory is ``shared`` or ``taskowned``), in that directory of the job,
+        where it is looked for first."""
+        parts = path.rstrip("/").rsplit("/", 2)
+        name = parts[-1]
+        inside = confined(self.location, name)
+        beside = parts[-2] if len(parts) > 1 else ""
+        if beside in BESIDE_CHECKPOINTS and checkpoint_id_of(self.location) is not None:
+            kept = confined(self.location.parent, f"{beside}/{name}")
+            if kept.exists() or not inside.exists():
+                return kept
+        return inside
 
     def describe(self, stream: StreamHandle) -> str:
         if stream.inline is not None:
-            return f"{self.location.child(FLINK_METADATA)} (state stored inline)"
+            return self._sources.get(
+                stream, f"{self.location.child(FLINK_METADATA)} (state stored inline)")
         return str(self.file_location(stream))
 
     def read_bytes(self, stream: StreamHandle, offset: int, length: int) -> bytes:

@@ -10,12 +10,16 @@ and the offsets of each named state); the rest (master and coordinator
 states, raw state, handle names and ids, the properties) is kept too, so that
 :mod:`metadata_writer` writes a parsed file back byte for byte.
 
-Handles of RocksDB native or incremental snapshots, and of the changelog
-backend, hold RocksDB files this reader cannot decode: they are refused with
-the advice to take a canonical savepoint.
+A RocksDB handle (a native savepoint's or a checkpoint's of the RocksDB backend:
+its database's files by their RocksDB names, and the meta data stream of its
+states) is parsed as :class:`~statesource.flink.handles.RocksDBHandle`, both
+versions of it; handles of the changelog backend are refused with the advice to
+take a canonical savepoint.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from statesource.errors import (
     CorruptCheckpointError,
@@ -24,9 +28,12 @@ from statesource.errors import (
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.handles import (
     KeyedHandle,
+    KeyedStateHandle,
     OperatorHandle,
     OperatorSnapshot,
     OperatorStateOffsets,
+    RocksDBFile,
+    RocksDBHandle,
     SnapshotMetadata,
     StreamHandle,
     SubtaskState,
@@ -38,16 +45,15 @@ MAGIC = 0x4960672D
 
 NULL_HANDLE, BYTE_STREAM, FILE_STREAM, RELATIVE_STREAM = 0, 1, 2, 6
 KEY_GROUPS, OPERATOR_STATE, SAVEPOINT_KEY_GROUPS, KEY_GROUPS_V2 = 3, 4, 7, 12
-_NATIVE_ROCKSDB = {
-    5: "RocksDB native (a native savepoint or a checkpoint of RocksDB: its own SST files)",
-    11: "RocksDB native (a native savepoint or a checkpoint of RocksDB: its own SST files)",
-    8: "changelog", 9: "changelog", 10: "changelog", 13: "changelog", 14: "changelog"}
+ROCKSDB, ROCKSDB_V2 = 5, 11
+_MAX_KEY_GROUPS = 32768
+_CHANGELOG = {8, 9, 10, 13, 14}
 # Flink's OperatorStateHandle.Mode, by ordinal.
 DISTRIBUTION_MODES = (DistributionMode.SPLIT_DISTRIBUTE, DistributionMode.UNION,
                       DistributionMode.BROADCAST)
 _CANONICAL_ADVICE = (
-    "; statesource reads heap-backend snapshots and canonical savepoints: take a canonical"
-    " savepoint instead (flink savepoint --type canonical, the default type)"
+    "; statesource reads canonical savepoints and the heap and RocksDB backends' snapshots:"
+    " take a canonical savepoint instead (flink savepoint --type canonical, the default type)"
 )
 
 
@@ -85,7 +91,7 @@ def _operator(reader: BinaryReader, layout: MetadataLayout) -> OperatorSnapshot:
     operator_id = reader.take(16).hex()
     parallelism = reader.i32()
     max_parallelism = reader.i32()
-    if not 1 <= max_parallelism <= 32768 or not 1 <= parallelism <= max_parallelism:
+    if not 1 <= max_parallelism <= _MAX_KEY_GROUPS or not 1 <= parallelism <= max_parallelism:
         raise reader.error(f"invalid parallelism {parallelism} / max parallelism"
                            f" {max_parallelism} of operator {uid or operator_id}")
     coordinator = _stream_handle(reader)
@@ -119,7 +125,11 @@ def _subtask(reader: BinaryReader, index: int) -> SubtaskState:
     raw_operator = [_operator_handle(reader)
                     for _ in range(reader.count("number of raw operator state handles"))]
     keyed = _keyed_handle(reader)
+    at = reader.pos
     raw_keyed = _keyed_handle(reader)  # written by user code in its own format
+    if isinstance(raw_keyed, RocksDBHandle):
+        raise reader.error("raw keyed state held in RocksDB files (Flink writes raw keyed state"
+                           " as key groups of one file)", at)
     for _ in range(2):  # input channel and result subpartition (unaligned checkpoints)
         if reader.count("number of channel state handles"):
             raise reader.error("channel state of an unaligned checkpoint is not supported")
@@ -129,23 +139,23 @@ def _subtask(reader: BinaryReader, index: int) -> SubtaskState:
                         tuple(h for h in raw_operator if h is not None))
 
 
-def _keyed_handle(reader: BinaryReader) -> KeyedHandle | None:
+def _keyed_handle(reader: BinaryReader) -> KeyedStateHandle | None:
     at = reader.pos
     kind = reader.u8()
     if kind == NULL_HANDLE:
         return None
-    if kind in _NATIVE_ROCKSDB:
+    if kind in _CHANGELOG:
         raise IncompatibleCheckpointError(
-            f"{reader.source} holds {_NATIVE_ROCKSDB[kind]} state (handle type {kind} at byte"
+            f"{reader.source} holds state of the changelog backend (handle type {kind} at byte"
             f" offset {at})" + _CANONICAL_ADVICE)
+    if kind in (ROCKSDB, ROCKSDB_V2):
+        return _rocksdb_handle(reader, kind == ROCKSDB_V2, at)
     if kind not in (KEY_GROUPS, SAVEPOINT_KEY_GROUPS, KEY_GROUPS_V2):
         raise IncompatibleCheckpointError(
             f"{reader.source}: unsupported keyed state handle type {kind} at byte offset {at}"
             + _CANONICAL_ADVICE)
     start = reader.i32()
-    count = reader.count("number of key groups")
-    if start < 0 or start + count > 32768:
-        raise reader.error(f"invalid key-group range {start}+{count}", at)
+    count = _key_group_count(reader, start, at)
     offsets = tuple(reader.i64() for _ in range(count))
     stream = _stream_handle(reader)
     handle_id = reader.utf() if kind == KEY_GROUPS_V2 else None
@@ -154,6 +164,54 @@ def _keyed_handle(reader: BinaryReader) -> KeyedHandle | None:
     if any(not 0 <= offset <= stream.size for offset in offsets):
         raise reader.error(f"key-group offsets beyond the file's {stream.size} bytes", at)
     return KeyedHandle(start, offsets, stream, kind == SAVEPOINT_KEY_GROUPS, handle_id)
+
+
+def _key_group_count(reader: BinaryReader, start: int, at: int, offsets: bool = True) -> int:
+    """The number of key groups of a handle whose first is ``start``: a range inside Flink's
+    largest max parallelism (and, where an offset per key group follows, inside the bytes
+    left)."""
+    count = reader.count("number of key groups", None if offsets else _MAX_KEY_GROUPS)
+    if start < 0 or start + count > _MAX_KEY_GROUPS:
+        raise reader.error(f"invalid key-group range {start}+{count}", at)
+    return count
+
+
+def _rocksdb_handle(reader: BinaryReader, v2: bool, at: int) -> RocksDBHandle:
+    """An ``IncrementalRemoteKeyedStateHandle``: checkpoint id, backend id, key-group range,
+    (version 2: checkpointed size), the meta data stream, the shared and the private files
+    (each its RocksDB name and stream), (version 2: the state handle id)."""
+    checkpoint_id = reader.i64()
+    backend_id = reader.utf()
+    start = reader.i32()
+    count = _key_group_count(reader, start, at, offsets=False)
+    checkpointed_size = reader.i64() if v2 else None
+    meta = _stream_handle(reader)
+    if meta is None:
+        raise reader.error("RocksDB state handle without its meta data", at)
+    shared = _rocksdb_files(reader)
+    private = _rocksdb_files(reader)
+    handle_id = reader.utf() if v2 else None
+    twice = sorted(name for name, times in Counter(f.name for f in (*shared, *private)).items()
+                   if times > 1)
+    if twice:
+        raise reader.error(f"RocksDB state handle names {', '.join(twice)} more than once", at)
+    return RocksDBHandle(start, count, checkpoint_id, backend_id, meta, shared, private,
+                         checkpointed_size, handle_id)
+
+
+def _rocksdb_files(reader: BinaryReader) -> tuple[RocksDBFile, ...]:
+    """A list of (RocksDB file name, stream): a database directory's files, by bare name."""
+    files = []
+    for _ in range(reader.count("number of RocksDB files")):
+        at = reader.pos
+        name = reader.utf()
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise reader.error(f"RocksDB file name {name!r} is not a bare file name", at)
+        stream = _stream_handle(reader)
+        if stream is None:
+            raise reader.error(f"RocksDB file {name} without its stream", at)
+        files.append(RocksDBFile(name, stream))
+    return tuple(files)
 
 
 def _operator_handle(reader: BinaryReader) -> OperatorHandle | None:

@@ -17,9 +17,11 @@ from __future__ import annotations
 from statesource.errors import InvalidArgumentError
 from statesource.flink.binary.writer import BinaryWriter
 from statesource.flink.handles import (
-    KeyedHandle,
+    KeyedStateHandle,
     OperatorHandle,
     OperatorSnapshot,
+    RocksDBFile,
+    RocksDBHandle,
     SnapshotMetadata,
     StreamHandle,
     SubtaskState,
@@ -34,6 +36,8 @@ from statesource.flink.snapshot.metadata import (
     NULL_HANDLE,
     OPERATOR_STATE,
     RELATIVE_STREAM,
+    ROCKSDB,
+    ROCKSDB_V2,
     SAVEPOINT_KEY_GROUPS,
 )
 from statesource.flink.snapshot.versions import LAYOUTS, MetadataLayout
@@ -109,7 +113,7 @@ def _operator_id(operator_id: str) -> bytes:
     return raw
 
 
-def _one(handles: tuple[KeyedHandle, ...] | tuple[OperatorHandle, ...], what: str,
+def _one(handles: tuple[KeyedStateHandle, ...] | tuple[OperatorHandle, ...], what: str,
          op: OperatorSnapshot, index: int) -> None:
     if len(handles) > 1:
         raise InvalidArgumentError(
@@ -134,7 +138,10 @@ def _subtask(w: BinaryWriter, op: OperatorSnapshot, subtask: SubtaskState) -> No
     w.i32(0)  # result subpartition state
 
 
-def _keyed_handle(w: BinaryWriter, handle: KeyedHandle) -> None:
+def _keyed_handle(w: BinaryWriter, handle: KeyedStateHandle) -> None:
+    if isinstance(handle, RocksDBHandle):
+        _rocksdb_handle(w, handle)
+        return
     if handle.savepoint and handle.handle_id is not None:
         raise InvalidArgumentError(
             f"a savepoint's keyed state handle has no state handle id ({handle.handle_id!r})")
@@ -149,6 +156,36 @@ def _keyed_handle(w: BinaryWriter, handle: KeyedHandle) -> None:
     _stream_handle(w, handle.stream)
     if handle.handle_id is not None:
         w.utf(handle.handle_id)
+
+
+def _rocksdb_handle(w: BinaryWriter, handle: RocksDBHandle) -> None:
+    """Version 2 (type 11) where the handle has its checkpointed size and state handle id,
+    else version 1 (type 5), as :mod:`metadata` read it."""
+    v2 = handle.handle_id is not None
+    if v2 != (handle.checkpointed_size is not None):
+        raise InvalidArgumentError(
+            f"a RocksDB state handle of key groups {handle.start}..{handle.end} has"
+            " a checkpointed size or a state handle id without the other: version 2 of the"
+            " handle has both, version 1 neither")
+    w.u8(ROCKSDB_V2 if v2 else ROCKSDB)
+    w.i64(handle.checkpoint_id)
+    w.utf(handle.backend_id)
+    w.i32(handle.start)
+    w.i32(handle.count)
+    if handle.checkpointed_size is not None:
+        w.i64(handle.checkpointed_size)
+    _stream_handle(w, handle.meta)
+    for files in (handle.shared, handle.private):
+        _rocksdb_files(w, files)
+    if handle.handle_id is not None:
+        w.utf(handle.handle_id)
+
+
+def _rocksdb_files(w: BinaryWriter, files: tuple[RocksDBFile, ...]) -> None:
+    w.i32(len(files))
+    for file in files:
+        w.utf(file.name)
+        _stream_handle(w, file.stream)
 
 
 def _operator_handle(w: BinaryWriter, handle: OperatorHandle) -> None:

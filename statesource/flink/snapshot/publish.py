@@ -45,7 +45,7 @@ from statesource.flink.handles import KeyedHandle, SnapshotMetadata, StreamHandl
 from statesource.flink.layouts.canonical_writer import KeyGroupFramer, assemble_keyed_file
 from statesource.flink.snapshot.metadata_writer import write_metadata
 from statesource.format.commit import sync_directory
-from statesource.format.storage import resolve
+from statesource.format.storage import check_creatable, resolve
 from statesource.keygroups import key_group_range_for_operator
 
 METADATA = "_metadata"
@@ -172,13 +172,15 @@ def referenced_streams(metadata: SnapshotMetadata) -> list[StreamHandle]:
         if op.coordinator is not None:
             found.append(op.coordinator)
         for subtask in op.subtasks:
-            found += [handle.stream for handle in (*subtask.keyed, *subtask.raw_keyed)]
+            found += [stream for handle in (*subtask.keyed, *subtask.raw_keyed)
+                      for stream in handle.streams]
             found += [handle.stream for handle in (*subtask.operator, *subtask.raw_operator)]
     return found
 
 
 def check_output(output: str | os.PathLike[str]) -> Path:
-    """The local directory a new savepoint ``output`` names, refused if it exists."""
+    """The local directory a new savepoint ``output`` names, refused if it exists or cannot be
+    created (its missing parents are created when it is written)."""
     location = resolve(output)
     if not location.is_local:
         raise InvalidArgumentError(
@@ -190,6 +192,7 @@ def check_output(output: str | os.PathLike[str]) -> Path:
     if path.name in ("", ".", ".."):
         raise InvalidArgumentError(f"{output} does not name a new directory")
     check_output_free(path)
+    check_creatable(location, "savepoint output")
     return path
 
 

@@ -61,7 +61,7 @@ PYTHON_SOURCE_NAME = "flinkstate-python"
 PLAN_OPTION = "statesource.jvmplan"
 """Set (to anything) by the JVM provider to ask for a plan; Spark lower-cases option keys."""
 PLAN_METADATA = "statesource.jvmPlan"
-PLAN_VERSION = 3
+PLAN_VERSION = 4
 """The version of the plan's JSON; ReadPlan.VERSION in the shim reads this version only."""
 
 
@@ -125,10 +125,11 @@ def jvm_plan(target: ReadTarget,
     ascending order: ``keyGroup``, ``file`` (an index into ``files``),
     ``batchCount``, ``offset``, ``length``, ``rows``, ``crc32``; and
     ``slices``, ``[first, last]`` key-group ranges, a Spark partition each.
-    A Flink savepoint's plan adds ``flink`` (how to decode the state:
-    :func:`~statesource.flink.jvm_layout.jvm_layout`); its ``offset`` and
-    ``length`` are each key group's byte range in the savepoint's files, and
-    ``fileSchema``, ``batchCount``, ``rows`` and ``crc32`` are empty or zero.
+    A Flink snapshot's plan adds ``flink`` (how to decode the state, and how
+    each file numbers its states: :func:`~statesource.flink.jvm_layout.jvm_layout`);
+    its ``files`` are those holding the state, ``offset`` and ``length`` each key
+    group's byte range in them, and ``fileSchema``, ``batchCount``, ``rows`` and
+    ``crc32`` are empty or zero.
     """
     if isinstance(target, ChangeFeedTarget):
         return _unservable("the change feed is read by the Python source")

@@ -13,6 +13,7 @@ from statesource.format.source import StateSource
 METADATA_SCHEMA = pa.schema([
     ("checkpoint_id", pa.int64()),
     ("operator_uid", pa.string()),
+    ("operator_name", pa.string()),
     ("parallelism", pa.int32()),
     ("max_parallelism", pa.int32()),
     ("state_name", pa.string()),
@@ -24,9 +25,10 @@ METADATA_SCHEMA = pa.schema([
     ("bytes", pa.int64()),
     ("unreadable", pa.string()),
 ])
-METADATA_DDL = ("checkpoint_id bigint, operator_uid string, parallelism int, max_parallelism int,"
-                " state_name string, kind string, key_type string, value_types string,"
-                " entries bigint, rows bigint, bytes bigint, unreadable string")
+METADATA_DDL = ("checkpoint_id bigint, operator_uid string, operator_name string,"
+                " parallelism int, max_parallelism int, state_name string, kind string,"
+                " key_type string, value_types string, entries bigint, rows bigint, bytes bigint,"
+                " unreadable string")
 
 
 class MetadataReader(DataSourceReader):
@@ -38,9 +40,9 @@ class MetadataReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         rows = [
-            (s.checkpoint_id, s.operator_uid, s.parallelism, s.max_parallelism, s.state_name,
-             s.kind, s.key_type, json.dumps(s.value_types), s.entries, s.rows, s.size_bytes,
-             s.unreadable)
+            (s.checkpoint_id, s.operator_uid, s.operator_name, s.parallelism, s.max_parallelism,
+             s.state_name, s.kind, s.key_type, json.dumps(s.value_types), s.entries, s.rows,
+             s.size_bytes, s.unreadable)
             for s in self.checkpoint.summaries()
         ]
         columns: list[Sequence[object]] = (

@@ -140,8 +140,8 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
         rescaled = info.metadata.operator(op.uid)
         if rescaled.keyed_states:
             distribution = Distribution.of(rescaled)
-            totals = distribution.per_subtask(distribution.entries, rescaled.parallelism)
-            report(f"operator {op.uid}: entries per subtask after:"
+            totals = distribution.per_subtask(distribution.rows, rescaled.parallelism)
+            report(f"operator {op.uid}: rows per subtask after:"
                    f" {describe_per_subtask(totals)}")
     report(f"committed checkpoint {info.checkpoint_id} at {info.location}")
     return info

@@ -1,8 +1,9 @@
 """Savepoints written from Flink 1.x snapshots, for Flink 1.x: restored by a real Flink 1.20.
 
 The ``flink-1.20``, ``flink-1.18`` and ``flink-1.15`` fixtures (FixtureJob1x.java by a real
-Flink 1.20.5, 1.18.1 and 1.15.4) are rescaled, erased, have a state dropped, one rewritten from Spark and new ones
-added; each output keeps its ``_metadata`` version (4, or 3 without checkpoint properties)
+Flink 1.20.5, 1.18.1 and 1.15.4; RocksDB's own files among them, written as canonical files)
+are rescaled, erased, have a state dropped, one rewritten from Spark and new ones added;
+each output keeps its ``_metadata`` version (4, or 3 without checkpoint properties)
 and the serializer snapshots the job's Flink wrote, new states get theirs as 1.20 derives
 them, a bootstrap and an export are written for 1.20 when asked; and a Flink 1.20.5
 (``apache-flink-libraries``, installed beside 2.3 by the README's test command) restores
@@ -63,6 +64,7 @@ def version_of(savepoint) -> int:
 
 
 @pytest.mark.parametrize("version, kind", [("flink-1.20", "canonical"),
+                                           ("flink-1.20", "rocksdb-native"),
                                            ("flink-1.15", "rocksdb")])
 def test_a_new_max_parallelism_up_and_back_down_across_the_prefix_width(version, kind,
                                                                         tmp_path):
@@ -78,10 +80,12 @@ def test_a_new_max_parallelism_up_and_back_down_across_the_prefix_width(version,
 
 
 @pytest.mark.parametrize("version, kind", [("flink-1.20", "native"),
+                                           ("flink-1.20", "rocksdb-checkpoint"),
                                            ("flink-1.18", "checkpoint"),
                                            ("flink-1.15", "checkpoint")])
 def test_erased_keys_of_a_converted_snapshot(version, kind, tmp_path):
     # the edited operator is converted to canonical, the others' native files are copied
+    # (RocksDB's files: converted to canonical ones too)
     erased = (3, 17)
     output = tmp_path / "erased"
     erase_keys(str(FIXTURES / version / kind), str(output), "stateful", list(erased))

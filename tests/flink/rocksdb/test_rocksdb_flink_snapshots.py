@@ -2,8 +2,9 @@
 a native savepoint and an incremental checkpoint of LazyJob.java), against the state its
 generator computed independently (expected.json).
 
-Until the snapshot readers map a handle's file names, files are told apart by their contents
-here: tables by their footer's magic number, MANIFESTs by their first log record's type.
+Files are told apart by their contents here, apart from the snapshot readers (which take
+them by the names ``_metadata`` gives them: tests/flink/snapshot/test_rocksdb_handles.py):
+tables by their footer's magic number, MANIFESTs by their first log record's type.
 """
 
 from __future__ import annotations

@@ -1,21 +1,24 @@
 """The registry of serializer snapshot classes: one family module per class, each complete.
 
 Every snapshot class statesource knew before the families had a home of their own (the
-primitives, the composites, Avro) is registered exactly once, and so is every Flink class
-the fixtures' keyed-state headers hold. Each registered class parses, writes its snapshot
-again (or is refused, saying why), encodes values, and decodes column-wise where it did;
-an unknown class is still refused with the error that names it.
+primitives, the composites, Avro), and Flink SQL's, is registered exactly once, and so is
+every Flink class the fixtures' keyed-state headers hold. Each registered class parses,
+writes its snapshot again (or is refused, saying why), encodes values (SQL's: refused), and
+decodes column-wise where it did; an unknown class is still refused with the error that
+names it.
 """
 
 from __future__ import annotations
 
 import pickle
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from java_objects import logical_type_spec, serialize
 
 from statesource.errors import IncompatibleCheckpointError, TypeMismatchError
 from statesource.flink.binary.reader import BinaryReader
@@ -40,6 +43,15 @@ from statesource.flink.serializers.nullable import NullableSerializer
 from statesource.flink.serializers.pojo import PojoField, PojoSerializer
 from statesource.flink.serializers.primitives import BYTE_ARRAY_WRAPPER, GLOBAL_WINDOW, SIMPLE
 from statesource.flink.serializers.rows import RowSerializer
+from statesource.flink.serializers.sql_rows import ROW_DATA
+from statesource.flink.serializers.sql_values import (
+    DECIMAL_DATA,
+    EXTERNAL,
+    NULL,
+    RAW_VALUE_DATA,
+    STRING_DATA,
+    TIMESTAMP_DATA,
+)
 from statesource.flink.serializers.timer import TimerSerializer
 from statesource.flink.serializers.ttl import TtlSerializer
 from statesource.flink.serializers.tuples import TupleSerializer
@@ -82,11 +94,14 @@ COMPOSITE_CLASSES = {
 }
 """The snapshot classes statesource read before each family had one module (the primitives,
 the composites, and Avro)."""
-KNOWN = PRIMITIVE_CLASSES | COMPOSITE_CLASSES | {AVRO_SNAPSHOT}
+SQL_CLASSES = {ROW_DATA, STRING_DATA, DECIMAL_DATA, TIMESTAMP_DATA, RAW_VALUE_DATA, EXTERNAL,
+               NULL}
+"""Flink SQL's (flink-table-runtime): read, never derived nor written (yet)."""
+KNOWN = PRIMITIVE_CLASSES | COMPOSITE_CLASSES | {AVRO_SNAPSHOT} | SQL_CLASSES
 COLUMNAR = (PRIMITIVE_CLASSES | {_RUNTIME + "NullableSerializer$NullableSerializerSnapshot",
                                  _RUNTIME + "TupleSerializerSnapshot",
                                  _RUNTIME + "RowSerializer$RowSerializerSnapshot",
-                                 _RUNTIME + "PojoSerializerSnapshot"})
+                                 _RUNTIME + "PojoSerializerSnapshot", STRING_DATA, EXTERNAL})
 """The classes whose values decode column-wise."""
 
 LONG, STRING = SIMPLE["long"], SIMPLE["string"]
@@ -126,7 +141,44 @@ def _refused_snapshots() -> list[FlinkType]:
     avro.i32(2)
     avro.utf("org.apache.avro.generic.GenericRecord")
     avro.utf('{"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}]}')
-    return [read_snapshot(BinaryReader(w.getvalue(), "hand-made")) for w in (wrapper, kryo, avro)]
+    return [read_snapshot(BinaryReader(w.getvalue(), "hand-made"))
+            for w in (wrapper, kryo, avro, *_sql_snapshots())]
+
+
+def _sql_snapshots() -> list[BinaryWriter]:
+    """A snapshot of each Flink SQL class, as flink-table-runtime writes it (a string's
+    ``LogicalType`` and ``DataType`` as Java objects, by tests/java_objects.py)."""
+    varchar = logical_type_spec("VARCHAR", length=10)
+    data_type = ("object", "org.apache.flink.table.types.AtomicDataType",
+                 [("L", "conversionClass", "Ljava/lang/Class;", ("class", "java.lang.String"))],
+                 ("object", "org.apache.flink.table.types.DataType",
+                  [("L", "logicalType", "Lorg/apache/flink/table/types/logical/LogicalType;",
+                    varchar)], None))
+
+    def snapshot(name: str, version: int, payload: bytes = b"") -> BinaryWriter:
+        w = BinaryWriter()
+        w.utf(name)
+        w.i32(version)
+        w.raw(payload)
+        return w
+
+    def nested(*snapshots: BinaryWriter) -> bytes:
+        w = BinaryWriter()
+        w.i32(1333245)
+        w.i32(1)
+        w.i32(len(snapshots))
+        for inner in snapshots:
+            w.raw(inner.getvalue())
+        return w.getvalue()
+
+    composite = struct.Struct(">ii").pack
+    string = snapshot(STRING_DATA, 3)
+    return [string, snapshot(DECIMAL_DATA, 3, struct.pack(">ii", 10, 2)),
+            snapshot(TIMESTAMP_DATA, 1, struct.pack(">i", 3)), snapshot(NULL, 3),
+            snapshot(RAW_VALUE_DATA, 3, composite(911108, 0) + nested(snapshot(NULL, 3))),
+            snapshot(EXTERNAL, 3, composite(911108, 1) + serialize(data_type) + b"\0"
+                     + nested(string)),
+            snapshot(ROW_DATA, 3, struct.pack(">i", 1) + serialize(varchar) + nested(string))]
 
 
 def _examples() -> dict[str, tuple[FlinkType, pa.DataType | None]]:
@@ -135,7 +187,8 @@ def _examples() -> dict[str, tuple[FlinkType, pa.DataType | None]]:
         read = flink_type(serializer)
         found[read.serializer] = (read, arrow_type)
     for read in _refused_snapshots():
-        found[read.serializer] = (read, None)
+        found[read.serializer] = (read, pa.string() if read.serializer in (EXTERNAL, STRING_DATA)
+                                  else None)
     return found
 
 
@@ -165,7 +218,7 @@ def _fixture_classes() -> tuple[set[str], set[str]]:
 
 def test_the_registry_holds_every_class_statesource_read_and_no_other():
     assert set(SNAPSHOTS) == KNOWN
-    assert set(REFUSED) == {BYTE_ARRAY_WRAPPER, KRYO_SNAPSHOT, AVRO_SNAPSHOT}
+    assert set(REFUSED) == {BYTE_ARRAY_WRAPPER, KRYO_SNAPSHOT, AVRO_SNAPSHOT} | SQL_CLASSES
     assert set(EXAMPLES) == KNOWN
 
 
@@ -208,8 +261,12 @@ def test_each_class_parses_writes_encodes_and_decodes_in_one_home(snapshot_class
         declared = read.declared()
         assert snapshot_bytes(declared) == read.snapshot
         assert type(declared).__module__ == family
-    assert type(read).encoder is not FlinkType.encoder
-    assert callable(value_writer(read)) and type_name(read)
+    if snapshot_class in SQL_CLASSES:  # SQL state is read, not written
+        with pytest.raises(TypeMismatchError, match="cannot encode"):
+            read.encoder()
+    else:
+        assert type(read).encoder is not FlinkType.encoder
+        assert callable(value_writer(read)) and type_name(read)
     columnar = type(read).column_decoder is not FlinkType.column_decoder
     assert columnar == (snapshot_class in COLUMNAR)
     if columnar:

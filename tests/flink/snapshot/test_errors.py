@@ -74,10 +74,11 @@ def test_not_a_flink_metadata_file(canonical):
         FlinkCheckpoint.open(str(canonical))
 
 
-def test_rocksdb_incremental_handle_advises_a_canonical_savepoint(canonical):
+def test_a_changelog_backend_handle_advises_a_canonical_savepoint(canonical):
     assert (canonical / "_metadata").read_bytes()[HANDLE_TYPE_OFFSET] == 7
-    _patch(canonical / "_metadata", HANDLE_TYPE_OFFSET, b"\x05")
-    with pytest.raises(IncompatibleCheckpointError, match="take a canonical savepoint instead"):
+    _patch(canonical / "_metadata", HANDLE_TYPE_OFFSET, b"\x0e")  # CHANGELOG_HANDLE_V2
+    with pytest.raises(IncompatibleCheckpointError,
+                       match="state of the changelog backend.*take a canonical savepoint instead"):
         FlinkCheckpoint.open(str(canonical))
 
 

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from flink_fixture_checks import (
-    FLINK_1X,
+    CASES_1X,
     KEY_TYPES,
-    KINDS_1X,
     expected_keyed,
     expected_operator_states,
     found_keyed,
@@ -28,13 +27,12 @@ from statesource.flink.reader import FlinkCheckpoint
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "flink"
 CASES = [(variant, kind) for variant in ("mp256", "mp128-snappy")
-         for kind in ("canonical", "native")] + [
-    (version, kind) for version in FLINK_1X for kind in KINDS_1X]
+         for kind in ("canonical", "native")] + CASES_1X
 """Flink 2.3's FixtureJob.java, and FixtureJob1x.java run by Flink 1.20.5, 1.18.1 and 1.15.4
 (the same job and state, plus ``last_ttl``: heap canonical and native savepoints, a retained
-heap checkpoint, a RocksDB canonical savepoint; ``_metadata`` version 4, 4 and 3, operators
-known by their ids only; 1.15's operator-state files are version 5, without a compression
-flag)."""
+heap checkpoint, a RocksDB canonical savepoint, and from 1.20 RocksDB's native savepoint and
+checkpoint, its own files; ``_metadata`` version 4, 4 and 3, operators known by their ids
+only; 1.15's operator-state files are version 5, without a compression flag)."""
 NATIVE = ("native", "checkpoint")
 """Snapshots in the heap backend's own layout, where Kryo values are not framed."""
 

@@ -13,6 +13,9 @@ import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
  * One keyed state's rows of one key group, canonical or native ({@link #decodeNative}),
  * appended to Spark column vectors.
  *
+ * <p>Each key group is decoded with the numbering of the file it is in (its
+ * {@link FlinkStatePlan.Variant}): state ids are the file's own.
+ *
  * <p>A canonical key group is a state id (u16), then that state's pairs (int length + key, int
  * length + value; the key starts with the key-group prefix, its first byte flagged 0x80 on the
  * state's last pair), then the next state id, ..., then 0xFFFF. The walk checks what
@@ -47,14 +50,15 @@ final class FlinkKeyGroupDecoder {
    * Fills the empty {@code out} (key, namespace, the value columns, the TTL timestamp; null:
    * not wanted) with the state's rows of the key group in {@code data[0, size)}; how many.
    */
-  int decode(byte[] data, int size, int keyGroup, WritableColumnVector[] out) {
+  int decode(byte[] data, int size, int keyGroup, FlinkStatePlan.Variant variant,
+      WritableColumnVector[] out) {
     FlinkCursor frame = new FlinkCursor(data).at(0, size);
     int stateId = frame.i16() & 0xFFFF;
     while (stateId != END_OF_KEY_GROUP) {
-      if (stateId >= plan.states) {
+      if (stateId >= variant.ids().length) {
         throw new FlinkDataException("unknown state id " + stateId, frame.pos - 2);
       }
-      if (stateId == plan.stateId) {
+      if (stateId == variant.stateId()) {
         return wantedSection(data, size, keyGroup, frame.pos, out);
       }
       int pos = frame.pos;
@@ -113,17 +117,18 @@ final class FlinkKeyGroupDecoder {
    * timestamp, key and namespace); nothing delimits a value, so every section before the
    * wanted one is decoded to be passed, checked as the per-value decoder checks it.
    */
-  int decodeNative(byte[] data, int start, int size, WritableColumnVector[] out) {
+  int decodeNative(byte[] data, int start, int size, FlinkStatePlan.Variant variant,
+      WritableColumnVector[] out) {
     FlinkCursor in = new FlinkCursor(data).at(start, size);
     FlinkCursor again = new FlinkCursor(data).at(start, size);
     while (!in.atEnd()) {
       int at = in.pos;
       int stateId = in.i16() & 0xFFFF;
-      if (stateId >= plan.states) {
+      if (stateId >= variant.ids().length) {
         throw new FlinkDataException("unknown state id " + stateId, at);
       }
-      boolean wanted = stateId == plan.stateId;
-      FlinkStatePlan section = wanted ? plan : plan.sections[stateId];
+      boolean wanted = stateId == variant.stateId();
+      FlinkStatePlan section = wanted ? plan : plan.sections[variant.ids()[stateId]];
       WritableColumnVector[] into = wanted ? out : PASSED;
       int entries = count(in, "entry count");
       int rows = 0;

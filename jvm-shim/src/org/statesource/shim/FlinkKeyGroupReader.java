@@ -19,7 +19,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 /**
  * Reads one partition's key groups of a Flink savepoint: each key group's byte range (Snappy
  * unframed where compressed), decoded by {@link FlinkKeyGroupDecoder} into reused on-heap
- * vectors, one batch per key group. A batch is valid until the next call to {@link #next()}.
+ * vectors, one batch per key group, with the state numbering of its file. A batch is valid
+ * until the next call to {@link #next()}.
  *
  * <p>The plan's byte ranges and file sizes are checked before anything is read or allocated,
  * and every fault in the bytes is refused naming the file and the byte offset.
@@ -117,9 +118,10 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
       start = 0;
       size = unframed[0];
     }
+    FlinkStatePlan.Variant variant = state.variantOf(plan.file[entry]);
     try {
-      return state.nativeFormat ? decoder.decodeNative(data, start, size, slots)
-          : decoder.decode(data, size, plan.keyGroup[entry], slots);
+      return state.nativeFormat ? decoder.decodeNative(data, start, size, variant, slots)
+          : decoder.decode(data, size, plan.keyGroup[entry], variant, slots);
     } catch (FlinkDataException fault) {
       throw refused(entry, fault, state.compressed);
     }

@@ -11,21 +11,27 @@ import java.io.Serializable;
  * savepoint or checkpoint (statesource/flink/jvm_layout.py writes it).
  *
  * <p>Fields: {@code compressed} (Snappy framed key groups), {@code prefixBytes} (1 or 2: the
- * key-group prefix of every key), {@code states} (how many states the header lists),
- * {@code stateId}, {@code stateName}, {@code kind} ({@code value}, {@code list}, {@code map},
- * or {@code timer}: the key is the sign-flipped timestamp, key and namespace, the value empty),
- * {@code ambiguous} (a varint length follows key and namespace), {@code ttl} (values carry
- * their last-access timestamp), and the type descriptors ({@link FlinkValueDecoder})
- * {@code key}, {@code namespace}, {@code userKey} (map state only) and {@code value};
- * {@code native} (the heap backend's own layout, whose values carry no lengths) and, there,
- * {@code sections}: every state's plan by state id (the same fields, without these two; the
- * wanted state's own section is decoded by this plan itself), since a native key group is
- * walked through every section before the wanted one, in no fixed order; and,
+ * key-group prefix of every key), {@code stateId} (the state's id among the operator's states,
+ * merged by name across its files), {@code stateName}, {@code kind} ({@code value},
+ * {@code list}, {@code map}, or {@code timer}: the key is the sign-flipped timestamp, key and
+ * namespace, the value empty), {@code ambiguous} (a varint length follows key and namespace),
+ * {@code ttl} (values carry their last-access timestamp), and the type descriptors
+ * ({@link FlinkValueDecoder}) {@code key}, {@code namespace}, {@code userKey} (map state only)
+ * and {@code value}; {@code native} (the heap backend's own layout, whose values carry no
+ * lengths) and, there, {@code sections}: every state's plan by merged state id (the same
+ * fields but {@code native}, {@code sections}, {@code variants}, {@code fileVariants} and
+ * {@code stamp}; the wanted state's own section is decoded by this plan itself), since a
+ * native key group is walked through every section before the wanted one, in no fixed order;
+ * {@code variants}, how the files number their states, each a list of the merged id of every
+ * state of a file by the file's own id (a job that obtains states lazily writes files that
+ * lack states or number them otherwise; each file is decoded with its own numbering, and one
+ * without the wanted state is not in the plan), and {@code fileVariants}, per entry of the
+ * plan's {@code files}, its variant; and,
  * where the read options name the snapshot directly, {@code stamp}: its {@code _metadata}'s
  * real {@code path}, {@code sizeBytes} and {@code modifiedNs}, for {@link FlinkPlanCache}.
  */
 final class FlinkStatePlan implements Serializable {
-  private static final long serialVersionUID = 1L;
+  private static final long serialVersionUID = 2L;
 
   static final int VALUE = 0;
   static final int LIST = 1;
@@ -34,7 +40,7 @@ final class FlinkStatePlan implements Serializable {
 
   final boolean compressed;
   final int prefixBytes;
-  final int states;
+  /** The state's id in the operator's merged numbering. */
   final int stateId;
   final String stateName;
   final int kind;
@@ -48,26 +54,37 @@ final class FlinkStatePlan implements Serializable {
   /** Whether this is the plan itself, not one of its sections. */
   private final boolean whole;
   final boolean nativeFormat;
-  /** Native only: the plan of each state's section, by state id. */
+  /** Native only: the plan of each state's section, by merged state id. */
   final FlinkStatePlan[] sections;
+  /** The plan itself only: how the files number their states. */
+  private final Variant[] variants;
+  /** The plan itself only: each file's index into {@link #variants}. */
+  private final int[] fileVariants;
   final Stamp stamp;
 
   /** The {@code _metadata} a plan was made from, as it was. */
   record Stamp(String path, long sizeBytes, long modifiedNs) implements Serializable {
   }
 
-  FlinkStatePlan(JsonNode node) {
-    this(node, true);
+  /**
+   * How one file numbers its states: {@code ids}, the merged id of each of its states by its own
+   * id (the id its key groups carry), and {@code stateId}, the wanted state's own id.
+   */
+  record Variant(int[] ids, int stateId) implements Serializable {
   }
 
-  private FlinkStatePlan(JsonNode node, boolean whole) {
+  /** The plan of a read of {@code files} data files. */
+  FlinkStatePlan(JsonNode node, int files) {
+    this(node, true, files);
+  }
+
+  private FlinkStatePlan(JsonNode node, boolean whole, int files) {
     if (!node.isObject()) {
       throw new IllegalStateException("flinkstate plan: field flink is not an object");
     }
     this.whole = whole;
     compressed = required(node, "compressed").asBoolean();
     prefixBytes = required(node, "prefixBytes").asInt();
-    states = required(node, "states").asInt();
     stateId = required(node, "stateId").asInt();
     stateName = required(node, "stateName").asText();
     kind = switch (required(node, "kind").asText()) {
@@ -89,6 +106,8 @@ final class FlinkStatePlan implements Serializable {
         kind == TIMER ? null : node.get("value")};
     nativeFormat = !whole || required(node, "native").asBoolean();
     sections = whole && nativeFormat ? sections(required(node, "sections")) : null;
+    variants = whole ? variants(required(node, "variants")) : null;
+    fileVariants = whole ? fileVariants(required(node, "fileVariants"), files) : null;
     JsonNode stamped = node.get("stamp");
     stamp = stamped == null || stamped.isNull() ? null : new Stamp(
         required(stamped, "path").asText(), required(stamped, "sizeBytes").asLong(),
@@ -96,25 +115,90 @@ final class FlinkStatePlan implements Serializable {
     if (prefixBytes != 1 && prefixBytes != 2) {
       throw new IllegalStateException("flinkstate plan: prefixBytes " + prefixBytes);
     }
-    if (stateId < 0 || stateId >= states) {
-      throw new IllegalStateException("flinkstate plan: state id " + stateId + " of " + states);
+    if (stateId < 0) {
+      throw new IllegalStateException("flinkstate plan: state id " + stateId);
     }
   }
 
   private FlinkStatePlan[] sections(JsonNode listed) {
-    if (!listed.isArray() || listed.size() != states) {
-      throw new IllegalStateException("flinkstate plan: sections are not a list of " + states
-          + " states: " + listed);
+    if (!listed.isArray() || listed.size() <= stateId) {
+      throw new IllegalStateException("flinkstate plan: sections are not a list reaching"
+          + " state id " + stateId + ": " + listed);
     }
-    FlinkStatePlan[] plans = new FlinkStatePlan[states];
-    for (int id = 0; id < states; id++) {
-      plans[id] = new FlinkStatePlan(listed.get(id), false);
+    FlinkStatePlan[] plans = new FlinkStatePlan[listed.size()];
+    for (int id = 0; id < plans.length; id++) {
+      plans[id] = new FlinkStatePlan(listed.get(id), false, 0);
       if (plans[id].stateId != id) {
         throw new IllegalStateException("flinkstate plan: section " + id + " has state id "
             + plans[id].stateId);
       }
     }
     return plans;
+  }
+
+  /**
+   * The variants, each checked: merged ids, none twice, each with a section where the layout is
+   * native, and the wanted state's among them (a file without it has no place in the plan).
+   */
+  private Variant[] variants(JsonNode listed) {
+    if (!listed.isArray()) {
+      throw new IllegalStateException("flinkstate plan: variants are not a list: " + listed);
+    }
+    Variant[] found = new Variant[listed.size()];
+    for (int v = 0; v < found.length; v++) {
+      JsonNode variant = listed.get(v);
+      String where = "flinkstate plan: variants[" + v + "] ";
+      if (!variant.isArray()) {
+        throw new IllegalStateException(where + "is not a list of state ids: " + variant);
+      }
+      int[] ids = new int[variant.size()];
+      int own = -1;
+      for (int i = 0; i < ids.length; i++) {
+        ids[i] = variant.get(i).isInt() ? variant.get(i).intValue() : -1;
+        if (ids[i] < 0 || sections != null && ids[i] >= sections.length) {
+          throw new IllegalStateException(where + "gives own state " + i + " the state id "
+              + variant.get(i) + ", which is not " + (sections == null ? "an id"
+              : "the id of one of the " + sections.length + " sections"));
+        }
+        for (int j = 0; j < i; j++) {
+          if (ids[j] == ids[i]) {
+            throw new IllegalStateException(where + "lists state id " + ids[i] + " twice");
+          }
+        }
+        if (ids[i] == stateId) {
+          own = i;
+        }
+      }
+      if (own < 0) {
+        throw new IllegalStateException(where + "does not list state id " + stateId + " ('"
+            + stateName + "'), the state read");
+      }
+      found[v] = new Variant(ids, own);
+    }
+    return found;
+  }
+
+  /** Each file's variant, one per file of the plan. */
+  private int[] fileVariants(JsonNode listed, int files) {
+    if (!listed.isArray() || listed.size() != files) {
+      throw new IllegalStateException("flinkstate plan: fileVariants are not a list of one"
+          + " variant per file (" + files + " files): " + listed);
+    }
+    int[] found = new int[files];
+    for (int f = 0; f < files; f++) {
+      JsonNode variant = listed.get(f);
+      if (!variant.isInt() || variant.intValue() < 0 || variant.intValue() >= variants.length) {
+        throw new IllegalStateException("flinkstate plan: fileVariants[" + f + "] = " + variant
+            + " is not an index into variants (" + variants.length + " variants)");
+      }
+      found[f] = variant.intValue();
+    }
+    return found;
+  }
+
+  /** How file {@code file} of the plan numbers its states. */
+  Variant variantOf(int file) {
+    return variants[fileVariants[file]];
   }
 
   /**
@@ -133,7 +217,6 @@ final class FlinkStatePlan implements Serializable {
     ObjectNode out = mapper.createObjectNode();
     out.put("compressed", compressed);
     out.put("prefixBytes", prefixBytes);
-    out.put("states", states);
     out.put("stateId", stateId);
     out.put("stateName", stateName);
     out.put("kind", new String[] {"value", "list", "map", "timer"}[kind]);
@@ -152,6 +235,19 @@ final class FlinkStatePlan implements Serializable {
       ArrayNode listed = out.putArray("sections");
       for (FlinkStatePlan section : sections) {
         listed.add(section.describe(mapper));
+      }
+    }
+    if (whole) {
+      ArrayNode listed = out.putArray("variants");
+      for (Variant variant : variants) {
+        ArrayNode ids = listed.addArray();
+        for (int id : variant.ids()) {
+          ids.add(id);
+        }
+      }
+      ArrayNode files = out.putArray("fileVariants");
+      for (int variant : fileVariants) {
+        files.add(variant);
       }
     }
     if (stamp != null) {

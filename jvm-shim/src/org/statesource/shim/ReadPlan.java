@@ -37,9 +37,10 @@ import java.util.function.Predicate;
  *       {@code keyGroup} (ascending, below maxParallelism), {@code file} (an index into files),
  *       {@code batchCount}, {@code offset}, {@code length}, {@code rows}, {@code crc32}.
  *   <li>{@code slices}: {@code [first, last]} key-group ranges, one Spark partition each.
- *   <li>{@code flink}: present for a Flink savepoint's canonical key groups, how to decode the
- *       state ({@link FlinkStatePlan}); then {@code length} is each key group's byte range in
- *       the savepoint's file, and {@code fileSchema}, {@code batchCount}, {@code rows} and
+ *   <li>{@code flink}: present for a Flink snapshot's key groups, how to decode the state
+ *       ({@link FlinkStatePlan}: also how each file numbers its states); then {@code files}
+ *       are the snapshot's files holding the state, {@code length} is each key group's byte
+ *       range in its file, and {@code fileSchema}, {@code batchCount}, {@code rows} and
  *       {@code crc32} carry nothing (rows are counted only by decoding).
  * </ul>
  *
@@ -52,7 +53,7 @@ final class ReadPlan implements Serializable {
   private static final long serialVersionUID = 2L;
 
   /** The plan version this shim reads: PLAN_VERSION in statesource/spark/jvm/plan.py. */
-  static final int VERSION = 3;
+  static final int VERSION = 4;
 
   private static final String[] GROUP_FIELDS =
       {"keyGroup", "file", "batchCount", "offset", "length", "rows", "crc32"};
@@ -176,7 +177,8 @@ final class ReadPlan implements Serializable {
       slices[i] = ints(slice, "slices[" + i + "]");
     }
     JsonNode flinkPart = root.get("flink");
-    flink = flinkPart == null || flinkPart.isNull() ? null : new FlinkStatePlan(flinkPart);
+    flink = flinkPart == null || flinkPart.isNull() ? null
+        : new FlinkStatePlan(flinkPart, filePaths.length);
   }
 
   static ReadPlan parse(String json) {

@@ -1,0 +1,36 @@
+"""What a command prints: its report for people, or with ``--json`` one JSON document for
+scripts.
+
+Under ``--json`` stdout holds the document alone, so a script can parse it whole:
+progress lines go to stderr, and a failure prints nothing on stdout (its one line goes to
+stderr, as without ``--json``). The shape of each command's document is in docs/CLI.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from statesource.format.storage import redacted
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON document on stdout instead of the report (its"
+                        " shape: docs/CLI.md); progress goes to stderr")
+
+
+def progress(args: argparse.Namespace) -> Callable[[str], None]:
+    """Where lines of progress go: stdout with the report, stderr beside a JSON document."""
+    if args.json:
+        return lambda line: print(line, file=sys.stderr, flush=True)
+    return print
+
+
+def emit(document: dict[str, Any]) -> None:
+    """Print ``document`` as the command's JSON (paths in it are shown as everywhere: a URI's
+    credentials left out)."""
+    print(redacted(json.dumps(document, indent=2, ensure_ascii=False)))
