@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from statesource.cli.output import add_json_option, emit
+from statesource.cli.output import add_json_option, emit, wrote_canonical
 from statesource.errors import InvalidArgumentError, StateSourceError
 from statesource.keyjson import from_json, parse_key_text, to_json
 
@@ -76,7 +76,7 @@ def run_erase(args: argparse.Namespace) -> int:
         print(f"{state}: {count:,} removed")
     for key in done.missing:
         print(f"not present: {key!r}")
-    print(f"wrote savepoint {done.output}: {len(keys) - len(done.missing)} of {len(keys)} keys"
+    print(wrote_canonical(done.output) + f": {len(keys) - len(done.missing)} of {len(keys)} keys"
           f" found, {done.total:,} entries and timers removed from operator {done.operator}")
     return 0
 
@@ -89,7 +89,7 @@ def run_drop(args: argparse.Namespace) -> int:
     if args.json:
         emit({**_edit_document(done), "state": args.state})
     else:
-        print(f"wrote savepoint {done.output}: state {args.state!r} of operator {done.operator}"
+        print(wrote_canonical(done.output) + f": state {args.state!r} of operator {done.operator}"
               f" dropped ({done.total:,} entries, timers or elements)")
     return 0
 

@@ -34,3 +34,11 @@ def emit(document: dict[str, Any]) -> None:
     """Print ``document`` as the command's JSON (paths in it are shown as everywhere: a URI's
     credentials left out)."""
     print(redacted(json.dumps(document, indent=2, ensure_ascii=False)))
+
+
+def wrote_canonical(output: str) -> str:
+    """How a command that rewrote a Flink snapshot names its output: always a canonical
+    savepoint, whatever the input's kind, so a RocksDB job learns it may restore it into
+    either state backend."""
+    return (f"wrote canonical savepoint {output} (Flink restores it into the heap or the"
+            " RocksDB backend)")

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from statesource.cli.output import add_json_option, emit, progress
+from statesource.cli.output import add_json_option, emit, progress, wrote_canonical
 from statesource.errors import InvalidArgumentError
 from statesource.format.commit import CheckpointInfo
 from statesource.format.source import FLINK
@@ -137,7 +137,7 @@ def run_flink(args: argparse.Namespace) -> int:
     if args.json:
         emit(savepoint_document(done))
     else:
-        print(f"wrote savepoint {done.output}: {done.entries:,} entries and timers re-keyed to"
+        print(wrote_canonical(done.output) + f": {done.entries:,} entries and timers re-keyed to"
               f" max parallelism {done.max_parallelism} in {done.seconds:.1f} s; restore it in"
               f" a job with pipeline.max-parallelism: {done.max_parallelism}")
     return 0

@@ -115,3 +115,12 @@ def test_a_new_max_parallelism_restores_every_key(kind, backend, tmp_path):
         if kind_of == "map":
             restored = {key: dict(pairs) for key, pairs in restored.items()}
         assert restored == expected(state), state
+
+
+def test_a_rewrite_of_rocksdb_state_says_its_output_is_canonical(tmp_path, capsys):
+    assert main(["rescale", str(LAZY / "rocksdb-native"), "--max-parallelism", "256",
+                 "--output", str(tmp_path / "out")]) == 0
+    assert (f"wrote canonical savepoint {tmp_path / 'out'} (Flink restores it into the heap or"
+            " the RocksDB backend)") in capsys.readouterr().out
+    assert FlinkCheckpoint.open(str(tmp_path / "out")).snapshot.operator("lazy").subtasks[
+        0].keyed[0].savepoint  # the canonical layout
