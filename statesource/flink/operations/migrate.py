@@ -100,6 +100,8 @@ def migrate(source: str | os.PathLike[str], output: str | os.PathLike[str] | Non
     if output is not None and not dry_run:
         check_output(output)  # refused before the source is even read
     snapshot = FlinkSnapshot.open(os.fspath(source), checkpoint_id=checkpoint_id)
+    if output is not None:
+        snapshot.check_output_outside(output)
     written_by = metadata_layout(snapshot.metadata.version, str(snapshot.location))
     if written_by.flink_major >= 2:
         raise InvalidArgumentError(

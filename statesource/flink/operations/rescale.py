@@ -153,6 +153,7 @@ def rewrite_savepoint(source: str | os.PathLike[str], output: str | os.PathLike[
     started = time.perf_counter()
     check_output(output)  # refused before the source is even read
     snapshot = FlinkSnapshot.open(os.fspath(source), checkpoint_id=checkpoint_id)
+    snapshot.check_output_outside(output)
     rewrite = SavepointRewrite.plan(snapshot, max_parallelism, parallelism,
                                     () if edit is None else (edit,))
     with SavepointWriter(output) as writer:

@@ -170,6 +170,8 @@ class FlinkSavepointTarget:
         checked = check_output(output)
         base = (None if path is None
                 else FlinkSnapshot.open(path, checkpoint_id=base_checkpoint_id))
+        if base is not None:
+            base.check_output_outside(checked)
         if checkpoint_id is None:
             checkpoint_id = 1 if base is None else base.checkpoint_id
         check_checkpoint_id(checkpoint_id)

@@ -18,6 +18,7 @@ gives every reader the same kind of handle whatever the backend wrote.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from statesource.errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
     IncompatibleCheckpointError,
+    InvalidArgumentError,
     StateNotFoundError,
 )
 from statesource.flink.binary.reader import BinaryReader
@@ -59,6 +61,7 @@ from statesource.format.storage import (
     checkpoint_dirs,
     checkpoint_id_of,
     confined,
+    is_within,
     open_regular_file,
     resolve,
     snapshot_directory,
@@ -349,6 +352,21 @@ class FlinkSnapshot:
         return self.read_bytes(handle.stream, 0, own.data_start)
 
     # -- files -----------------------------------------------------------------------------
+
+    def check_output_outside(self, output: str | os.PathLike[str]) -> None:
+        """Refuse a new savepoint ``output`` inside this snapshot, or inside the job
+        directory of a ``chk-<id>`` (whose ``shared/`` files it reads): writing there would
+        change what is being read, and a snapshot is never changed."""
+        if not self.location.is_local:
+            return
+        roots = [self.location.path]
+        if self.location.name.startswith("chk-"):
+            roots.append(os.path.dirname(self.location.path.rstrip("/")))
+        for root in roots:
+            if is_within(root, os.fspath(output)):
+                raise InvalidArgumentError(
+                    f"output {output} is inside {root}, which the new savepoint is read from:"
+                    " write it outside the snapshot (and its job's checkpoint directory)")
 
     def check_files(self) -> int:
         """Check that every file ``_metadata`` names exists with its recorded size; their number.

@@ -3,8 +3,9 @@ savepoint that looks valid.
 
 An edit of one operator (``drop``) carries the others' files over as they are. Their
 operator-state files are decoded whole before they are copied, and their keyed-state files'
-versions checked; a ``_metadata`` that lists an operator twice is refused when read. Each
-refusal names the file and leaves nothing behind.
+versions checked; a ``_metadata`` that lists an operator twice is refused when read; an
+output inside what is read is refused. Each refusal names the file and leaves nothing
+behind.
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ from pathlib import Path
 import pytest
 
 from flink_fixture_checks import FIXTURES
-from statesource.errors import CorruptCheckpointError, UnsupportedFormatVersionError
+from statesource.errors import (
+    CorruptCheckpointError,
+    InvalidArgumentError,
+    UnsupportedFormatVersionError,
+)
 from statesource.flink.operations.edit import drop_state
+from statesource.flink.operations.rescale import rescale_max_parallelism
 from statesource.flink.snapshot.directory import FlinkSnapshot
 
 
@@ -60,3 +66,22 @@ def test_a_keyed_file_of_an_unknown_version_is_not_copied(tmp_path):
                              " version 6"):
         drop_state(str(source), str(tmp_path / "out"), "counts", "count")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("inside", ["savepoint", "job"])
+def test_an_output_inside_what_is_read_is_refused(inside, tmp_path):
+    # inside the savepoint, or beside a chk-N in its job directory (whose shared/ it reads)
+    root = tmp_path / "job"
+    shutil.copytree(FIXTURES / "lazy" / "rocksdb-incremental", root)
+    (checkpoint,) = root.glob("chk-*")
+    link = tmp_path / "link"
+    link.symlink_to(checkpoint if inside == "savepoint" else root)
+    output = link / "new"  # through a symlink: what counts is where it leads
+    with pytest.raises(InvalidArgumentError, match="output .* is inside .*, which the new"
+                                                   " savepoint is read from"):
+        drop_state(str(checkpoint), str(output), "lazy", "vip")
+    with pytest.raises(InvalidArgumentError, match="is inside"):
+        rescale_max_parallelism(str(checkpoint), str(output), 256)
+    assert not output.exists()
+    drop_state(str(checkpoint), str(tmp_path / "beside"), "lazy", "vip")  # outside: written
+    assert (tmp_path / "beside" / "_metadata").is_file()
