@@ -47,7 +47,8 @@ GOLDEN_FILES = {"test_golden.py", "test_shared_snapshots.py", "test_errors.py", 
                 "test_flink_round_trips.py", "test_serializer_writer.py"}
 REAL_FLINK_FILES = {"test_real_flink_restore.py", "test_serializer_snapshots_in_flink.py",
                     "test_flink_savepoint_rescale.py", "test_flink_savepoint_edits.py",
-                    "test_flink_export.py", "test_flink_savepoint_rewrite.py",
+                    "test_flink_export.py", "test_flink_export_logical_types.py",
+                    "test_flink_savepoint_rewrite.py",
                     "test_rocksdb_flink.py"}
 TEST_TIMEOUT_SECONDS = float(os.environ.get("STATESOURCE_TEST_TIMEOUT", "300"))
 STUCK_GRACE_SECONDS = 60

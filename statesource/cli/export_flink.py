@@ -6,6 +6,7 @@ import argparse
 
 from statesource.cli.output import add_json_option, emit, progress
 from statesource.flink.operations.export import export_flink
+from statesource.flink.serializers.java_values import TIMESTAMP_CLASSES
 from statesource.flink.serializers.mapping import pojo_classes
 from statesource.flink.snapshot.versions import NEWEST_RELEASE, WRITTEN_RELEASES
 
@@ -35,6 +36,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--flink-version", metavar="X.Y",
                         help="the Flink release that restores the savepoint: "
                         + ", ".join(WRITTEN_RELEASES) + f" (default {NEWEST_RELEASE})")
+    parser.add_argument("--timestamp-class", metavar="CLASS",
+                        help="the Java class of every timestamp (Avro timestamp-* and"
+                        " local-timestamp-*) in the job: " + ", ".join(TIMESTAMP_CLASSES)
+                        + " (java.sql.Timestamp); default Avro's: Instant for timestamp-*,"
+                        " LocalDateTime for local-timestamp-*")
     add_json_option(parser)
     parser.set_defaults(run=run)
 
@@ -44,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
              else pojo_classes(args.pojo_classes, "--pojo-classes"))
     done = export_flink(args.checkpoint, args.output, checkpoint_id=args.checkpoint_id,
                         pojos=pojos, keyed_only=args.keyed_only,
-                        flink_version=args.flink_version, progress=progress(args))
+                        flink_version=args.flink_version,
+                        timestamp_class=args.timestamp_class, progress=progress(args))
     if args.json:
         emit({"kind": "flink", "checkpoint_id": done.checkpoint_id, "location": done.output,
               "source": done.source, "entries": done.entries, "seconds": done.seconds,

@@ -46,6 +46,7 @@ from statesource.flink.layouts.canonical_entries import StateEntries
 from statesource.flink.layouts.canonical_writer import KeyGroupFramer, prefix_bytes
 from statesource.flink.operations.rescale import CANONICAL_SAVEPOINT_PROPERTIES
 from statesource.flink.serializers.base import FlinkType
+from statesource.flink.serializers.java_values import timestamp_class_serializer
 from statesource.flink.serializers.mapping import PojoClass
 from statesource.flink.snapshot.publish import SavepointWriter, check_output
 from statesource.flink.snapshot.versions import release_layout
@@ -111,7 +112,7 @@ class _Plan:
 def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathLike[str], *,
                  checkpoint_id: int | None = None,
                  pojos: Mapping[str, PojoClass] | None = None, keyed_only: bool = False,
-                 flink_version: str | None = None,
+                 flink_version: str | None = None, timestamp_class: str | None = None,
                  progress: Progress | None = None) -> ExportedSavepoint:
     """Write the keyed and operator state of the statesource checkpoint at
     ``checkpoint_path`` (the newest under it, or ``checkpoint_id``) as a new canonical Flink
@@ -123,6 +124,13 @@ def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathL
     ``_metadata`` version, and serializers as that release derives them. Its checkpoint id
     is the checkpoint's.
 
+    Avro logical types are the Java classes Avro maps them to, with Flink's serializers of
+    them (``date`` ``LocalDate``, ``time-*`` ``LocalTime``, ``decimal`` ``BigDecimal``);
+    timestamps are ``Instant`` (``timestamp-*``) and ``LocalDateTime``
+    (``local-timestamp-*``) unless ``timestamp_class`` is ``"LocalDateTime"``,
+    ``"Instant"`` or ``"Timestamp"`` (``java.sql.Timestamp``) for all of them. ``uuid`` is
+    refused: Flink writes ``java.util.UUID`` with Kryo.
+
     Refused, with nothing written: an ``output`` that exists
     (:class:`~statesource.errors.CheckpointExistsError`); a key type or a state whose
     Flink serializer statesource cannot derive, keyed or operator state
@@ -132,6 +140,7 @@ def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathL
     started = time.perf_counter()
     report = progress or (lambda _: None)
     layout = release_layout(flink_version)
+    timestamp_class_serializer(timestamp_class)  # a wrong name is refused before anything
     check_output(output)  # refused before the checkpoint is even read
     checkpoint = Checkpoint.open(checkpoint_path, checkpoint_id=checkpoint_id)
     skipped: list[tuple[str, str]] = []
@@ -140,7 +149,8 @@ def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathL
         if keyed_only:
             skipped += [(op.uid, s.name) for s in op.operator_states]
         if op.keyed_states or (op.operator_states and not keyed_only):
-            plans.append(_plan(op, pojos, not keyed_only, layout.flink_major))
+            plans.append(_plan(op, pojos, not keyed_only, layout.flink_major,
+                               timestamp_class))
     exported = []
     with SavepointWriter(output) as writer:
         operators = []
@@ -161,7 +171,8 @@ def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathL
 
 
 def _plan(op: OperatorMeta, pojos: Mapping[str, PojoClass] | None,
-          with_operator_state: bool, flink_major: int) -> _Plan:
+          with_operator_state: bool, flink_major: int,
+          timestamp_class: str | None = None) -> _Plan:
     where = f"operator {op.uid!r}"
     key = None
     if op.keyed_states:
@@ -173,7 +184,8 @@ def _plan(op: OperatorMeta, pojos: Mapping[str, PojoClass] | None,
     for state_id, meta in enumerate(op.keyed_states):
         try:
             states.append(state_info(meta.declaration, state_id, pojos=pojos,
-                                     flink_major=flink_major))
+                                     flink_major=flink_major,
+                                     timestamp_class=timestamp_class))
         except TypeMismatchError as error:
             raise TypeMismatchError(
                 f"{where}: {error}; Flink's serializer of this state cannot be derived, so it"
@@ -183,7 +195,7 @@ def _plan(op: OperatorMeta, pojos: Mapping[str, PojoClass] | None,
         try:
             operator_states.append(operator_state_info(op_state.name, op_state.mode,
                                                        op_state.schemas, pojos,
-                                                       flink_major))
+                                                       flink_major, timestamp_class))
         except TypeMismatchError as error:
             raise TypeMismatchError(
                 f"{where}: {error}; Flink's serializer of this operator state cannot be"

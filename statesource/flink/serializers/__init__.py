@@ -9,7 +9,9 @@ Everything statesource knows about one snapshot class lives in its family's modu
 registers the class by name in :mod:`.base` as it is imported: :mod:`.primitives` (the
 primitives, ``String``, ``byte[]``, ``VoidNamespace``, ``GlobalWindow``, ``TimeWindow``),
 :mod:`.collections` (``List``, ``Map``, ``Set``), :mod:`.nullable`, :mod:`.ttl`,
-:mod:`.timer`, :mod:`.tuples`, :mod:`.rows`, :mod:`.pojo`, :mod:`.kryo`, :mod:`.avro`
+:mod:`.timer`, :mod:`.tuples`, :mod:`.rows`, :mod:`.pojo`, :mod:`.java_values`
+(``LocalDate``, ``LocalTime``, ``LocalDateTime``, ``Instant``, ``Timestamp``,
+``BigDecimal``: Avro's logical types), :mod:`.kryo`, :mod:`.avro`
 (its values' writer in :mod:`.avro_encoder`), and Flink SQL's :mod:`.sql_rows` (``RowData``:
 its logical types in :mod:`.logical_types`, its binary rows in :mod:`.binary_rows`) and
 :mod:`.sql_values` (``StringData``, ``DecimalData``, ``TimestampData``, ``RawValueData``,
@@ -25,6 +27,7 @@ complete.
 from statesource.flink.serializers import (  # noqa: F401  (each registers its snapshots)
     avro,
     collections,
+    java_values,
     kryo,
     nullable,
     pojo,

@@ -19,12 +19,11 @@ it, and reading its values is refused, naming it).
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from javaobj.v1.beans import JavaClass, JavaEnum, JavaObject
-from javaobj.v1.unmarshaller import JavaObjectUnmarshaller
 
+from statesource.flink.binary.java_objects import read_java_object
 from statesource.flink.binary.reader import BinaryReader
 from statesource.types.sql import BINARY, MAX_DECIMAL, TEXT, TIMESTAMPS, SqlType
 
@@ -34,22 +33,6 @@ _TIME_ROOTS = TIMESTAMPS | {"TIME_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_TIME_ZONE"
 
 class _Fault(Exception):
     """A Java object that is not the type it should be (turned into the reader's error)."""
-
-
-def read_java_object(r: BinaryReader, what: str) -> Any:
-    """One Java-serialized object at ``r`` (its own stream header first); ``r`` moves just past
-    it. ``what`` names it in errors."""
-    at = r.pos
-    stream = io.BytesIO(r.data[r.pos:r.end])
-    try:
-        found = JavaObjectUnmarshaller(stream).readObject(ignore_remaining_data=True)
-    # javaobj reports a bad stream with whatever its parsing hit (EOFError, KeyError,
-    # RuntimeError, ...): every one means these bytes are not the object Flink wrote.
-    except Exception as error:
-        raise r.error(f"{what} is not a Java serialization stream that parses"
-                      f" ({type(error).__name__}: {error})", at) from None
-    r.skip(stream.tell())
-    return found
 
 
 def read_logical_type(r: BinaryReader) -> SqlType:

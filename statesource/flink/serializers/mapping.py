@@ -25,6 +25,7 @@ from statesource.flink.serializers.collections import (
     MapSerializer,
     SetSerializer,
 )
+from statesource.flink.serializers.java_values import logical_type_serializer
 from statesource.flink.serializers.kryo import KRYO_SNAPSHOT
 from statesource.flink.serializers.nullable import NullableSerializer, nullable
 from statesource.flink.serializers.pojo import PojoField, PojoSerializer
@@ -122,9 +123,11 @@ class _AvroMapping:
     declare them.
     """
 
-    def __init__(self, pojos: Mapping[str, PojoClass], flink_major: int) -> None:
+    def __init__(self, pojos: Mapping[str, PojoClass], flink_major: int,
+                 timestamp_class: str | None = None) -> None:
         self.pojos = pojos
         self.flink_major = flink_major
+        self.timestamp_class = timestamp_class
         self.named: dict[str, tuple[dict[str, Any], str]] = {}
         self.pending: set[str] = set()
 
@@ -161,13 +164,14 @@ class _AvroMapping:
             return self._map(STRING_SERIALIZER, schema.get("values"), path, namespace, extracted)
         if kind == "record":
             return self._record(schema, path, namespace, extracted)
+        if kind == "fixed" and schema.get("logicalType") == "decimal":
+            return self._logical(schema, path)
         raise self.fail(path, f"Avro {kind!r} has no Flink serializer statesource derives"
                               " (Flink writes it with Avro or Kryo)")
 
     def _primitive(self, schema: dict[str, Any], kind: str, path: str) -> FlinkSerializer:
         if "logicalType" in schema:
-            raise self.fail(path, f"logical type {schema['logicalType']!r}: Flink writes it with"
-                                  " a serializer of its Java class, which is not derived")
+            return self._logical(schema, path)
         java_class = schema.get("java-class")
         if java_class is None:
             return SIMPLE[_AVRO_PRIMITIVES[kind]]
@@ -177,6 +181,13 @@ class _AvroMapping:
         if kind == "bytes":
             raise self.fail(path, f"{java_class} values are Kryo's bytes; {refusal(KRYO_SNAPSHOT)}")
         return SIMPLE[_AVRO_PRIMITIVES[kind]]
+
+    def _logical(self, schema: dict[str, Any], path: str) -> FlinkSerializer:
+        """A logical type is the Java class Avro maps it to, whose serializer Flink uses."""
+        try:
+            return logical_type_serializer(schema["logicalType"], self.timestamp_class)
+        except TypeMismatchError as error:
+            raise self.fail(path, str(error)) from None
 
     def _held(self, schema: Any, path: str, namespace: str,
               extracted: bool) -> FlinkSerializer:
@@ -277,7 +288,8 @@ def _full_name(name: str, namespace: str) -> str:
 
 def serializer_for_schema(schema: ValueSchema | Mapping[str, Any] | list[Any] | str,
                           pojos: Mapping[str, PojoClass] | None = None, *,
-                          extracted: bool = False, flink_major: int = 2) -> FlinkSerializer:
+                          extracted: bool = False, flink_major: int = 2,
+                          timestamp_class: str | None = None) -> FlinkSerializer:
     """The serializer of values of an Avro value schema, in the shapes the Flink reader gives them.
 
     ``string``, ``int``, ``long``, ``float``, ``double``, ``boolean``, ``bytes`` (``byte[]``),
@@ -286,9 +298,13 @@ def serializer_for_schema(schema: ValueSchema | Mapping[str, Any] | list[Any] | 
     ``map`` (a ``Map`` with String keys); records with fields ``f0``, ``f1``, ... (a
     Tuple) or ``row_kind``, ``f0``, ... (a Row); any other record declared in ``pojos``
     by its (full or short) name: a POJO of that class, with the record's fields.
-    ``["null", X]`` is X (Flink's serializers take the nulls their types allow). The rest
-    (enums, fixed, logical types, other records, Kryo's ``bytes`` of a ``java-class``)
-    is refused with :class:`TypeMismatchError`.
+    ``["null", X]`` is X (Flink's serializers take the nulls their types allow). Logical
+    types are their Java classes' serializers
+    (:func:`~statesource.flink.serializers.java_values.logical_type_serializer`: ``date``
+    ``LocalDate``, ``time-*`` ``LocalTime``, ``timestamp-*`` ``Instant`` and
+    ``local-timestamp-*`` ``LocalDateTime`` unless ``timestamp_class`` names another,
+    ``decimal`` ``BigDecimal``). The rest (enums, fixed, ``uuid``, other records, Kryo's
+    ``bytes`` of a ``java-class``) is refused with :class:`TypeMismatchError`.
 
     Lists and maps are ``Types.LIST`` and ``Types.MAP`` (``ListSerializer``,
     ``MapSerializer``), as a descriptor built with ``Types`` has them; with ``extracted``,
@@ -310,7 +326,8 @@ def serializer_for_schema(schema: ValueSchema | Mapping[str, Any] | list[Any] | 
     for pojo in given.values():
         for name, serializer in pojo.serializers.items():
             check_release(serializer, flink_major, f"field {name} of POJO {pojo.name}")
-    return _AvroMapping(given, flink_major).serializer(avro, "the value", "", extracted)
+    return _AvroMapping(given, flink_major, timestamp_class).serializer(avro, "the value", "",
+                                                                        extracted)
 
 
 def check_release(serializer: FlinkSerializer, flink_major: int, where: str) -> None:

@@ -25,6 +25,7 @@ from statesource.errors import (
     CorruptCheckpointError,
     IncompatibleCheckpointError,
 )
+from statesource.flink.binary.java_objects import read_java_object
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.handles import (
     KeyedHandle,
@@ -79,9 +80,14 @@ def parse_metadata(data: bytes, source: str) -> SnapshotMetadata:
             raise reader.error(f"operator {op.operator_id} is listed twice", at)
         seen.add(op.operator_id)
         operators.append(op)
-    properties = reader.take(reader.remaining()) if layout.properties else b""
+    properties = b""
+    if layout.properties:  # one Java object, to the end of the file
+        start = reader.pos
+        read_java_object(reader, "the checkpoint properties")
+        properties = bytes(reader.data[start:reader.pos])
     if reader.remaining():
-        raise reader.error(f"{reader.remaining()} bytes after the last operator")
+        last = "the checkpoint properties" if layout.properties else "the last operator"
+        raise reader.error(f"{reader.remaining()} bytes after {last}")
     return SnapshotMetadata(layout.version, checkpoint_id, tuple(operators),
                             tuple(master_states), properties)
 

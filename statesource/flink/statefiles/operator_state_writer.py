@@ -74,17 +74,19 @@ def broadcast_state_info(name: str, key: FlinkType, value: FlinkType) -> StateIn
 
 def operator_state_info(name: str, mode: DistributionMode, schemas: Mapping[str, ValueSchema],
                         pojos: Mapping[str, PojoClass] | None = None,
-                        flink_major: int = 2) -> StateInfo:
+                        flink_major: int = 2, timestamp_class: str | None = None) -> StateInfo:
     """The meta info of an operator state of statesource's value schemas (by role: ``element``,
     or ``user_key`` and ``user_value``), its serializers derived by
-    :func:`~statesource.flink.serializers.mapping.serializer_for_schema` for ``flink_major``."""
+    :func:`~statesource.flink.serializers.mapping.serializer_for_schema` for ``flink_major``
+    (timestamps of ``timestamp_class``)."""
     def derived(role: str) -> FlinkType:
         if role not in schemas:
             raise InvalidArgumentError(
                 f"operator state {name!r} has no {role} schema; its roles: {sorted(schemas)}")
         try:
             return flink_type(serializer_for_schema(schemas[role], pojos,
-                                                    flink_major=flink_major))
+                                                    flink_major=flink_major,
+                                                    timestamp_class=timestamp_class))
         except TypeMismatchError as error:
             raise TypeMismatchError(f"operator state {name!r}, {role}: {error}") from None
 

@@ -77,12 +77,14 @@ def keyed_state_info(name: str, kind: StateKind, namespace: FlinkSerializer | Da
 def state_info(declaration: StateDeclaration, state_id: int = 0, *,
                serializers: Mapping[str, FlinkSerializer] | None = None,
                pojos: Mapping[str, PojoClass] | None = None,
-               extracted: bool = False, flink_major: int = 2) -> StateInfo:
+               extracted: bool = False, flink_major: int = 2,
+               timestamp_class: str | None = None) -> StateInfo:
     """The meta info Flink writes for a declared keyed state, its serializers derived.
 
     Each value role's serializer comes from ``serializers`` when given there, else from
-    its schema (:func:`serializer_for_schema`, with ``pojos``, ``extracted`` and the
-    ``flink_major`` the savepoint is for: 1.x lacks some serializers 2.x derives); the
+    its schema (:func:`serializer_for_schema`, with ``pojos``, ``extracted``, the
+    ``timestamp_class`` of timestamps and the ``flink_major`` the savepoint is for: 1.x
+    lacks some serializers 2.x derives); the
     namespace from the declaration's namespace type; a TTL wraps the values as Flink's
     TTL state does.
     """
@@ -102,7 +104,8 @@ def state_info(declaration: StateDeclaration, state_id: int = 0, *,
             continue
         try:
             values[role] = serializer_for_schema(schema, pojos, extracted=extracted,
-                                                 flink_major=flink_major)
+                                                 flink_major=flink_major,
+                                                 timestamp_class=timestamp_class)
         except TypeMismatchError as error:
             raise TypeMismatchError(f"state {declaration.name!r}, {role}: {error}") from None
     return keyed_state_info(declaration.name, declaration.kind, declaration.namespace_type,

@@ -38,6 +38,7 @@ from statesource.flink.serializers.base import (
 from statesource.flink.serializers.collections import ListSerializer, MapSerializer, SetSerializer
 from statesource.flink.serializers.columns import decoder_for
 from statesource.flink.serializers.encoding import type_name, value_writer
+from statesource.flink.serializers.java_values import JAVA_VALUE_CLASSES, JavaValueSerializer
 from statesource.flink.serializers.kryo import KRYO_SNAPSHOT
 from statesource.flink.serializers.nullable import NullableSerializer
 from statesource.flink.serializers.pojo import PojoField, PojoSerializer
@@ -97,7 +98,8 @@ the composites, and Avro)."""
 SQL_CLASSES = {ROW_DATA, STRING_DATA, DECIMAL_DATA, TIMESTAMP_DATA, RAW_VALUE_DATA, EXTERNAL,
                NULL}
 """Flink SQL's (flink-table-runtime): read, never derived nor written (yet)."""
-KNOWN = PRIMITIVE_CLASSES | COMPOSITE_CLASSES | {AVRO_SNAPSHOT} | SQL_CLASSES
+KNOWN = (PRIMITIVE_CLASSES | COMPOSITE_CLASSES | JAVA_VALUE_CLASSES | {AVRO_SNAPSHOT}
+         | SQL_CLASSES)
 COLUMNAR = (PRIMITIVE_CLASSES | {_RUNTIME + "NullableSerializer$NullableSerializerSnapshot",
                                  _RUNTIME + "TupleSerializerSnapshot",
                                  _RUNTIME + "RowSerializer$RowSerializerSnapshot",
@@ -119,6 +121,7 @@ DERIVED: list[tuple[FlinkSerializer, pa.DataType | None]] = [
      pa.struct([pa.field("row_kind", pa.string()), pa.field("f0", pa.int64())])),
     (PojoSerializer("com.example.Event", (PojoField("id", LONG),)),
      pa.struct([pa.field("id", pa.int64())])),
+    *((JavaValueSerializer(c), None) for c in sorted(JAVA_VALUE_CLASSES)),
 ]
 """A declared serializer of every class statesource derives, and the Arrow type a column
 decoder of a composite one gives (a primitive's decoder says its own)."""

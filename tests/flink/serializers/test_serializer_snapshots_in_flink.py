@@ -27,9 +27,11 @@ from typing import Any
 import pytest
 
 from flink_restore import JVM_FLAGS, SOURCES, _tool, compiled_classes, flink_lib
+from statesource.errors import TypeMismatchError
 from statesource.flink.binary.writer import BinaryWriter
 from statesource.flink.serializers.base import FlinkSerializer, snapshot_bytes
 from statesource.flink.serializers.collections import ListSerializer, MapSerializer
+from statesource.flink.serializers.kryo import KRYO_SNAPSHOT
 from statesource.flink.serializers.mapping import (
     PojoClass,
     extracted_list,
@@ -141,6 +143,31 @@ SERIALIZERS: dict[str, tuple[Any, FlinkSerializer]] = {
     "timer": ({"timer": [{"row": ["String"]}, "window"]},
               TimerSerializer(serializer_for_type("row<string>"), SIMPLE["timewindow"])),
 }
+# Avro's logical types, as the Java classes a job holds them in (and each timestamp class)
+LOGICAL: dict[str, tuple[Any, Any, str | None]] = {
+    "date": ("LocalDate", {"type": "int", "logicalType": "date"}, None),
+    "time-millis": ("LocalTime", {"type": "int", "logicalType": "time-millis"}, None),
+    "time-micros": ("LocalTime", {"type": "long", "logicalType": "time-micros"}, None),
+    "timestamp-millis": ("Instant", {"type": "long", "logicalType": "timestamp-millis"}, None),
+    "local-timestamp-micros": ("LocalDateTime", {"type": "long",
+                                                 "logicalType": "local-timestamp-micros"}, None),
+    "timestamp-micros as LocalDateTime": ("LocalDateTime", {
+        "type": "long", "logicalType": "timestamp-micros"}, "LocalDateTime"),
+    "local-timestamp-millis as Instant": ("Instant", {
+        "type": "long", "logicalType": "local-timestamp-millis"}, "Instant"),
+    "timestamp-millis as Timestamp": ({"class": "java.sql.Timestamp"}, {
+        "type": "long", "logicalType": "timestamp-millis"}, "Timestamp"),
+    "decimal": ("BigDecimal", {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                               "scale": 2}, None),
+    "decimal on fixed": ("BigDecimal", {"type": "fixed", "name": "Money", "size": 8,
+                                        "logicalType": "decimal", "precision": 18}, None),
+    "list of dates": ({"list": "LocalDate"}, {"type": "array", "items": {
+        "type": "int", "logicalType": "date"}}, None),
+}
+SERIALIZERS.update({
+    f"logical {name}": (java, serializer_for_schema(ValueSchema.parse(schema),
+                                                    timestamp_class=chosen))
+    for name, (java, schema, chosen) in LOGICAL.items()})
 KEYS = {"Long": "long", "Character": "char", "row": "row<string>",
         "tuple": "tuple<string,int,row<bytes>>"}
 KEY_SPECS = {"Long": "Long", "Character": "Character", "row": {"row": ["String"]},
@@ -211,6 +238,7 @@ def _run_oracle(cases: list[dict]) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def flink() -> dict[str, bytes]:
     cases = [{"id": f"serializer {k}", "serializer": java} for k, (java, _) in SERIALIZERS.items()]
+    cases += [{"id": "serializer uuid", "serializer": {"class": "java.util.UUID"}}]
     cases += [{"id": f"key {k}", "key": spec} for k, spec in KEY_SPECS.items()]
     cases += [{"id": f"state {k}", "state": {"name": "v", "ttl": ours.ttl is not None, **java}}
               for k, (java, ours) in STATES.items()]
@@ -221,6 +249,14 @@ def flink() -> dict[str, bytes]:
 @pytest.mark.parametrize("case", SERIALIZERS)
 def test_serializer_snapshots_are_flinks(flink, case):
     assert snapshot_bytes(SERIALIZERS[case][1]) == flink[f"serializer {case}"]
+
+
+def test_uuids_are_kryos_in_flink_and_refused(flink):
+    """Flink has no serializer of java.util.UUID (Kryo's snapshot): statesource refuses the
+    logical type, naming the String it can write instead."""
+    assert flink["serializer uuid"][2:].startswith(KRYO_SNAPSHOT.encode())
+    with pytest.raises(TypeMismatchError, match=r"logical type 'uuid'.*Kryo.*a String"):
+        serializer_for_schema({"type": "string", "logicalType": "uuid"})
 
 
 @pytest.mark.parametrize("case", KEYS)

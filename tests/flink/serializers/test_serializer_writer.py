@@ -297,7 +297,7 @@ def test_extracted_collections_are_nullable_and_hold_no_generic_types():
 @pytest.mark.parametrize("schema, problem", [
     ({"type": "enum", "name": "Level", "symbols": ["LOW"]}, "enum"),
     ({"type": "fixed", "name": "Digest", "size": 2}, "fixed"),
-    ({"type": "long", "logicalType": "timestamp-millis"}, "logical type"),
+    ({"type": "string", "logicalType": "uuid"}, "logical type 'uuid'"),
     ({"type": "bytes", "java-class": "java.util.UUID"}, "Kryo"),
     ({"type": "bytes", "java-class": "x.Y", "avro-schema": {}}, "Avro"),
     (["null", "long", "string"], "union"),

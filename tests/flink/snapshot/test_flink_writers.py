@@ -32,6 +32,7 @@ from statesource.flink.layouts.canonical_writer import (
     key_group_prefix,
 )
 from statesource.flink.layouts.keyed import CanonicalSection, canonical_sections
+from statesource.flink.operations.rescale import CANONICAL_SAVEPOINT_PROPERTIES
 from statesource.flink.serializers.tuples import TupleFlinkType
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.metadata import parse_metadata
@@ -162,7 +163,7 @@ def _every_kind_of_handle() -> SnapshotMetadata:
     finished = OperatorSnapshot("done", "done", operator_id_of("done"), 3, 128, (),
                                 finished=True)
     return SnapshotMetadata(6, 9, (keyed_op, anonymous, finished), (_master_state(),),
-                            b"\xac\xed\x00\x05properties")
+                            CANONICAL_SAVEPOINT_PROPERTIES)
 
 
 def test_every_handle_kind_is_written_and_parsed_back_to_the_same_model():
@@ -317,3 +318,14 @@ def test_an_operator_listed_twice_is_refused():
                                                      metadata.operators[1]))
     with pytest.raises(CorruptCheckpointError, match=f"operator {'00' * 16} is listed twice"):
         parse_metadata(write_metadata(twice), "test")
+
+
+def test_bytes_after_the_checkpoint_properties_are_refused():
+    # the properties are one Java object, parsed to its end: what follows is no Flink's
+    data = write_metadata(_every_kind_of_handle())
+    with pytest.raises(CorruptCheckpointError, match="5 bytes after the checkpoint properties"):
+        parse_metadata(data + b"junk!", "test")
+    broken = data[:-20] + bytes(20)
+    with pytest.raises(CorruptCheckpointError, match="the checkpoint properties is not a Java"
+                                                     " serialization stream that parses"):
+        parse_metadata(broken, "test")
