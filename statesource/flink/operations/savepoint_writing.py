@@ -87,12 +87,15 @@ class FileCopies:
         self._copied: dict[tuple[str | None, bool], StreamHandle] = {}
         self._names: set[str] = set()
 
-    def stream(self, stream: StreamHandle | None) -> StreamHandle | None:
+    def stream(self, stream: StreamHandle | None, data: bytes | None = None
+               ) -> StreamHandle | None:
+        """``stream``'s file copied (once); ``data``: its bytes, where read already."""
         if stream is None or stream.inline is not None:
             return stream
         key = (stream.path, stream.relative)
         if key not in self._copied:
-            data = self.snapshot.read_bytes(stream, 0, stream.size)
+            if data is None:
+                data = self.snapshot.read_bytes(stream, 0, stream.size)
             name = self.snapshot.file_location(stream).name
             copied = self.writer.write_file(data, None if name in self._names else name)
             self._names.add(copied.path or "")
@@ -106,19 +109,19 @@ class FileCopies:
         handle points at any more)."""
         copied = []
         for handle in handles:
-            self._check(handle, raw)
-            stream = self.stream(handle.stream)
+            data = self.snapshot.read_bytes(handle.stream, 0, handle.stream.size)
+            self._check(handle, raw, data)
+            stream = self.stream(handle.stream, data)
             assert stream is not None
             states = tuple(s for s in handle.states if s.name not in drop)
             copied.append(dataclasses.replace(handle, stream=stream, states=states))
         return tuple(copied)
 
-    def _check(self, handle: OperatorHandle, raw: bool) -> None:
+    def _check(self, handle: OperatorHandle, raw: bool, data: bytes) -> None:
         """Refuse a corrupt operator-state file rather than copy it into a savepoint that
         looks valid: managed state decoded whole; raw state (the operator's own format)
         at least with its offsets inside the file."""
         source = self.snapshot.describe(handle.stream)
-        data = self.snapshot.read_bytes(handle.stream, 0, handle.stream.size)
         if not raw:
             for _ in decoded_states(data, source, handle):
                 pass
