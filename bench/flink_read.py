@@ -67,7 +67,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 from flink_generated import OPERATOR, PARALLELISM, STATES, generated
-from timing import best_of
+from timing import best_of, print_scans, spark_scans
 
 from statesource.flink.operations.changefeed import FlinkChangeFeed
 from statesource.flink.operations.importer import import_flink
@@ -151,16 +151,8 @@ def bench_spark_scans(savepoint: Path, repeats: int) -> None:
             plan = routes["native, flinkstate"](states[0])._jdf.queryExecution().executedPlan()
             print("native savepoint read by the " + (
                 "JVM reader" if "Flink key groups" in plan.toString() else "Python source"))
-            seconds = {}
-            for label, read in routes.items():
-                def scan(read: Callable[[str], Any] = read) -> None:
-                    for name in states:
-                        read(name).write.format("noop").mode("overwrite").save()
-                scan()  # warm up: the first job pays for starting Python workers
-                seconds[label] = best_of(repeats, scan)
-        for label, taken in seconds.items():
-            print(f"Spark local[2] full scan, every state of 'stateful', {label}: {taken:.2f} s:"
-                  f" {taken / seconds['Parquet']:.2f}x of Parquet")
+            seconds = spark_scans(routes, states, repeats)
+        print_scans(seconds, "every state of 'stateful'")
     finally:
         spark.stop()
 

@@ -5,14 +5,19 @@ JSON value becomes: ``5`` is an ``int`` or a ``long`` as declared. Floats and
 doubles may also be given by their IEEE bits (``{"bits": "7ff80000..."}``)
 to reach values such as negative zero or a NaN payload exactly; bytes are
 ``{"bytes": "<hex>"}``; a Row is a JSON array (an INSERT row) or
-``{"kind": "-U", "fields": [...]}``.
+``{"kind": "-U", "fields": [...]}``. A Flink SQL key (``sqlrow<...>``) is a JSON array of
+its fields: decimals, dates, times and timestamps as strings (ISO 8601; a ``TIMESTAMP_LTZ``
+with its offset; a timestamp past microseconds as ``{"millisecond", "nano_of_millisecond"}``),
+bytes as ``{"bytes": "<hex>"}``, a nested ROW as an array (or an object by field name).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import struct
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from statesource.errors import InvalidArgumentError
@@ -26,8 +31,11 @@ from statesource.types import (
     Row,
     RowKind,
     RowType,
+    SqlRowType,
+    SqlType,
     TupleType,
 )
+from statesource.types.sql import BINARY, TIMESTAMPS
 
 
 def from_json(value_type: DataType, value: Any) -> Any:
@@ -65,11 +73,47 @@ def _convert(value_type: DataType, value: Any) -> Any:
         return bytes.fromhex(value["bytes"])
     if isinstance(value_type, TupleType):
         return tuple(_fields(value_type, value))
+    if isinstance(value_type, SqlRowType):
+        if not isinstance(value, list) or len(value) != len(value_type.fields):
+            raise InvalidArgumentError(f"{value_type.name} value {value!r} must be a JSON array"
+                                       f" of {len(value_type.fields)} fields")
+        return Row(*(_sql_field(t, v) for t, v in zip(value_type.fields, value)))
     if isinstance(value_type, RowType):
         if isinstance(value, dict):
             kind = RowKind.from_short_string(value.get("kind", "+I"))
             return Row(*_fields(value_type, value.get("fields")), kind=kind)
         return Row(*_fields(value_type, value))
+    return value
+
+
+def _sql_field(sql_type: SqlType, value: Any) -> Any:
+    """A JSON value as the Python value of a SQL field of ``sql_type`` (checked when the key
+    is encoded); a string that spells no value of the type is refused, naming it."""
+    root = sql_type.root
+    try:
+        if value is None:
+            return None
+        if root in ("FLOAT", "DOUBLE") and type(value) is int:
+            return float(value)
+        if root == "DECIMAL" and type(value) in (str, int, float):
+            return Decimal(str(value))
+        if root == "DATE" and isinstance(value, str):
+            return dt.date.fromisoformat(value)
+        if root == "TIME_WITHOUT_TIME_ZONE" and isinstance(value, str):
+            return dt.time.fromisoformat(value)
+        if root in TIMESTAMPS and isinstance(value, str):
+            return dt.datetime.fromisoformat(value)
+        if (root in BINARY or root == "RAW") and isinstance(value, dict) and "bytes" in value:
+            return bytes.fromhex(value["bytes"])
+    except (ValueError, InvalidOperation) as error:
+        raise InvalidArgumentError(
+            f"{value!r} is not a {sql_type.describe()} value: {error}") from None
+    if root == "ROW" and isinstance(value, list) and len(value) == len(sql_type.fields):
+        return [_sql_field(t, v) for (_, t), v in zip(sql_type.fields, value)]
+    if root == "ROW" and isinstance(value, dict):
+        types = dict(zip(sql_type.field_names(), (t for _, t in sql_type.fields)))
+        return {name: _sql_field(types[name], v) if name in types else v
+                for name, v in value.items()}
     return value
 
 
@@ -89,6 +133,8 @@ def to_json(value_type: DataType, value: Any) -> Any:
     spell (NaN, an infinity) ``{"bits": "<hex>"}``."""
     if value is None:
         return None
+    if isinstance(value_type, SqlRowType):
+        return [_sql_json(v) for v in getattr(value, "fields", value)]
     if isinstance(value_type, (TupleType, RowType)):
         fields = value.fields if isinstance(value, Row) else value
         converted = [to_json(t, v) for t, v in zip(value_type.fields, fields)]
@@ -100,4 +146,19 @@ def to_json(value_type: DataType, value: Any) -> Any:
     if value_type in (FLOAT, DOUBLE) and not math.isfinite(value):
         fmt, width = ("<f", "<I") if value_type is FLOAT else ("<d", "<Q")
         return {"bits": f"{struct.unpack(width, struct.pack(fmt, value))[0]:x}"}
+    return value
+
+
+def _sql_json(value: Any) -> Any:
+    """A SQL field's value as :func:`_sql_field` reads it back."""
+    if isinstance(value, Decimal):
+        return f"{value:f}"
+    if isinstance(value, (dt.date, dt.time)):  # datetimes too
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return {"bytes": bytes(value).hex()}
+    if isinstance(value, dict):
+        return {k: _sql_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_sql_json(v) for v in value]
     return value

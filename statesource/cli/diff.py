@@ -40,7 +40,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                         " snapshot (a directory holding _metadata)")
     parser.add_argument("end", help="the later checkpoint directory of the same root, or Flink"
                         " snapshot of the same job")
-    parser.add_argument("--operator", help="only this operator (default: all)")
+    parser.add_argument("--operator", help="only this operator, by uid, hex id or unique name"
+                        " (default: all)")
     add_json_option(parser)
     parser.set_defaults(run=run)
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from statesource.cli.output import add_json_option, emit, wrote_canonical
+from statesource.cli.output import add_compression_option, add_json_option, emit, wrote_canonical
 from statesource.errors import InvalidArgumentError, StateSourceError
 from statesource.keyjson import from_json, parse_key_text, to_json
 
@@ -23,8 +23,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         " savepoint directory --output DIR without any entry of any keyed state, nor any"
         " timer, of operator UID whose key equals one of the keys (Java equality). Keys are"
         " values of the operator's key type: strings and chars verbatim, numbers as given,"
-        " tuples and rows as JSON arrays (e.g. '[\"u0\", 3]'). Everything else is carried"
-        " over byte for byte; SNAPSHOT is never changed.")
+        " tuples and rows as JSON arrays (e.g. '[\"u0\", 3]'); a Flink SQL operator's key"
+        " as a JSON array of its key fields (decimals, dates, times and timestamps as ISO"
+        " strings, bytes as {\"bytes\": \"<hex>\"}). Everything else is carried over byte"
+        " for byte; SNAPSHOT is never changed.")
     _common(erase)
     erase.add_argument("--key", action="append", default=[], metavar="K",
                        help="a key to erase (repeatable)")
@@ -47,17 +49,21 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("snapshot", metavar="SNAPSHOT",
                         help="a Flink savepoint or checkpoint directory")
     parser.add_argument("--operator", required=True, metavar="UID",
-                        help="the operator's uid (or hex id)")
+                        help="the operator: its uid, hex id, or the name Flink gave it"
+                        " (GroupAggregate[5]) where no other operator has that name")
     parser.add_argument("--output", required=True, metavar="DIR",
                         help="the new savepoint directory (must not exist)")
     parser.add_argument("--checkpoint-id", type=int, metavar="N",
                         help="checkpoint chk-N when SNAPSHOT holds several")
+    add_compression_option(parser)
     add_json_option(parser)
 
 
 def run_erase(args: argparse.Namespace) -> int:
     from statesource.flink.operations.edit import erase_keys, operator_key_type
+    from statesource.flink.snapshot.compression import check_compression
 
+    check_compression(args.compression)
     if not args.key and args.keys_file is None:
         raise InvalidArgumentError("give the keys to erase: --key K (repeatable), --keys-file"
                                    " FILE, or both")
@@ -67,7 +73,7 @@ def run_erase(args: argparse.Namespace) -> int:
     if lines is not None:
         keys += _keys_file(Path(args.keys_file), lines, key_type)
     done = erase_keys(args.snapshot, args.output, args.operator, keys,
-                      checkpoint_id=args.checkpoint_id)
+                      checkpoint_id=args.checkpoint_id, compression=args.compression)
     if args.json:
         emit({**_edit_document(done), "keys": len(keys),
               "missing": [to_json(key_type, key) for key in done.missing]})
@@ -85,7 +91,7 @@ def run_drop(args: argparse.Namespace) -> int:
     from statesource.flink.operations.edit import drop_state
 
     done = drop_state(args.snapshot, args.output, args.operator, args.state,
-                      checkpoint_id=args.checkpoint_id)
+                      checkpoint_id=args.checkpoint_id, compression=args.compression)
     if args.json:
         emit({**_edit_document(done), "state": args.state})
     else:
@@ -98,7 +104,7 @@ def _edit_document(done: EditedSavepoint) -> dict[str, Any]:
     """What the ``--json`` documents of ``erase`` and ``drop`` share (docs/CLI.md)."""
     return {"kind": "flink", "location": done.output, "source": done.source,
             "operator": done.operator, "removed": dict(done.removed),
-            "total_removed": done.total,
+            "total_removed": done.total, "compressed": done.compressed,
             "seconds": done.seconds}
 
 

@@ -31,6 +31,7 @@ from statesource.flink.handles import KeyedHandle, OperatorSnapshot, RocksDBHand
 from statesource.flink.layouts.columnar import StateColumns, Ttl
 from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.serializers.binary_row_columns import BinaryRowColumns
 from statesource.flink.serializers.columns import Decoder, Struct
 from statesource.flink.serializers.nullable import Nullable
 from statesource.flink.serializers.primitives import (
@@ -45,6 +46,7 @@ from statesource.flink.serializers.rows import RowDecoder
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.statefiles.keyed_header import StateInfo
 from statesource.model import StateKind
+from statesource.types.sql import MAX_COMPACT_TIMESTAMP, SqlType
 
 _FIXED = {"i8": "long", "i4": "int", "i2": "short", "i1": "byte", "u1": "bool",
           "f8": "double", "f4": "float"}
@@ -89,12 +91,13 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
     if header is None:
         return f"operator {op.label!r} has no keyed state"
     info = snapshot.keyed_state_info(op, state)
+    if any(isinstance(h, RocksDBHandle) for s in op.subtasks for h in s.keyed):
+        # asked before the handles, which would convert every RocksDB database on the driver
+        return "RocksDB state (its SST files) is decoded by the Python source"
     handles = snapshot.keyed_handles(op)
     if any(snapshot.handle_header(op, h).compressed != header.compressed for h in handles):
         return ("the operator's keyed-state files differ in Snappy compression; they are"
                 " decoded by the Python source")
-    if any(isinstance(h, RocksDBHandle) for s in op.subtasks for h in s.keyed):
-        return "RocksDB state (its SST files) is decoded by the Python source"
     if any(h.stream.inline is not None for h in handles):
         return "state stored inline in _metadata is decoded by the Python source"
     layouts = sorted({layout_of(handle).name for handle in handles})
@@ -207,7 +210,28 @@ def _descriptor(decoder: Decoder, top_level: bool) -> Any:
     if isinstance(decoder, Struct):
         return {"pojo" if decoder.pojo_flags else "tuple":
                 [_descriptor(f, False) for f in decoder.fields]}
+    if isinstance(decoder, BinaryRowColumns):
+        return {"binaryRow": [_binary_row_field(t) for t in decoder.types],
+                "withKind": decoder.with_kind}
     if isinstance(decoder, RowDecoder):
         return {"row": [_descriptor(f, False) for f in decoder.fields],
                 "kindInMask": decoder.kind_in_mask}
     raise NotForJvm(f"no JVM decoder of {type(decoder).__name__}")
+
+
+_BINARY_ROW_FIELDS = {"TINYINT": "i1", "SMALLINT": "i2", "INTEGER": "i4", "BIGINT": "i8",
+                      "INTERVAL_YEAR_MONTH": "i4", "INTERVAL_DAY_TIME": "i8", "FLOAT": "f4",
+                      "DOUBLE": "f8", "BOOLEAN": "bool", "DATE": "date", "CHAR": "text",
+                      "VARCHAR": "text", "BINARY": "binary", "VARBINARY": "binary"}
+
+
+def _binary_row_field(sql_type: SqlType) -> Any:
+    """The shim's descriptor of one field of a binary row (FlinkBinaryRowDecoder.java)."""
+    root = sql_type.root
+    if root in _BINARY_ROW_FIELDS:
+        return _BINARY_ROW_FIELDS[root]
+    if root == "DECIMAL":
+        return {"decimal": sql_type.precision}
+    if root.startswith("TIMESTAMP"):
+        return "tsMillis" if sql_type.precision <= MAX_COMPACT_TIMESTAMP else "tsMicros"
+    raise NotForJvm(f"no JVM decoder of {sql_type.describe()} in a binary row")

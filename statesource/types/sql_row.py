@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from statesource.errors import TypeMismatchError
+from statesource.errors import IncompatibleCheckpointError
 from statesource.types.binary_row import binary_row_hash, encode_row, row_values
 from statesource.types.composites import Row
 from statesource.types.datatype import DataType
@@ -31,8 +31,10 @@ class SqlRowType(DataType):
     """A SQL operator's key: a row of ``fields`` (SQL types), named ``f0`` .. ``fN-1``."""
 
     def __init__(self, fields: tuple[SqlType, ...]) -> None:
-        if not fields:
-            raise TypeMismatchError("a SQL key row has at least one field")
+        if not fields:  # Flink's EmptyRowDataKeySelector: its operator fails alone
+            raise IncompatibleCheckpointError(
+                "a Flink SQL key row without fields (the single key of an aggregation without"
+                " GROUP BY, or of another query with no key) is not read by statesource")
         for field in fields:
             field.check_supported()
         self.fields = tuple(fields)

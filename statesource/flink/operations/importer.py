@@ -18,9 +18,11 @@ import contextlib
 import time
 from dataclasses import dataclass
 
+from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.declarations import operator_meta
 from statesource.flink.handles import OperatorSnapshot
 from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.serializers.sql_rows import SqlRowFlinkType
 from statesource.flink.statefiles.operator_state import read_operator_states
 from statesource.format.columns import RowEncoder
 from statesource.format.commit import CheckpointInfo, commit_checkpoint
@@ -79,8 +81,12 @@ def _sql_keys(flink: FlinkCheckpoint, op: OperatorSnapshot) -> str | None:
     declares key types by name, and no name of statesource's type vocabulary says a SQL row
     (its fields' SQL types and Flink's hash of its bytes)."""
     header = flink.snapshot.header(op)
-    if header is None or not isinstance(key := header.key.data_type(), SqlRowType):
+    if header is None or not isinstance(header.key, SqlRowFlinkType):
         return None
+    try:
+        key: SqlRowType = header.key.data_type()
+    except IncompatibleCheckpointError as error:  # a row of no fields: a query without a key
+        return f"its keys are Flink SQL rows statesource does not read: {error}"
     return (f"its keys are Flink SQL rows ({key.name}), which statesource checkpoints do not"
             " declare; read them from the Flink snapshot itself")
 

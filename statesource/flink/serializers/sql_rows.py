@@ -14,15 +14,28 @@ record of its ``row_kind`` (``+I``, ``-U``, ``+U``, ``-D``) and its fields.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from statesource.errors import CorruptCheckpointError, IncompatibleCheckpointError
+import pyarrow as pa
+
+from statesource.errors import (
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    InvalidArgumentError,
+    TypeMismatchError,
+)
 from statesource.flink.binary.reader import BinaryReader
+from statesource.flink.binary.writer import BinaryWriter
 from statesource.flink.serializers.base import FlinkType, nested_serializers, register
+from statesource.flink.serializers.binary_row_columns import row_columns
 from statesource.flink.serializers.binary_rows import RowReader
+from statesource.flink.serializers.columns import Decoder
+from statesource.flink.serializers.encoding import Encoder, misfit
 from statesource.flink.serializers.logical_types import read_logical_type
 from statesource.flink.serializers.sql_values import SQL_REFUSAL
-from statesource.types import Row
+from statesource.types import Row, RowKind
+from statesource.types.binary_row import encode_row, row_values
 from statesource.types.sql import SqlType, record_avro
 from statesource.types.sql_row import SqlRowType
 
@@ -55,8 +68,33 @@ class SqlRowFlinkType(FlinkType):
         """Without the reader (closures), which a Spark task builds again."""
         return {k: v for k, v in self.__dict__.items() if k != "_reader"}
 
+    def column_decoder(self, arrow_type: pa.DataType) -> Decoder | None:
+        """Rows decoded a field at a time over every row (:mod:`.binary_row_columns`), where
+        their types allow."""
+        return row_columns(arrow_type, self.types)
+
     def data_type(self) -> SqlRowType:
         return SqlRowType(tuple(self.types))
+
+    def encoder(self) -> Encoder:
+        """Writes a row as ``RowDataSerializer`` does: its length, then its ``BinaryRowData``
+        bytes (written as Flink's projections write them). A row is a
+        :class:`~statesource.types.Row` (its kind kept), a dict of ``row_kind`` (default
+        ``+I``) and the fields by name (a value row as read), or a tuple of the fields."""
+        name, types, names = self.describe(), self.types, self.names
+
+        def write(w: BinaryWriter, value: Any) -> None:
+            kind = value.kind if isinstance(value, Row) else RowKind.INSERT
+            fields = value
+            if isinstance(value, Mapping):
+                kind = _kind_named(value.get("row_kind", "+I"), value, name)
+                fields = {k: v for k, v in value.items() if k != "row_kind"}
+            try:
+                data = encode_row(types, row_values(fields, names), kind.byte_value)
+            except TypeMismatchError as error:
+                raise misfit(value, name, str(error)) from None
+            w.length_prefixed(data)
+        return Encoder(name, write)
 
     def avro(self) -> Any:
         return record_avro("SqlRow", self.names, self.types, row_kind=True)
@@ -66,6 +104,14 @@ class SqlRowFlinkType(FlinkType):
 
     def describe(self) -> str:
         return "RowData<" + ", ".join(t.describe() for t in self.types) + ">"
+
+
+def _kind_named(kind: Any, value: Any, name: str) -> RowKind:
+    try:
+        return kind if isinstance(kind, RowKind) else RowKind.from_short_string(kind)
+    except InvalidArgumentError:
+        raise misfit(value, name, f"unknown row kind {kind!r}; expected one of"
+                     f" {', '.join(k.short_string for k in RowKind)}") from None
 
 
 def _read_row_data(name: str, r: BinaryReader, version: int) -> FlinkType:

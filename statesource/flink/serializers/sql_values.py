@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from statesource.errors import IncompatibleCheckpointError
+from statesource.errors import IncompatibleCheckpointError, TypeMismatchError
 from statesource.flink.binary.reader import BinaryReader
+from statesource.flink.binary.writer import BinaryWriter
 from statesource.flink.serializers.base import FlinkType, composite, register
 from statesource.flink.serializers.columns import (
     Decoder,
@@ -41,6 +42,7 @@ from statesource.flink.serializers.columns import (
     check,
     ranges_array,
 )
+from statesource.flink.serializers.encoding import BYTES_LIKE, Encoder, encoder_of, misfit
 from statesource.flink.serializers.logical_types import read_data_type
 from statesource.schema import hashable_record
 from statesource.types import DataType
@@ -48,7 +50,9 @@ from statesource.types.binary_row import (
     NANOS_PER_MILLI,
     decimal_value,
     java_bytes,
+    timestamp_parts,
     timestamp_value,
+    unscaled,
 )
 from statesource.types.sql import (
     MAX_COMPACT_DECIMAL,
@@ -89,6 +93,17 @@ class StringDataType(SqlValueType):
 
     def read(self, r: BinaryReader) -> str:
         return r.take(r.count("string length")).decode("utf-8", "replace")
+
+    def encoder(self) -> Encoder:
+        def write(w: BinaryWriter, value: Any) -> None:
+            if type(value) is not str:
+                raise misfit(value, "StringData", "expected a str")
+            try:
+                data = value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise misfit(value, "StringData", "text without lone surrogates") from None
+            w.length_prefixed(data)
+        return Encoder("StringData", write)
 
     def column_decoder(self, arrow_type: pa.DataType) -> Decoder | None:
         return StringDataColumn() if arrow_type == pa.string() else None
@@ -131,6 +146,17 @@ class DecimalDataType(SqlValueType):
             raise r.error(f"{number} has more digits than {self.sql_type.describe()}", at)
         return decimal_value(number, self.sql_type.scale)
 
+    def encoder(self) -> Encoder:
+        name = self.sql_type.describe()
+
+        def write(w: BinaryWriter, value: Any) -> None:
+            number = _checked(unscaled, value, self.sql_type)
+            if self.compact:
+                w.i64(number)
+            else:
+                w.length_prefixed(java_bytes(number))
+        return Encoder(name, write)
+
 
 class TimestampDataType(SqlValueType):
     """``TimestampDataSerializer``: epoch ms, and past ms precision the ns of the ms. The
@@ -157,6 +183,14 @@ class TimestampDataType(SqlValueType):
                 f"{r.source}: {self.sql_type.describe()} of {millis} epoch milliseconds is"
                 " outside Python's datetimes (years 1 to 9999)") from None
 
+    def encoder(self) -> Encoder:
+        def write(w: BinaryWriter, value: Any) -> None:
+            millis, nanos = _checked(timestamp_parts, value, self.sql_type)
+            w.i64(millis)
+            if not self.compact:
+                w.i32(nanos)
+        return Encoder(self.sql_type.describe(), write)
+
 
 class RawValueType(SqlValueType):
     """``RawValueDataSerializer``: an int length, then what the value's serializer wrote."""
@@ -169,6 +203,15 @@ class RawValueType(SqlValueType):
     def read(self, r: BinaryReader) -> bytes:
         return r.take(r.count("raw value length"))
 
+    def encoder(self) -> Encoder:
+        name = self.sql_type.describe()
+
+        def write(w: BinaryWriter, value: Any) -> None:
+            if not isinstance(value, BYTES_LIKE):
+                raise misfit(value, name, "the bytes of its serializer")
+            w.length_prefixed(bytes(value))
+        return Encoder(name, write)
+
 
 class NullType(FlinkType):
     """``NullSerializer``: a zero byte, read as None (a state-backed data view's placeholder)."""
@@ -180,6 +223,13 @@ class NullType(FlinkType):
 
     def read(self, r: BinaryReader) -> None:
         r.u8()  # Flink reads the byte whatever it is
+
+    def encoder(self) -> Encoder:
+        def write(w: BinaryWriter, value: Any) -> None:
+            if value is not None:
+                raise misfit(value, "NullSerializer", "it holds None only")
+            w.u8(0)
+        return Encoder("NullSerializer", write)
 
 
 class ExternalType(FlinkType):
@@ -208,8 +258,21 @@ class ExternalType(FlinkType):
     def to_value(self, value: Any) -> Any:
         return self.internal.to_value(value)
 
+    def encoder(self) -> Encoder:
+        inner = encoder_of(self.internal)
+        return Encoder(inner.name, inner.write)
+
     def column_decoder(self, arrow_type: pa.DataType) -> Decoder | None:
         return self.internal.column_decoder(arrow_type)
+
+
+def _checked(part: Any, value: Any, sql_type: SqlType) -> Any:
+    """``part(value, sql_type)`` (a value's numbers as Flink keeps them), its error naming
+    the value and the type."""
+    try:
+        return part(value, sql_type)
+    except TypeMismatchError as error:
+        raise misfit(value, sql_type.describe(), str(error)) from None
 
 
 def _versioned(name: str, version: int, r: BinaryReader) -> None:

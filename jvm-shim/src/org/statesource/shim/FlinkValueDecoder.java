@@ -15,7 +15,8 @@ import org.apache.spark.sql.types.StructType;
  * {@code int}, {@code short}, {@code byte}, {@code bool}, {@code double}, {@code float},
  * {@code char}, {@code string}, {@code bytes}, {@code void}, {@code window}), or an object:
  * {@code {"nullable": d, "padding": n}}, {@code {"tuple": [d...]}}, {@code {"pojo": [d...]}},
- * {@code {"row": [d...], "kindInMask": b}}. Values decode as statesource's per-value decoder
+ * {@code {"row": [d...], "kindInMask": b}}, {@code {"binaryRow": [f...], "withKind": b}}
+ * ({@link FlinkBinaryRowDecoder}). Values decode as statesource's per-value decoder
  * (each family's module in statesource/flink/serializers/) reads them: the same values, or an
  * error where it has one.
  */
@@ -59,6 +60,9 @@ abstract class FlinkValueDecoder implements Serializable {
       }
       if (descriptor.has("pojo")) {
         return new Struct(children(descriptor.get("pojo")), true);
+      }
+      if (descriptor.has("binaryRow")) {
+        return FlinkBinaryRowDecoder.of(descriptor);
       }
       if (descriptor.has("row")) {
         return new Row(children(descriptor.get("row")),
