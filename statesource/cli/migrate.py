@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import re
 
-from statesource.cli.output import add_json_option, emit, progress
+from statesource.cli.output import add_compression_option, add_json_option, emit, progress
 from statesource.errors import InvalidArgumentError
 from statesource.flink.handles import operator_id_of
-from statesource.flink.operations.migrate import UNMIGRATABLE, Migration, migrate
+from statesource.flink.operations.migrate import REENCODED, UNMIGRATABLE, Migration, migrate
 from statesource.flink.snapshot.versions import NEWEST_RELEASE
 
 _HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
@@ -38,6 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="print what would migrate, and how, and write nothing")
     parser.add_argument("--checkpoint-id", type=int, metavar="N",
                         help="migrate checkpoint chk-N under SNAPSHOT (default: the newest)")
+    add_compression_option(parser)
     add_json_option(parser)
     parser.set_defaults(run=run)
 
@@ -63,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("migrate needs --output DIR, or --dry-run (not both)")
     done = migrate(args.snapshot, args.output, to=args.to, uids=uids_of(args.uid),
                    skip_unmigratable=args.skip_unmigratable, dry_run=args.dry_run,
-                   checkpoint_id=args.checkpoint_id, progress=progress(args))
+                   checkpoint_id=args.checkpoint_id, progress=progress(args),
+                   compression=args.compression)
     if args.json:
         emit(_document(done))
     else:
@@ -88,6 +90,8 @@ def _report(done: Migration) -> None:
         if state.action == UNMIGRATABLE:
             left = "left out" if done.output is not None else "cannot migrate"
             print(f"  {what}: {left}: {state.reason}")
+        elif state.action == REENCODED:
+            print(f"  {what}: re-encoded: {state.reason}")
         else:
             print(f"  {what}: moves as its bytes")
     if done.output is None:

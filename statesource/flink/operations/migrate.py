@@ -8,9 +8,14 @@ statesource derives for 2.x: ``tests/flink/serializers``). What 2.x cannot read 
 Kryo field in 1.x. So a migration plans every state as one of:
 
 * ``bytes``: moved as it is (the operator's files copied, or rewritten when a state of it
-  is left out);
-* ``unmigratable``: a serializer somewhere in the state is Kryo's. Nothing is written
-  unless the caller asks to skip such states, and then they are left out and listed.
+  is left out or re-encoded);
+* ``re-encoded``: a keyed state with Kryo inside, whose values statesource reads entirely
+  (:mod:`~statesource.flink.operations.reencode`): JDK values under Kryo become Kryo 5's
+  bytes, a POJO's ``List``, ``Map`` and ``Set`` fields 2.x's collection serializers, with
+  the meta info 2.x writes;
+* ``unmigratable``: Kryo that cannot be re-encoded exactly (a user class, a custom Kryo
+  serializer, Scala, a Kryo key, operator state). Nothing is written unless the caller
+  asks to skip such states, and then they are left out and listed.
 
 The output is a canonical savepoint with ``_metadata`` version 6, whose operators carry the
 uids the caller gives (a 1.x ``_metadata`` records only their hashes).
@@ -28,10 +33,18 @@ from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.handles import OperatorSnapshot, operator_id_of
 from statesource.flink.layouts.dispatch import blockers
+from statesource.flink.operations.reencode import (
+    KeptValues,
+    ReencodedState,
+    collector_paused,
+    reencoded_states,
+    refusal,
+)
 from statesource.flink.operations.rescale import CANONICAL_SAVEPOINT_PROPERTIES, SavepointRewrite
 from statesource.flink.operations.savepoint_plan import Edit
 from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.kryo import KRYO_SNAPSHOT
+from statesource.flink.snapshot.compression import Compression, check_compression
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter, check_output
 from statesource.flink.snapshot.versions import metadata_layout, release_layout
@@ -39,12 +52,13 @@ from statesource.flink.statefiles.keyed_header import StateInfo
 from statesource.flink.statefiles.operator_state import read_operator_header
 from statesource.model import Progress
 
-BYTES, UNMIGRATABLE = "bytes", "unmigratable"
+BYTES, REENCODED, UNMIGRATABLE = "bytes", "re-encoded", "unmigratable"
 
 
 @dataclass(frozen=True)
 class StateMigration:
-    """What happens to one state: moved as ``bytes``, or ``unmigratable`` and why."""
+    """What happens to one state: moved as ``bytes``, ``re-encoded`` (how), or
+    ``unmigratable`` and why."""
 
     operator: str
     state: str | None
@@ -79,19 +93,23 @@ class Migration:
 def migrate(source: str | os.PathLike[str], output: str | os.PathLike[str] | None, *,
             to: str = "2.3", uids: Mapping[str, str] | None = None,
             skip_unmigratable: bool = False, dry_run: bool = False,
-            checkpoint_id: int | None = None, progress: Progress | None = None) -> Migration:
+            checkpoint_id: int | None = None, progress: Progress | None = None,
+            compression: Compression | None = None) -> Migration:
     """Write the Flink 1.x snapshot at ``source`` as a Flink ``to`` savepoint ``output``.
 
     ``uids`` names operators: ``{hex id: uid}``, each uid checked against the id it must
     hash to (Flink's ``StreamGraphHasherV2``); operators without one get no uid, which
     Flink 2.x does not need to match them (it matches by id). With ``dry_run`` nothing is
     written and ``output`` may be None: the returned plan says what would happen.
+    ``compression`` (``"snappy"``, ``"none"``; default: as the source's) is the Snappy
+    compression of the savepoint's keyed state.
 
     Refused, with nothing written: a source that is not a 1.x snapshot, a ``to`` that is
     not a Flink 2.x release, a uid of another hash, an existing ``output``, and, unless
     ``skip_unmigratable``, any state that cannot migrate exactly (the error names each).
     """
     started = time.perf_counter()
+    check_compression(compression)
     layout = release_layout(to)
     if layout.flink_major < 2:
         raise InvalidArgumentError(
@@ -108,7 +126,10 @@ def migrate(source: str | os.PathLike[str], output: str | os.PathLike[str] | Non
             f"{snapshot.location} was written by {written_by.written_by} already: migrate"
             " reads Flink 1.x snapshots")
     named = _checked_uids(snapshot, uids or {})
-    states = tuple(state for op in snapshot.operators for state in _plan(snapshot, op))
+    planned_states = [state for op in snapshot.operators for state in _plan(snapshot, op)]
+    with collector_paused():
+        states, staged = _scanned(snapshot, planned_states, progress or (lambda _: None),
+                                  KeptValues(0) if dry_run else KeptValues())
     planned = Migration(str(snapshot.location), None, to, states, skip_unmigratable)
     if planned.unmigratable and not skip_unmigratable and not dry_run:
         raise IncompatibleCheckpointError(
@@ -120,9 +141,10 @@ def migrate(source: str | os.PathLike[str], output: str | os.PathLike[str] | Non
     if output is None:
         raise InvalidArgumentError("migrate needs an output directory unless it is a dry run")
     report = progress or (lambda _: None)
-    edits, dropped = _left_out(snapshot, planned.unmigratable)
-    rewrite = SavepointRewrite.plan(snapshot, None, None, edits, dropped)
-    with SavepointWriter(output) as writer:
+    edits, dropped = _left_out(snapshot, planned.unmigratable, staged)
+    rewrite = SavepointRewrite.plan(snapshot, None, None, edits, dropped,
+                                    compression=compression)
+    with SavepointWriter(output) as writer, collector_paused():
         operators, _ = rewrite.write(writer, report)
         renamed = tuple(dataclasses.replace(op, uid=named.get(op.operator_id),
                                             name=named.get(op.operator_id))
@@ -170,12 +192,13 @@ def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot) -> Iterator[StateMigrat
         planned = [_state(op, info, "timers" if info.is_timer else "keyed")
                    for info in header.states]
         walls = blockers(header, snapshot.keyed_handles(op))
-        stuck = [p.state for p in planned if p.action == UNMIGRATABLE and p.state in walls]
+        stuck = [p.state for p in planned if p.action != BYTES and p.state in walls]
         if stuck:  # a native key group cannot be walked past it to leave it out
             yield StateMigration(
                 op.label, None, "keyed", UNMIGRATABLE,
-                f"state {stuck[0]!r} cannot migrate and cannot be left out of a native"
-                f" snapshot ({walls[stuck[0]]}); a canonical 1.x savepoint can")
+                f"state {stuck[0]!r} cannot move as its bytes, and a native snapshot cannot"
+                f" be walked past it to leave it out or re-encode it ({walls[stuck[0]]}); a"
+                " canonical 1.x savepoint can")
             return
         yield from planned
     seen: set[str] = set()
@@ -191,9 +214,44 @@ def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot) -> Iterator[StateMigrat
 
 def _state(op: OperatorSnapshot, info: StateInfo, kind: str) -> StateMigration:
     reason = next((_kryo(s) for s in info.serializers.values() if _kryo(s)), "")
-    if reason:
-        return StateMigration(op.label, info.name, kind, UNMIGRATABLE, f"it holds {reason}")
-    return StateMigration(op.label, info.name, kind, BYTES)
+    if not reason:
+        return StateMigration(op.label, info.name, kind, BYTES)
+    if kind != "keyed":
+        return StateMigration(op.label, info.name, kind, UNMIGRATABLE,
+                              f"it holds {reason}; statesource re-encodes keyed states only")
+    refused = refusal(info)
+    if refused:
+        return StateMigration(op.label, info.name, kind, UNMIGRATABLE, f"it holds {refused}")
+    return StateMigration(op.label, info.name, kind, REENCODED,
+                          "its Kryo 2 values are written as Flink 2.x writes them")
+
+
+def _scanned(snapshot: FlinkSnapshot, states: list[StateMigration], report: Progress,
+             budget: KeptValues) -> tuple[tuple[StateMigration, ...],
+                                          dict[str, list[ReencodedState]]]:
+    """The plan once every value of the states to re-encode was read: those holding what
+    cannot be re-encoded become unmigratable; the others' staged states, by operator, with
+    what the scan decoded kept within ``budget`` for the write."""
+    staged: dict[str, list[ReencodedState]] = {}
+    refused: dict[tuple[str, str | None], str] = {}
+    how: dict[tuple[str, str | None], str] = {}
+    for op in snapshot.operators:
+        names = {s.state for s in states
+                 if s.operator == op.label and s.action == REENCODED and s.state is not None}
+        header = snapshot.header(op)
+        if not names or header is None:
+            continue
+        infos = [info for info in header.states if info.name in names]
+        report(f"operator {op.label}: reading every value of {', '.join(sorted(names))} to"
+               " re-encode")
+        staged[op.label], why, done = reencoded_states(snapshot, op, infos, budget)
+        refused.update({(op.label, name): reason for name, reason in why.items()})
+        how.update({(op.label, name): text for name, text in done.items()})
+    return tuple(
+        dataclasses.replace(s, action=UNMIGRATABLE, reason=refused[(s.operator, s.state)])
+        if (s.operator, s.state) in refused else
+        dataclasses.replace(s, reason=how[(s.operator, s.state)])
+        if (s.operator, s.state) in how else s for s in states), staged
 
 
 def _kryo(root: FlinkType) -> str:
@@ -207,9 +265,10 @@ def _kryo(root: FlinkType) -> str:
     return ""
 
 
-def _left_out(snapshot: FlinkSnapshot, unmigratable: tuple[StateMigration, ...]
-              ) -> tuple[list[Edit], list[str]]:
-    """The edits that leave the unmigratable states out, and the operators left out whole."""
+def _left_out(snapshot: FlinkSnapshot, unmigratable: tuple[StateMigration, ...],
+              staged: Mapping[str, list[ReencodedState]]) -> tuple[list[Edit], list[str]]:
+    """The edits that leave the unmigratable states out and stage the re-encoded ones, and
+    the operators left out whole."""
     drops: dict[str, list[str]] = {}
     whole: list[str] = []
     for state in unmigratable:
@@ -217,7 +276,8 @@ def _left_out(snapshot: FlinkSnapshot, unmigratable: tuple[StateMigration, ...]
             whole.append(state.operator)
         else:
             drops.setdefault(state.operator, []).append(state.state)
-    return ([Edit(label, drops=tuple(names)) for label, names in drops.items()
+    return ([Edit(label, drops=tuple(drops.get(label, ())), staged=tuple(staged.get(label, ())))
+             for label in sorted({*drops, *(k for k, v in staged.items() if v)})
              if label not in whole], whole)
 
 

@@ -59,12 +59,53 @@ class OpaqueType(FlinkType):
         raise TypeMismatchError(refusal(KRYO_SNAPSHOT))
 
 
+FLINK_KRYO_SERIALIZERS = frozenset({
+    "org.apache.flink.api.java.typeutils.runtime.kryo.Serializers$DummyAvroKryoSerializerClass",
+    "org.apache.flink.api.java.typeutils.runtime.kryo.Serializers"
+    "$SpecificInstanceCollectionSerializerForArrayList"})
+"""The serializers Flink registers itself (for Avro's arrays), on every Kryo serializer."""
+
+
+class KryoType(OpaqueType):
+    """Kryo's serializer, with the classes its snapshot registers (which give Kryo's class
+    ids, :mod:`~statesource.flink.serializers.kryo_classes`)."""
+
+    def __init__(self, serializer: str, java_class: str, registered: tuple[str, ...],
+                 custom: str) -> None:
+        super().__init__(serializer, java_class)
+        self.registered = registered
+        self.custom = custom
+        """The job's own Kryo serializers, described; empty when it registered none."""
+
+
+def _registration(r: BinaryReader, name: str, value: bytes | None) -> tuple[str, str]:
+    """A registration's class (``KryoRegistration``: class, kind, serializer) and, for a
+    serializer of the job's own, its description."""
+    if value is None:
+        return name, f"a registration of {name} without its serializer"
+    entry = BinaryReader(value, r.source)
+    registered = entry.utf()
+    kind = entry.i32()
+    if kind == 0:  # UNSPECIFIED: Kryo's default serializer
+        return registered, ""
+    if kind == 1 and entry.utf() in FLINK_KRYO_SERIALIZERS:  # CLASS: by its class's name
+        return registered, ""
+    return registered, f"a custom Kryo serializer of {registered}"  # or INSTANCE: Java-serialized
+
+
 def _read_kryo(name: str, r: BinaryReader, version: int) -> FlinkType:
     """Kryo's snapshot: the type's class, then registrations and default serializers."""
     java_class = r.utf()
-    for _ in range(3):
-        optional_map(r)
-    return OpaqueType(name, java_class)
+    registered, custom = [], []
+    for entry_name, _, value in optional_map(r):
+        registered_class, reason = _registration(r, entry_name, value)
+        registered.append(registered_class)
+        custom += [reason] if reason else []
+    for kind in ("default Kryo serializers", "default Kryo serializer classes"):
+        entries = optional_map(r)
+        if entries:
+            custom.append(f"{kind} for {', '.join(e[0] for e in entries)}")
+    return KryoType(name, java_class, tuple(registered), "; ".join(custom))
 
 
 register(KRYO_SNAPSHOT, _read_kryo, refused=(

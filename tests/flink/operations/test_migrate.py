@@ -3,9 +3,10 @@
 The ``flink-1.20`` and ``flink-1.15`` fixtures (FixtureJob1x.java by a real Flink 1.20.5 and
 1.15.4) hold, besides plain states whose bytes and serializer snapshots 2.x reads as they
 are, a Kryo ``UUID`` state (``opaque``/``last_uuid``): Kryo 2 bytes, which Flink 2.x's Kryo 5
-does not read. The plan says so; the migration refuses unless told to leave it out; the
-output is a ``_metadata`` version 6 savepoint with the uids given, which Flink 2.3 restores
-with every other key of the job's model (generate.py).
+does not read, so the plan re-encodes it. A native snapshot cannot be walked past it: there its
+operator cannot migrate, and the migration refuses unless told to leave it out. The output is
+a ``_metadata`` version 6 savepoint with the uids given, which Flink 2.3 restores with every key
+of the job's model (generate.py), the UUIDs included.
 """
 
 from __future__ import annotations
@@ -19,31 +20,31 @@ from flink_restore import FlinkRestoreError, restore
 from statesource.cli import main
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.flink.handles import operator_id_of
-from statesource.flink.operations.migrate import BYTES, UNMIGRATABLE, migrate
+from statesource.flink.operations.migrate import BYTES, REENCODED, migrate
 from statesource.flink.snapshot.directory import FlinkSnapshot
 
 CLASSES = FIXTURES / "flink2" / "FixtureJob1x.java"
 UIDS = ("stateful", "opaque", "windows", "broadcaster")
 
 
-def test_the_plan_names_what_cannot_migrate_and_why():
+def test_the_plan_re_encodes_kryo_and_moves_the_rest():
     plan = migrate(str(FIXTURES / "flink-1.20" / "canonical"), None, dry_run=True)
-    (kryo,) = plan.unmigratable
+    (kryo,) = [s for s in plan.states if s.action == REENCODED]
     assert (kryo.operator, kryo.state, kryo.kind) == (operator_id_of("opaque"), "last_uuid",
                                                       "keyed")
-    assert "Kryo 2 bytes of java.util.UUID" in kryo.reason
     moved = {(s.operator, s.state) for s in plan.states if s.action == BYTES}
     assert (operator_id_of("stateful"), "last") in moved  # a POJO without collections
     assert (operator_id_of("broadcaster"), "rules") in moved
-    assert {s.action for s in plan.states} == {BYTES, UNMIGRATABLE}
+    assert not plan.unmigratable
 
 
 def test_unmigratable_states_refuse_the_whole_migration(tmp_path):
     with pytest.raises(IncompatibleCheckpointError,
                        match="1 state of .* cannot migrate to Flink 2.3: operator"
-                             f" '{operator_id_of('opaque')}', keyed state 'last_uuid': it holds"
-                             " Kryo 2 bytes of java.util.UUID"):
-        migrate(str(FIXTURES / "flink-1.20" / "canonical"), str(tmp_path / "out"))
+                             f" '{operator_id_of('opaque')}', the operator: state 'last_uuid'"
+                             " cannot move as its bytes, and a native snapshot cannot be"
+                             " walked past it"):
+        migrate(str(FIXTURES / "flink-1.20" / "native"), str(tmp_path / "out"))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -72,7 +73,7 @@ def test_a_migrated_savepoint_restores_in_flink_2_3(version, kind, tmp_path):
     done = migrate(str(FIXTURES / version / kind), str(output), skip_unmigratable=True,
                    uids={operator_id_of(uid): uid for uid in UIDS})
     # native: the operator whose Kryo state cannot be walked past goes whole
-    assert [s.state for s in done.unmigratable] == [None if kind == "native" else "last_uuid"]
+    assert [s.state for s in done.unmigratable] == ([None] if kind == "native" else [])
     metadata = FlinkSnapshot.open(str(output)).metadata
     assert metadata.version == 6
     kept = set(UIDS) - ({"opaque"} if kind == "native" else set())
@@ -82,7 +83,8 @@ def test_a_migrated_savepoint_restores_in_flink_2_3(version, kind, tmp_path):
     for op in spec["operators"]:
         op["allow_missing"] = op["uid"] not in kept
     rows = restore(output, spec, java_sources=[CLASSES])
-    check_fixture(rows, truth, 2, dropped={"last_uuid"}, added=("last_ttl",))
+    check_fixture(rows, truth, 2, dropped=set() if kind != "native" else {"last_uuid"},
+                  added=("last_ttl",))
 
 
 @pytest.mark.realflink
@@ -101,13 +103,14 @@ def test_the_command_plans_writes_and_names_uids(tmp_path, capsys):
     assert plan["output"] is None and plan["to"] == "2.3"
     assert {(s["state"], s["action"]) for s in plan["states"]
             if s["operator"] == operator_id_of("opaque")} == {
-        ("last_uuid", "unmigratable"), ("_timer_state/event_user-timers", "bytes"),
+        ("last_uuid", "re-encoded"), ("_timer_state/event_user-timers", "bytes"),
         ("_timer_state/processing_user-timers", "bytes")}
-    assert main(["migrate", source, "--output", str(tmp_path / "out")]) == 1
+    native = str(FIXTURES / "flink-1.20" / "native")
+    assert main(["migrate", native, "--output", str(tmp_path / "out")]) == 1
     assert "--skip-unmigratable leaves them out" in capsys.readouterr().err
-    assert main(["migrate", source, "--output", str(tmp_path / "out"), "--skip-unmigratable",
+    assert main(["migrate", source, "--output", str(tmp_path / "out"),
                  "--uid", "stateful", "--uid", f"{operator_id_of('windows')}=windows"]) == 0
-    assert "left out 1 of 18 states" in capsys.readouterr().out
+    assert "left out" not in capsys.readouterr().out
     assert {op.uid for op in FlinkSnapshot.open(str(tmp_path / "out")).metadata.operators} == {
         "stateful", "windows", None}
 
