@@ -14,6 +14,7 @@ The spec (a dict, JSON-like)::
     {"max_parallelism": 256,            # required: Flink must be told (see below)
      "parallelism": 2,                  # default 1; any value works, Flink re-splits state
      "state_backend": "hashmap",        # or "rocksdb" (canonical savepoints only)
+     "timer_service": "HEAP",           # optional, RocksDB only: its timers on the heap
      "ignore_unclaimed_state": False,   # True: operators of the snapshot missing here are skipped
      "operators": [
        {"uid": "stateful",              # must be in the snapshot unless "allow_missing": True

@@ -26,6 +26,8 @@ from statesource.flink.layouts.canonical_writer import prefix_bytes
 from statesource.flink.layouts.columnar import StateColumns, state_decoder
 from statesource.flink.layouts.dispatch import blockers, layout_of
 from statesource.flink.layouts.keyed import KeyGroupState
+from statesource.flink.layouts.rocksdb_canonical import Selection
+from statesource.flink.serializers.encoding import encode
 from statesource.flink.snapshot.directory import FlinkSnapshot, KeyGroupBytes
 from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
 from statesource.flink.statefiles.operator_state import read_operator_states
@@ -40,7 +42,7 @@ from statesource.format.source import (
     TimerState,
 )
 from statesource.format.storage import Location, PathOrLocation
-from statesource.keygroups import KeyGroupRange
+from statesource.keygroups import KeyGroupRange, assign_to_key_group
 
 BYTES_PER_ROW = 32
 """Snapshot bytes that cost about as much to read as one row of a statesource checkpoint
@@ -107,14 +109,20 @@ class FlinkCheckpoint:
         """
         op = self._op(operator)
         header = self.snapshot.header(op)
-        return {} if header is None else blockers(header, self.snapshot.keyed_handles(op))
+        handles = [self.snapshot.header_handle(op, h) for s in op.subtasks for h in s.keyed]
+        return {} if header is None else blockers(header, handles)
 
     def key_group_weights(self, operator: str | None = None, state: str | None = None
                           ) -> dict[int, int]:
         """The cost of each non-empty key group in rows' worth: its bytes, all states
         together (rows are known only once decoded, and reading one state scans the whole
-        key group's framing), over :data:`BYTES_PER_ROW`."""
+        key group's framing), over :data:`BYTES_PER_ROW`. RocksDB state not yet converted
+        is weighed by its table files' bytes, spread over each subtask's key groups, so that
+        planning converts nothing: each Spark task then reads only its key groups' blocks."""
         op = self._op(operator)
+        spread = self.snapshot.unconverted_table_bytes(op)
+        if spread is not None:  # RocksDB state: weighed by its tables, nothing converted
+            return {key_group: max(1, size // BYTES_PER_ROW) for key_group, size in spread.items()}
         return {piece.key_group: max(1, (piece.end - piece.begin) // BYTES_PER_ROW)
                 for piece in self.snapshot.key_group_bytes(op)}
 
@@ -137,16 +145,40 @@ class FlinkCheckpoint:
 
     def read_keyed_state(self, state: str | None = None, *, operator: str | None = None,
                          key_groups: KeyGroupRange | Collection[int] | None = None,
-                         listener: ReadListener | None = None) -> Iterator[pa.Table]:
-        """One table per non-empty key group, in the format's data schema (timers: theirs)."""
+                         listener: ReadListener | None = None,
+                         keys: Collection[Any] | None = None) -> Iterator[pa.Table]:
+        """One table per non-empty key group, in the format's data schema (timers: theirs).
+
+        ``keys``: a lookup of these keys (in the wanted key groups): the rows of at least
+        those keys, which a RocksDB snapshot finds reading only the blocks that can hold
+        them (the caller filters the rows by key, as it would anyway)."""
         op = self._op(operator)
         info = self.snapshot.keyed_state_info(op, state)
         wanted = None if key_groups is None else set(key_groups)
-        pieces = [piece for piece in self.snapshot.key_group_bytes(op)
+        lookup = None
+        if wanted is not None or keys is not None:
+            lookup = self._lookup(op, wanted, keys)
+            wanted = set(lookup.key_groups)
+        pieces = [piece for piece in self.snapshot.key_group_bytes(op, lookup)
                   if wanted is None or piece.key_group in wanted]
         for layout, batch in _batches(pieces):
             data = [self.snapshot.piece_bytes(piece, listener) for piece in batch]
             yield from self._tables(op, info, layout, batch, data)
+
+    def _lookup(self, op: OperatorSnapshot, wanted: set[int] | None,
+                keys: Collection[Any] | None) -> Selection:
+        """What a read of ``wanted`` key groups (None: all) and ``keys`` reads."""
+        if keys is None:
+            assert wanted is not None
+            return Selection(frozenset(wanted))
+        header = self.snapshot.header(op)
+        meta = self.operator(op.label)
+        located = []
+        for key in keys:
+            key_group = assign_to_key_group(key, meta.keyed_key_type, op.max_parallelism)
+            if header is not None and (wanted is None or key_group in wanted):
+                located.append((key_group, encode(header.key, key)))
+        return Selection(frozenset(k for k, _ in located), tuple(located))
 
     def piece_tables(self, op: OperatorSnapshot, info: StateInfo, piece: KeyGroupBytes,
                      data: bytes) -> Iterator[pa.Table]:
@@ -282,25 +314,34 @@ class FlinkCheckpoint:
         (``unreadable``), and its operator states their rows as usual; so does a state of a
         native snapshot whose values are not framed there.
         """
-        rows = []
-        for op in self.snapshot.operators:
-            rows += self._keyed_summaries(op)
-            for name, share in sorted(read_operator_states(self.snapshot, op).items()):
-                rows.append(StateSummary(self.checkpoint_id, op.label, op.parallelism,
-                                         op.max_parallelism, name,
-                                         f"operator-{share.mode.value}", None,
-                                         {r: s.avro for r, s in share.schemas.items()},
-                                         share.rows, share.rows, share.size_bytes,
-                                         operator_name=op.name))
+        return [row for op in self.snapshot.operators for row in self.operator_summaries(op)]
+
+    def operator_summaries(self, op: OperatorSnapshot) -> list[StateSummary]:
+        """The rows of :meth:`summaries` of one operator (keyed and timer states uncounted:
+        counting decodes every key group, :mod:`statesource.flink.operations.census`)."""
+        rows = self._keyed_summaries(op)
+        for name, share in sorted(read_operator_states(self.snapshot, op).items()):
+            rows.append(StateSummary(self.checkpoint_id, op.label, op.parallelism,
+                                     op.max_parallelism, name,
+                                     f"operator-{share.mode.value}", None,
+                                     {r: s.avro for r, s in share.schemas.items()},
+                                     share.rows, share.rows, share.size_bytes,
+                                     operator_name=op.name, operator_id=op.operator_id))
         return rows
 
     def _keyed_summaries(self, op: OperatorSnapshot) -> list[StateSummary]:
         reason = self.snapshot.undecodable(op)
-        if reason is not None:
+        meta = None
+        if reason is None:
+            try:  # a key type statesource does not read (a SQL key of no fields, or of an
+                # ARRAY): the operator fails alone, as in the census
+                meta = self.operator(op.operator_id)
+            except IncompatibleCheckpointError as error:
+                reason = str(error)
+        if meta is None:
             return [StateSummary(self.checkpoint_id, op.label, op.parallelism,
                                  op.max_parallelism, None, "keyed", None, {}, None, None, None,
-                                 reason, op.name)]
-        meta = self.operator(op.operator_id)
+                                 reason, op.name, op.operator_id)]
         key_type = None if meta.key_type is None else meta.key_type.name
         header = self.snapshot.header(op)
         blocked = self.unreadable_states(op.operator_id)
@@ -310,7 +351,8 @@ class FlinkCheckpoint:
             types = {} if info.is_timer else value_avro(info)
             rows.append(StateSummary(self.checkpoint_id, op.label, op.parallelism,
                                      op.max_parallelism, info.name, kind, key_type, types,
-                                     None, None, None, blocked.get(info.name), op.name))
+                                     None, None, None, blocked.get(info.name), op.name,
+                                     op.operator_id))
         return rows
 
 

@@ -137,6 +137,10 @@ public class RestoreDump {
         conf.setString("pipeline.max-parallelism", String.valueOf(maxParallelism));
         conf.setString("parallelism.default", String.valueOf(parallelism));
         conf.setString("state.backend.type", spec.path("state_backend").asText("hashmap"));
+        if (spec.has("timer_service")) {  // RocksDB only: where its timers live (HEAP/ROCKSDB)
+            conf.setString("state.backend.rocksdb.timer-service.factory",
+                spec.path("timer_service").asText());
+        }
         conf.setString("rest.bind-port", "0");
         conf.setString("restart-strategy.type", "none");
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);

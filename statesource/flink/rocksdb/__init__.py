@@ -31,12 +31,15 @@ The API, for a snapshot reader:
   handle, for point lookups).
 - :func:`read_database_manifest` ``(files) -> Manifest``: the column families (id -> name) and
   the live files (number, column family, level, smallest and largest keys) alone.
+- :mod:`.lookup`: ``range_entries`` / ``prefix_entries`` / ``get``: what :func:`merged_entries`
+  gives for some keys, reading only the data blocks the tables' indexes place them in (and,
+  for ``get``, skipping tables whose Bloom filter, :mod:`.filter`, rules the key out).
 
 Modules, bottom up: ``coding`` (varints, fixed integers), ``checksums``, ``compression``,
 ``keys`` (internal keys and value types), ``footer``, ``fetch`` (one block: bounds, checksum,
-decompression), ``block`` (entries over restart points), ``index``, ``properties``, ``table``;
-``log`` (the MANIFEST's record framing), ``version_edit``, ``manifest``; ``database`` and
-``merge`` on top.
+decompression), ``block`` (entries over restart points), ``index``, ``properties``, ``filter``,
+``table``; ``log`` (the MANIFEST's record framing), ``version_edit``, ``manifest``;
+``database``, ``merge`` and ``lookup`` on top.
 """
 
 from statesource.flink.rocksdb.database import (

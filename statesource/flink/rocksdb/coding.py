@@ -11,11 +11,33 @@ file is untrusted, so a length is checked against what is left before anything i
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 
 from statesource.errors import CorruptCheckpointError
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 """The bytes of a whole file: read into memory, or mapped (``mmap``) when it is local."""
+
+
+
+class RangedFile:
+    """A file read range by range where it is sliced, not whole: what a lookup, which needs a
+    few blocks of a table, holds it as. ``read(offset, length)`` returns those bytes."""
+
+    def __init__(self, size: int, read: Callable[[int, int], bytes]) -> None:
+        self.size = size
+        self._read = read
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, where: slice) -> bytes:
+        start, stop, _ = where.indices(self.size)
+        return self._read(start, stop - start) if stop > start else b""
+
+
+TableData = Buffer | RangedFile
+"""A table's bytes: a whole file's, or read range by range."""
 
 MAX_VARINT32_BYTES = 5
 MAX_VARINT64_BYTES = 10

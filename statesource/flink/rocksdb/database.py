@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from statesource.errors import CorruptCheckpointError
-from statesource.flink.rocksdb.coding import Buffer, corrupt
+from statesource.flink.rocksdb.coding import Buffer, RangedFile, TableData, corrupt
 from statesource.flink.rocksdb.manifest import (
     LiveFile,
     Manifest,
@@ -27,8 +27,9 @@ from statesource.flink.rocksdb.manifest import (
 from statesource.flink.rocksdb.properties import NO_COLUMN_FAMILY
 from statesource.flink.rocksdb.table import SstFile
 
-Opener = Buffer | Callable[[], Buffer]
-"""A file's bytes, or a function returning them (called at most once, when they are needed)."""
+Opener = TableData | Callable[[], TableData]
+"""A file's bytes, or a function returning them (called at most once, when they are needed):
+a table's may be a :class:`~.coding.RangedFile`, read block by block."""
 
 
 def read_live_files(files: Mapping[str, Opener],
@@ -48,8 +49,8 @@ def read_live_files(files: Mapping[str, Opener],
 def read_database_manifest(files: Mapping[str, Opener],
                            describe: Callable[[str], str] = str) -> Manifest:
     """The replayed MANIFEST that the database's ``CURRENT`` names."""
-    name = manifest_name(_bytes(files, "CURRENT", describe), describe("CURRENT"))
-    return read_manifest(_bytes(files, name, describe), describe(name), manifest_number(name))
+    name = manifest_name(_whole(files, "CURRENT", describe), describe("CURRENT"))
+    return read_manifest(_whole(files, name, describe), describe(name), manifest_number(name))
 
 
 def read_directory(directory: str | Path) -> dict[str, list[SstFile]]:
@@ -84,7 +85,13 @@ def _open_table(files: Mapping[str, Opener], live: LiveFile, manifest: Manifest,
     return table
 
 
-def _bytes(files: Mapping[str, Opener], name: str, describe: Callable[[str], str]) -> Buffer:
+def _whole(files: Mapping[str, Opener], name: str, describe: Callable[[str], str]) -> Buffer:
+    data = _bytes(files, name, describe)
+    return data[0:len(data)] if isinstance(data, RangedFile) else data
+
+
+def _bytes(files: Mapping[str, Opener], name: str, describe: Callable[[str], str]
+           ) -> TableData:
     opener = files.get(name)
     if opener is None:
         raise CorruptCheckpointError(f"{describe(name)}: missing from the RocksDB snapshot")

@@ -4,18 +4,19 @@ A block handle comes from the footer, the metaindex or an index, all of which a 
 file can get wrong, so the handle is checked against the file first (every block ends,
 trailer included, before the footer), then the trailer's checksum against the stored
 bytes and their compression type byte (``VerifyBlockChecksum`` in RocksDB's
-``table/block_based/reader_common.cc``), and only then is anything decompressed.
+``table/block_based/reader_common.cc``), and only then is anything decompressed. A table
+held as a :class:`~.coding.RangedFile` (a lookup's) is read block by block.
 """
 
 from __future__ import annotations
 
 from statesource.flink.rocksdb import checksums
-from statesource.flink.rocksdb.coding import Buffer, Place, corrupt
+from statesource.flink.rocksdb.coding import Place, RangedFile, TableData, corrupt
 from statesource.flink.rocksdb.compression import decompress
 from statesource.flink.rocksdb.footer import BLOCK_TRAILER_BYTES, BlockHandle, Footer
 
 
-def read_block(data: Buffer, handle: BlockHandle, footer: Footer, source: str, what: str,
+def read_block(data: TableData, handle: BlockHandle, footer: Footer, source: str, what: str,
                window_bits: int = -14) -> tuple[bytes, Place]:
     """The uncompressed contents of the block at ``handle`` of the table ``data``, and the
     place that names a position in them: a file offset if the block was stored as it is,
@@ -24,9 +25,13 @@ def read_block(data: Buffer, handle: BlockHandle, footer: Footer, source: str, w
     if offset + size + BLOCK_TRAILER_BYTES > footer.offset:
         raise corrupt(source, offset, f"{what} of {size} bytes runs past the end of the"
                                       f" table's blocks (byte {footer.offset})")
-    covered = memoryview(data)[offset:offset + size + 1]  # the block and its type byte
-    stored = int.from_bytes(data[offset + size + 1:offset + size + BLOCK_TRAILER_BYTES],
-                            "little")
+    if isinstance(data, RangedFile):  # one read of the block and its trailer
+        whole = memoryview(data[offset:offset + size + BLOCK_TRAILER_BYTES])
+        covered, trailer = whole[:size + 1], whole[size + 1:]
+    else:
+        covered = memoryview(data)[offset:offset + size + 1]  # the block and its type byte
+        trailer = memoryview(data)[offset + size + 1:offset + size + BLOCK_TRAILER_BYTES]
+    stored = int.from_bytes(trailer, "little")
     if not checksums.stored_matches(footer.checksum_type, covered, stored,
                                     footer.base_context_checksum, offset):
         raise corrupt(source, offset, f"{what} checksum mismatch"

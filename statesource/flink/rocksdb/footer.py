@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from statesource.errors import UnsupportedFormatVersionError
 from statesource.flink.rocksdb import checksums
-from statesource.flink.rocksdb.coding import Buffer, Place, corrupt, fixed32, varint
+from statesource.flink.rocksdb.coding import Place, TableData, corrupt, fixed32, varint
 
 BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
 _OTHER_MAGICS = {0xDB4775248B80FB57: "a block-based table of format_version 0 or 1 (RocksDB"
@@ -55,7 +55,7 @@ class Footer:
     offset: int  # where the footer starts: every block ends before it
 
 
-def read_footer(data: Buffer, source: str) -> Footer:
+def read_footer(data: TableData, source: str) -> Footer:
     """The footer of the table ``data`` (the whole file), checked before it is believed."""
     size = len(data)
     if size < FOOTER_BYTES:

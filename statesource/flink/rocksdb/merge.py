@@ -71,17 +71,18 @@ def merged_entries(tables: Sequence[SstFile], delimiter: bytes = LIST_DELIMITER
     if len(streams) == 1:
         ordered: Iterator[Entry] = streams[0]
     else:
-        ordered = heapq.merge(*streams, key=_newest_first)
-    return _resolved(ordered, tombstones, delimiter, tables)
+        ordered = heapq.merge(*streams, key=newest_first)
+    return resolved(ordered, tombstones, delimiter, tables)
 
 
-def _newest_first(entry: Entry) -> tuple[bytes, int]:
+def newest_first(entry: Entry) -> tuple[bytes, int]:
     return entry[0], -entry[1]
 
 
-def _resolved(ordered: Iterator[Entry], tombstones: Tombstones, delimiter: bytes,
-              tables: Sequence[SstFile]) -> Iterator[tuple[bytes, bytes]]:
+def resolved(ordered: Iterator[Entry], tombstones: Tombstones, delimiter: bytes,
+             tables: Sequence[SstFile]) -> Iterator[tuple[bytes, bytes]]:
     check_tombstones = bool(tombstones.newest)
+    merge, value_kind = keys.MERGE, keys.VALUE  # locals: this loop runs once per entry
     current: bytes | None = None
     previous_sequence = 0
     done = False  # the current key's value is decided (a full value or a deletion was seen)
@@ -90,10 +91,14 @@ def _resolved(ordered: Iterator[Entry], tombstones: Tombstones, delimiter: bytes
     deleted_below = 0
     for key, sequence, kind, value in ordered:
         if key != current:
-            if current is not None and (operands or base is not None):
-                yield current, _value(base, operands, delimiter)
-            current, operands, base, done = key, [], None, False
-            deleted_below = tombstones.covering(key) if check_tombstones else 0
+            if operands:
+                yield current, _value(base, operands, delimiter)  # type: ignore[misc]
+                operands = []
+            elif base is not None:
+                yield current, base  # type: ignore[misc]
+            current, base, done = key, None, False
+            if check_tombstones:
+                deleted_below = tombstones.covering(key)
         elif sequence == previous_sequence:
             raise corrupt(", ".join(t.source for t in tables), 0,
                           f"two versions of key {key!r} with sequence number {sequence}")
@@ -102,11 +107,11 @@ def _resolved(ordered: Iterator[Entry], tombstones: Tombstones, delimiter: bytes
             continue
         if sequence < deleted_below:
             done = True
-        elif kind == keys.MERGE:
+        elif kind == merge:
             operands.append(value)
         else:
             done = True
-            if kind == keys.VALUE:
+            if kind == value_kind:
                 base = value
     if current is not None and (operands or base is not None):
         yield current, _value(base, operands, delimiter)

@@ -15,6 +15,7 @@ as ``BlockBasedTable::GetGlobalSequenceNumber`` decides.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from functools import cached_property
 from typing import NamedTuple
@@ -22,10 +23,24 @@ from typing import NamedTuple
 from statesource.errors import UnsupportedFormatVersionError
 from statesource.flink.rocksdb import keys
 from statesource.flink.rocksdb.block import data_entries, entries
-from statesource.flink.rocksdb.coding import Buffer, corrupt
+from statesource.flink.rocksdb.coding import Place, TableData, corrupt
 from statesource.flink.rocksdb.fetch import read_block
+from statesource.flink.rocksdb.filter import (
+    FULL_FILTER_PREFIX,
+    WHOLE_KEY_FILTERING,
+    KeyFilter,
+    MayMatch,
+    parse_filter,
+)
 from statesource.flink.rocksdb.footer import BlockHandle, Footer, decode_handle, read_footer
-from statesource.flink.rocksdb.index import IndexEntry, data_blocks
+from statesource.flink.rocksdb.index import (
+    BINARY_SEARCH,
+    BINARY_SEARCH_WITH_FIRST_KEY,
+    HASH_SEARCH,
+    IndexEntry,
+    data_blocks,
+    seek_entries,
+)
 from statesource.flink.rocksdb.properties import TableProperties, parse_properties
 
 PROPERTIES_BLOCK, INDEX_BLOCK, RANGE_DELETION_BLOCK = ("rocksdb.properties", "rocksdb.index",
@@ -54,7 +69,7 @@ class SstFile:
     ingested file's entries their sequence number where its properties do not.
     """
 
-    def __init__(self, data: Buffer, source: str, largest_seqno: int | None = None) -> None:
+    def __init__(self, data: TableData, source: str, largest_seqno: int | None = None) -> None:
         self.data = data
         self.source = source
         self.footer: Footer = read_footer(data, source)
@@ -91,25 +106,90 @@ class SstFile:
                           f" {properties.num_data_blocks}")
         return found
 
+    def blocks_from(self, start: bytes) -> Iterator[tuple[bytes, BlockHandle]]:
+        """(separator as a user key, handle) of each data block from the first that can hold
+        the user key ``start`` on, in file order: by binary search over the index block's
+        restart points where the index is one block not read whole yet, so that a lookup
+        decodes a few of its entries."""
+        properties = self.properties
+        if "data_blocks" in self.__dict__ or properties.index_type not in (
+                BINARY_SEARCH, HASH_SEARCH, BINARY_SEARCH_WITH_FIRST_KEY):
+            separators = self.separators
+            for index in range(bisect.bisect_left(separators, start), len(separators)):
+                yield separators[index], self.data_blocks[index].handle
+            return
+        contents, place = self._index_block
+        user_keys = bool(properties.index_key_is_user_key)
+        previous_end = 0
+        for entry in seek_entries(contents, place, bool(properties.index_value_is_delta_encoded),
+                                  properties.index_type == BINARY_SEARCH_WITH_FIRST_KEY,
+                                  user_keys, start):
+            if entry.handle.offset < previous_end:
+                raise place.error(0, f"index lists the block at {entry.handle.offset} before"
+                                     " the end of the one before it")
+            previous_end = entry.handle.offset + entry.handle.size
+            yield (entry.separator if user_keys
+                   else entry.separator[:-keys.INTERNAL_BYTES]), entry.handle
+
+    @cached_property
+    def _index_block(self) -> tuple[bytes, Place]:
+        handle = self.footer.index or self.meta_blocks.get(INDEX_BLOCK)
+        if handle is None:
+            raise corrupt(self.source, self.footer.metaindex.offset, "no index block")
+        return read_block(self.data, handle, self.footer, self.source, "index block",
+                          self.properties.window_bits)
+
+    @cached_property
+    def separators(self) -> list[bytes]:
+        """Each data block's separator as a user key, in file order: a block holds no user key
+        above its separator, and the next block none below it (a lookup's binary search)."""
+        if self.properties.index_key_is_user_key:
+            return [block.separator for block in self.data_blocks]
+        found = []
+        for block in self.data_blocks:
+            if len(block.separator) < keys.INTERNAL_BYTES:
+                raise corrupt(self.source, self.footer.offset,
+                              f"an index key of {len(block.separator)} bytes")
+            found.append(block.separator[:-keys.INTERNAL_BYTES])
+        return found
+
+    @cached_property
+    def key_filter(self) -> KeyFilter:
+        """The table's whole-key filter (:mod:`.filter`), read once; one that rules nothing
+        out where the table has none statesource evaluates."""
+        if self.properties.raw.get(WHOLE_KEY_FILTERING, b"1") != b"1":
+            return MayMatch()
+        names = [name for name in self.meta_blocks if name.startswith(FULL_FILTER_PREFIX)]
+        if len(names) != 1:
+            return MayMatch()
+        contents, place = read_block(self.data, self.meta_blocks[names[0]], self.footer,
+                                     self.source, "filter block", self.properties.window_bits)
+        return parse_filter(contents, place)
+
+    def block_entries(self, handle: BlockHandle) -> list[Entry]:
+        """The entries of the data block at ``handle``, checked."""
+        contents, place = read_block(self.data, handle, self.footer, self.source, "data block",
+                                     self.properties.window_bits)
+        found = data_entries(contents, place, self.bytewise)
+        global_seqno = self.global_seqno
+        if global_seqno:  # an ingested file's keys hold 0 (SstFileWriter writes no other)
+            found = [(key, global_seqno, kind, value) for key, _, kind, value in found]
+        return found
+
     def entries(self) -> Iterator[Entry]:
         """Every point entry, in file order: by user key, then newest version first."""
-        window_bits = self.properties.window_bits
-        global_seqno = self.global_seqno
         check_order = self.bytewise
         previous: Entry | None = None
         count = 0
         for block in self.data_blocks:
-            contents, place = read_block(self.data, block.handle, self.footer, self.source,
-                                         "data block", window_bits)
-            found = data_entries(contents, place, check_order)
+            found = self.block_entries(block.handle)
             if not found:
                 continue
-            if global_seqno:  # an ingested file's keys hold 0 (SstFileWriter writes no other)
-                found = [(key, global_seqno, kind, value) for key, _, kind, value in found]
             first = found[0]
             if check_order and previous is not None and first[0] <= previous[0] and (
                     first[0] < previous[0] or first[1] >= previous[1]):
-                raise place.error(0, f"key {first[0]!r} (sequence {first[1]}) out of order")
+                raise corrupt(self.source, block.handle.offset,
+                              f"key {first[0]!r} (sequence {first[1]}) out of order")
             previous = found[-1]
             count += len(found)
             yield from found
@@ -119,7 +199,12 @@ class SstFile:
                           f"the data blocks hold {count} entries, the properties {expected}")
 
     def range_deletions(self) -> list[RangeTombstone]:
-        """The table's range deletions (Flink writes them when a restore clips key groups)."""
+        """The table's range deletions (Flink writes them when a restore clips key groups),
+        read once."""
+        return list(self._range_deletions)
+
+    @cached_property
+    def _range_deletions(self) -> list[RangeTombstone]:
         handle = self.meta_blocks.get(RANGE_DELETION_BLOCK)
         if handle is None:
             return []

@@ -34,7 +34,6 @@ from statesource.errors import (
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.handles import (
     KeyedHandle,
-    KeyedStateHandle,
     OperatorSnapshot,
     RocksDBHandle,
     SnapshotMetadata,
@@ -44,9 +43,10 @@ from statesource.flink.handles import (
 from statesource.flink.layouts.base import KeyGroupData
 from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.layouts.keyed import KeyGroupState, check_key_group_range
-from statesource.flink.layouts.rocksdb_canonical import canonical_handle
+from statesource.flink.layouts.rocksdb_canonical import Selection, holds_any
 from statesource.flink.snapshot.metadata import parse_metadata
 from statesource.flink.snapshot.publish import is_staging_name
+from statesource.flink.snapshot.rocksdb_conversions import RocksDBConversions
 from statesource.flink.statefiles.keyed_header import (
     KeyedHeader,
     StateInfo,
@@ -102,7 +102,7 @@ class KeyGroupBytes:
     end: int
 
 
-class FlinkSnapshot:
+class FlinkSnapshot(RocksDBConversions):
     """One Flink savepoint or checkpoint, opened by parsing its ``_metadata``."""
 
     def __init__(self, location: Location, metadata: SnapshotMetadata) -> None:
@@ -116,6 +116,7 @@ class FlinkSnapshot:
         self._undecodable: dict[str, str | None] = {}
         self._sources: dict[StreamHandle, str] = {}
         self._canonical: dict[RocksDBHandle, KeyedHandle] = {}
+        self._header_only: dict[RocksDBHandle, KeyedHandle] = {}
         self._located: dict[StreamHandle, Location] = {}
 
     @classmethod
@@ -181,20 +182,6 @@ class FlinkSnapshot:
         (:meth:`canonical_handle`)."""
         return [self.canonical_handle(op, h) for s in op.subtasks for h in s.keyed]
 
-    def canonical_handle(self, op: OperatorSnapshot, handle: KeyedStateHandle) -> KeyedHandle:
-        """``handle``, or for a RocksDB handle its state as a canonical savepoint's file held
-        in memory, made once: the keyed handle every reader takes."""
-        if not isinstance(handle, RocksDBHandle):
-            return handle
-        found = self._canonical.get(handle)
-        if found is None:
-            found, source = canonical_handle(
-                handle, op.max_parallelism, lambda s: self.read_bytes(s, 0, s.size),
-                self.describe)
-            self._canonical[handle] = found
-            self._sources[found.stream] = source
-        return found
-
     def header(self, op: OperatorSnapshot) -> KeyedHeader | None:
         """The operator's keyed states, by name across its files, in one numbering
         (:mod:`~statesource.flink.statefiles.merged_header`): what a reader lists and asks
@@ -206,7 +193,8 @@ class FlinkSnapshot:
         """Every keyed-state file's header read once (a file that begins with the first
         one's header bytes has that header), and merged."""
         if op.operator_id not in self._merges:
-            handles = list({h.stream: h for h in self.keyed_handles(op)}.values())
+            handles = list({h.stream: h for h in (self.header_handle(op, h) for s in op.subtasks
+                                                  for h in s.keyed)}.values())
             if not handles:
                 self._merges[op.operator_id] = None
                 return None
@@ -284,10 +272,17 @@ class FlinkSnapshot:
         raise StateNotFoundError(f"no keyed state named {name!r} in operator {op.label!r};"
                                  f" available: {listing}")
 
-    def key_group_bytes(self, op: OperatorSnapshot) -> list[KeyGroupBytes]:
-        """The byte range of every non-empty key group of the operator, by key group."""
+    def key_group_bytes(self, op: OperatorSnapshot, lookup: Selection | None = None
+                        ) -> list[KeyGroupBytes]:
+        """The byte range of every non-empty key group of the operator, by key group; with
+        ``lookup``, of its key groups, a RocksDB handle's as :meth:`selected_handle` reads
+        them (only ``lookup.keys``' entries where it names keys)."""
+        self._merged(op)
         ranges = []
-        for handle in self.keyed_handles(op):
+        handles = (self.keyed_handles(op) if lookup is None else
+                   [self.selected_handle(op, h, lookup) if isinstance(h, RocksDBHandle) else h
+                    for s in op.subtasks for h in s.keyed if holds_any(h, lookup.key_groups)])
+        for handle in handles:
             for key_group, begin, end in check_key_group_range(
                     handle.offsets, handle.start, handle.stream.size,
                     self.handle_header(op, handle).data_start, self.describe(handle.stream)):
@@ -353,19 +348,26 @@ class FlinkSnapshot:
 
     # -- files -----------------------------------------------------------------------------
 
-    def check_output_outside(self, output: str | os.PathLike[str]) -> None:
+    def check_output_outside(self, output: PathOrLocation) -> None:
         """Refuse a new savepoint ``output`` inside this snapshot, or inside the job
         directory of a ``chk-<id>`` (whose ``shared/`` files it reads): writing there would
-        change what is being read, and a snapshot is never changed."""
-        if not self.location.is_local:
+        change what is being read, and a snapshot is never changed. On an object store,
+        an output of the same kind of store whose key is under theirs."""
+        target = resolve(output)
+        if target.is_local != self.location.is_local:
             return
         roots = [self.location.path]
         if self.location.name.startswith("chk-"):
             roots.append(os.path.dirname(self.location.path.rstrip("/")))
+        if not target.is_local and target.filesystem.type_name != \
+                self.location.filesystem.type_name:
+            return
         for root in roots:
-            if is_within(root, os.fspath(output)):
+            inside = (is_within(root, target.path) if target.is_local else
+                      (target.path.rstrip("/") + "/").startswith(root.rstrip("/") + "/"))
+            if inside:
                 raise InvalidArgumentError(
-                    f"output {output} is inside {root}, which the new savepoint is read from:"
+                    f"output {target} is inside {root}, which the new savepoint is read from:"
                     " write it outside the snapshot (and its job's checkpoint directory)")
 
     def check_files(self) -> int:

@@ -18,6 +18,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
+from statesource.flink.reader import FlinkCheckpoint
 from statesource.format.columns import (
     KEY,
     KEY_GROUP,
@@ -178,8 +179,14 @@ def read_slice(target: ScanTarget, part: KeyGroupSlice, keys: list[Any] | None,
     state = op.keyed_state(target.state) if target.output.nested else None
     key_type = op.keyed_key_type
     wanted = None if keys is None else key_type.to_arrow(keys)
-    for table in checkpoint.read_keyed_state(target.state, operator=target.operator,
-                                             key_groups=part.key_groups(), listener=listener):
+    if keys is not None and isinstance(checkpoint, FlinkCheckpoint):  # RocksDB: seek the keys
+        tables = checkpoint.read_keyed_state(target.state, operator=target.operator,
+                                             key_groups=part.key_groups(), listener=listener,
+                                             keys=keys)
+    else:
+        tables = checkpoint.read_keyed_state(target.state, operator=target.operator,
+                                             key_groups=part.key_groups(), listener=listener)
+    for table in tables:
         if wanted is not None:
             table = table.filter(pc.is_in(table.column(KEY), value_set=wanted))
             if not table.num_rows:
