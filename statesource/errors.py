@@ -9,6 +9,8 @@ argument, ``LookupError`` for an unknown name), so generic handlers keep working
 
 from __future__ import annotations
 
+import os
+
 
 class StateSourceError(Exception):
     """Base class of every error statesource raises on purpose."""
@@ -62,6 +64,29 @@ class JvmShimUnavailableError(StateSourceError):
     """The Java shim cannot be built or loaded here (no javac, no pyspark jars, a failed build)."""
 
 
-class StorageAccessError(StateSourceError, OSError):
+class StorageError(StateSourceError, OSError):
+    """The operating system or a store refused a read or write (a read-only or full file
+    system, a permission, a path that is a file): one line naming what was being done, the
+    cause and the path, with the refusal's ``errno`` kept (:func:`storage_error`)."""
+
+
+class StorageAccessError(StorageError):
     """A process (typically a Spark executor) cannot reach, authenticate to, or see the storage
     a checkpoint lives on."""
+
+
+def describe_os_error(error: OSError) -> str:
+    """What the operating system refused, and the file where it says: ``No space left on
+    device: /data/chk-3/data/x.arrow`` (Python's own text where it gives no cause)."""
+    names = [os.fsdecode(n) for n in (error.filename, error.filename2) if n is not None]
+    if error.strerror:
+        return f"{error.strerror}: {' -> '.join(names)}" if names else error.strerror
+    return str(error)
+
+
+def storage_error(doing: str, error: OSError) -> StorageError:
+    """``error`` restated as one line, ``<doing>: <cause>: <path>``; ``errno`` is kept, so a
+    caller can still tell a full disk from a read-only one."""
+    restated = StorageError(f"{doing}: {describe_os_error(error)}")
+    restated.errno = error.errno
+    return restated

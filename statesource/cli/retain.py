@@ -24,14 +24,21 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("path", help="a directory of checkpoints")
     parser.add_argument("--keep", type=int, required=True, metavar="N",
                         help="how many of the newest complete checkpoints to keep (>= 1)")
+    add_cleanup_options(parser, "files of unpublished write attempts, temporary files and"
+                        " writers' pins")
+    parser.set_defaults(run=run)
+
+
+def add_cleanup_options(parser: argparse.ArgumentParser, abandoned: str) -> None:
+    """``--older-than`` (what counts as ``abandoned``, the age guard) and ``--dry-run``: the
+    options of every command that deletes what killed writers left."""
     parser.add_argument("--older-than", type=older_than, default=DEFAULT_OLDER_THAN,
                         metavar="AGE",
-                        help="files of unpublished write attempts, temporary files and writers'"
-                        " pins count as abandoned once older than this: a number and a unit"
-                        " s, m, h or d, at least 1h (default: 3d; no write may run longer)")
+                        help=f"{abandoned} count as abandoned once older than this: a number"
+                        " and a unit s, m, h or d, at least 1h (default: 3d; no write may run"
+                        " longer)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print what would be deleted, delete nothing")
-    parser.set_defaults(run=run)
 
 
 def duration(text: str) -> timedelta:

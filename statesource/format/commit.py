@@ -59,7 +59,17 @@ class CheckpointInfo:
         states = sum(len(op.keyed_states) + len(op.operator_states) for op in meta.operators)
         return (f"CheckpointInfo(checkpoint_id={meta.checkpoint_id},"
                 f" location={str(self.location)!r}, operators={len(meta.operators)},"
-                f" states={states}, files={len(meta.referenced_files())})")
+                f" states={states}, files={len(_listed_paths(meta))})")
+
+
+def _listed_paths(meta: CheckpointMeta) -> set[str]:
+    """The data files the metadata names, unchecked: a repr never fails (the metadata of a
+    Flink savepoint written from Spark names its operator states' files by no path)."""
+    paths = {f.path for op in meta.operators for state in op.keyed_states
+             for f in (*state.files, *(d.file for d in state.delta_files))}
+    paths.update(state.path for op in meta.operators for state in op.operator_states)
+    paths.discard("")
+    return paths
 
 
 def commit_checkpoint(root: Location, metadata: CheckpointMeta, pin: Pin | None = None

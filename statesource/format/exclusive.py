@@ -16,6 +16,8 @@ says so by returning False and the caller falls back to check-then-write.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from typing import Any
 
@@ -36,7 +38,7 @@ def put_if_absent(target: Location, payload: bytes) -> bool:
     """Create ``target`` holding ``payload`` only if it does not exist; raise
     :class:`AlreadyExists` if it does. False (nothing written) where this store or
     installation offers no conditional create."""
-    client = _s3_client(target.filesystem)
+    client = s3_client(target.filesystem)
     if client is None:
         return False
     bucket, _, key = target.path.partition("/")
@@ -75,17 +77,39 @@ def _settings(filesystem: pafs.FileSystem) -> dict[str, Any] | None:
     return settings
 
 
-def _s3_client(filesystem: pafs.FileSystem) -> Any | None:
+def s3_client(filesystem: pafs.FileSystem) -> Any | None:
+    """A boto3 S3 client acting as ``filesystem`` does, or None where there is none to be had
+    exactly (not S3, no boto3, settings boto3 is not given here). One per settings (and
+    credentials in the environment) and process: making a client loads its service model,
+    most of a second."""
     settings = _settings(filesystem)
     if settings is None:
         return None
-    import boto3
+    key = tuple(sorted((k, repr(v)) for k, v in settings.items())) + tuple(
+        (name, os.environ.get(name, "")) for name in _CREDENTIAL_VARIABLES)
+    return _client(key, settings)
 
-    endpoint = settings.get("endpoint_override") or None
-    if endpoint and "://" not in endpoint:
-        endpoint = f"{settings.get('scheme') or 'https'}://{endpoint}"
-    return boto3.session.Session().client(
-        "s3", endpoint_url=endpoint, region_name=settings.get("region") or None,
-        aws_access_key_id=settings.get("access_key") or None,
-        aws_secret_access_key=settings.get("secret_key") or None,
-        aws_session_token=settings.get("session_token") or None)
+
+_CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                         "AWS_PROFILE")
+
+
+_CLIENTS: dict[tuple[tuple[str, str], ...], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _client(key: tuple[tuple[str, str], ...], settings: dict[str, Any]) -> Any:
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            import boto3
+
+            endpoint = settings.get("endpoint_override") or None
+            if endpoint and "://" not in endpoint:
+                endpoint = f"{settings.get('scheme') or 'https'}://{endpoint}"
+            client = _CLIENTS[key] = boto3.session.Session().client(
+                "s3", endpoint_url=endpoint, region_name=settings.get("region") or None,
+                aws_access_key_id=settings.get("access_key") or None,
+                aws_secret_access_key=settings.get("secret_key") or None,
+                aws_session_token=settings.get("session_token") or None)
+    return client

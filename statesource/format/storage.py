@@ -34,6 +34,7 @@ from statesource.errors import (
     CheckpointRetiredError,
     CorruptCheckpointError,
     InvalidArgumentError,
+    StorageAccessError,
 )
 
 METADATA_FILE = "_metadata.json"
@@ -143,6 +144,11 @@ def resolve(path: PathOrLocation, filesystem: pafs.FileSystem | None = None) -> 
     except (ValueError, TypeError, OSError) as error:
         if filesystem is not None:  # a path the given file system understands as it is
             return Location(filesystem, path)
+        if isinstance(error, OSError) and "resolving region" in str(error):
+            raise StorageAccessError(  # pyarrow asks the store first where no region is given
+                f"cannot reach the S3 store of {redacted(path)!r} to find the bucket's region:"
+                f" {redacted(str(error))} (give region= in the URI to skip that request)"
+            ) from None
         raise InvalidArgumentError(
             f"cannot use URI {redacted(path)!r}: {redacted(str(error))} (a file URI is"
             " file:///absolute/path; write a local path holding ':' as ./name:...)") from None

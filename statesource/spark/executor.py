@@ -7,24 +7,29 @@ sees reads like a typo ("does not exist"), and an S3 client without
 credentials reports an opaque ``AWS Error ... during HeadObject``, because the
 pickled file system carries the endpoint but never the credentials (each
 executor finds its own, through the AWS default chain). Both are restated
-here with the host, the location and the cure. A write to a local path has the
+here with the host, the location and the cure; any other refusal of the operating
+system (a full or read-only disk, a permission) as one line naming the host, the cause
+and the file. A write to a local path has the
 same cause seen from the driver: the tasks wrote files onto their own disks,
 which the commit cannot see (:func:`check_written_visible`).
 """
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
+from statesource import errors
 from statesource.errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
     StateSourceError,
     StorageAccessError,
 )
+from statesource.errors import storage_error as os_failure
 from statesource.format.locations import DataFile
 from statesource.format.storage import Location
 
@@ -62,9 +67,38 @@ def restated(location: Location | None) -> Iterator[None]:
                 f" ({error}): {SHARED_STORAGE}") from None
         raise
     except OSError as error:
-        if isinstance(error, StateSourceError) or not _from_remote_store(location, error):
+        if isinstance(error, StateSourceError):
             raise
+        if not _from_remote_store(location, error):  # a full or read-only disk, a permission
+            doing = "writing" if location is None else f"reading {location}"
+            raise os_failure(f"Spark task on host {socket.gethostname()}, {doing}",
+                             error) from error
         raise storage_error(location, error) from None
+
+
+_OURS = re.compile(r"^statesource\.errors\.([A-Za-z]+): (.+)$", re.MULTILINE)
+"""The last line of a task's traceback when it raised one of statesource's errors."""
+
+
+@contextmanager
+def raised_by_tasks() -> Iterator[None]:
+    """A failed Spark job re-raised, in the caller, as the statesource error its task raised.
+
+    Spark hands the caller its own exception (a ``PythonException`` whose text holds the
+    worker's traceback, then the JVM's): the one line that says what went wrong is deep
+    inside it. Here it comes first, of its class (the errno of a :class:`StorageError` is
+    not carried), with Spark's exception as its cause.
+    """
+    try:
+        yield
+    except StateSourceError:
+        raise
+    except Exception as error:
+        found = _OURS.findall(str(error))
+        kind = getattr(errors, found[-1][0], None) if found else None
+        if not (isinstance(kind, type) and issubclass(kind, StateSourceError)):
+            raise
+        raise kind(found[-1][1]) from error
 
 
 def _from_remote_store(location: Location | None, error: OSError) -> bool:

@@ -133,7 +133,8 @@ def test_an_os_error_midway_is_one_line_naming_the_file(tmp_path, capsys, monkey
     output = tmp_path / "out"
     line = failed(capsys, argv=["rescale", str(FLINK), "--max-parallelism", "512",
                                 "--output", str(output)], started=True)
-    assert line.startswith(f"statesource rescale: error: {os.strerror(code)}: {tmp_path}/.out.")
+    assert line.startswith(f"statesource rescale: error: cannot write savepoint {output}:"
+                           f" {os.strerror(code)}: {tmp_path}/.out.")
     assert line.endswith("/state-file")
     assert list(tmp_path.iterdir()) == []  # the staging directory is removed
 

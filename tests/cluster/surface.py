@@ -13,7 +13,6 @@ without credentials says.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -81,8 +80,8 @@ def run_tool(arguments: list[str], env: dict[str, str] | None = None) -> str:
 def run_surface(spark: Any, root: str, savepoint: str, imported: str, savepoints: str | None,
                 tool: Callable[[list[str]], str]) -> dict[str, Any]:
     """Every step on ``spark``; ``root`` holds :func:`produce`'s checkpoint 1, ``savepoint``
-    a Flink savepoint, ``imported`` is empty, ``savepoints`` a local directory (new Flink
-    savepoints are written to file systems only) that the driver and executors share, or
+    a Flink savepoint, ``imported`` is empty, ``savepoints`` where new Flink savepoints go (a local
+    directory that the driver and executors share, or a URI on an object store), or
     None to leave out the Flink-savepoint writer (:data:`SAVEPOINT_WRITER`). Steps that write
     check their own ids."""
     from pyspark.sql import functions as F
@@ -131,7 +130,7 @@ def run_surface(spark: Any, root: str, savepoint: str, imported: str, savepoints
      .mode("append").save(root))
     out["df.write"] = rows(read("counts", operator="extra").select("key", "value"))
 
-    rescaled = rescale_max_parallelism(spark, root, 256, operator=OPERATOR)
+    rescaled = rescale_max_parallelism(spark, root, None, 256, operator=OPERATOR)
     out["rescale_max_parallelism"] = [rescaled.checkpoint_id, is_checkpoint_uri(rescaled.path,
                                                                                 root)]
     out["after rescale_max_parallelism"] = rows(
@@ -172,7 +171,9 @@ def write_savepoints(spark: Any, savepoint: str, savepoints: str) -> dict[str, A
                 .load(path).select("key", *columns))
 
     def new(name: str) -> str:
-        return os.path.join(savepoints, name)
+        """``name`` under ``savepoints``, before a URI's query."""
+        where, _, query = savepoints.partition("?")
+        return f"{where.rstrip('/')}/{name}" + (f"?{query}" if query else "")
 
     out: dict[str, Any] = {}
     count = read(savepoint, "count", "value")
@@ -194,13 +195,13 @@ def write_savepoints(spark: Any, savepoint: str, savepoints: str) -> dict[str, A
      .mode("append").save(savepoint))
     out["flink df.write"] = rows(read(new("df-written"), "count", "value"))
 
-    rescaled = rescale_max_parallelism(spark, savepoint, 256, output=new("rescaled"))
+    rescaled = rescale_max_parallelism(spark, savepoint, new("rescaled"), 256)
     out["flink rescale_max_parallelism"] = [rescaled.max_parallelism, rows(
         read(new("rescaled"), "count", "value", "key_group"))]
 
     keys = spark.createDataFrame([("key-1",), ("key-2",), ("key-2",), ("absent",)],
                                  "key string")
-    erased = erase_keys(keys, savepoint, FLINK_OPERATOR, output=new("erased"))
+    erased = erase_keys(savepoint, new("erased"), FLINK_OPERATOR, keys)
     out["flink erase_keys"] = [list(erased.missing), erased.total,
                                rows(read(new("erased"), "count", "value"))]
     return out

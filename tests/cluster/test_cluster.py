@@ -6,10 +6,10 @@ processes.py) and stopped at its end. Three runs of tests/cluster/surface.py mus
 local mode on local files (in this process), ``spark-submit`` to the standalone cluster on
 S3 (credentials reach executors as ``spark.executorEnv.*``), and a Connect client, holding
 no credentials, on S3 (the Connect server's driver plans and commits every write). New
-Flink savepoints, derived from one on S3, go to local directories (object stores are
-refused): on localhost, every process of the cluster shares them. The Flink-savepoint
-writer runs in local mode and from the Connect client, whose server runs its tasks on the
-same cluster; the ``spark-submit`` run leaves it out, as it would only repeat it.
+Flink savepoints, derived from one on S3, go to local directories in local mode and to S3
+from the Connect client, whose server runs the writer's tasks on the same cluster (they
+stage their sections beside the output, on S3; the driver publishes); the
+``spark-submit`` run leaves the writer out, as it would only repeat it.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def test_connect_client_without_storage_access_matches_local_mode(
     client = SparkSession.builder.remote(connect_url).create()
     try:
         out = run_surface(client, root, savepoint, s3.uri("connect/imported"),
-                          str(tmp_path / "savepoints"), s3_tool(s3))
+                          s3.uri("connect/savepoints"), s3_tool(s3))
         # The shim cannot be loaded from a client: refused before anything reaches the server,
         # and the key-group functions are the Python ones.
         assert register_functions(client) == "python"

@@ -1,6 +1,7 @@
 """Plant realistic bugs one at a time and see whether the tests catch each (not collected).
 
-    python tests/mutation/run.py [--only SUBSTRING] [--start POSITION]
+    python tests/mutation/run.py [--only SUBSTRING] [--writers] [--deselect-failing]
+                                 [--start POSITION]
 
 Each mutant replaces one exact snippet of one module (the snippet must occur
 exactly once), runs only the test files that guard that module (``-x``: the
@@ -12,7 +13,8 @@ Flink reader's framing checks, the Spark writer's task checks, pushdown and the
 JVM plan) and the rest of wave 3: the Flink savepoint target (target, staged
 sections, section framing, the rewrite's edit plan), delta runs (their metadata
 and validation, the incremental writer's choice of base) and the driver-side
-steps. A mutant whose snippet no longer occurs exactly once (the code moved on)
+steps; and the savepoint writers of issue 39 (``--writers``: ``WRITER_MODULES``). A mutant
+whose snippet no longer occurs exactly once (the code moved on)
 is reported as stale, not run, and left out of the rate. The last full run's
 result is in tests/mutation/README.md.
 """
@@ -24,6 +26,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +58,29 @@ DELTA_K = "malformed or version or metadata or chain"
 BASE_TESTS = ("tests/checkpointing/test_incremental_base.py",
               "tests/checkpointing/test_ttl_cutoff.py")
 DRIVER_TESTS = ("tests/test_driver_steps.py",)
+EDIT = "statesource/flink/operations/edit.py"
+WRITING = "statesource/flink/operations/savepoint_writing.py"
+EXPORT = "statesource/flink/operations/export.py"
+MIGRATE = "statesource/flink/operations/migrate.py"
+PUBLISH = "statesource/flink/snapshot/publish.py"
+WRITER_MODULES = (FLINK_RESCALE, EDIT, SAVEPOINT_PLAN, SAVEPOINT_TARGET, WRITING, STAGED, EXPORT,
+                  MIGRATE, PUBLISH)
+"""The savepoint writers (``--writers``): the eight modules of a rewrite, an edit, a Spark
+write into a savepoint, an export and a migration, and the publish protocol they share."""
+WRITES = "tests/flink/operations/test_flink_savepoint_writes.py"
+COPIED = "tests/flink/operations/test_copied_inputs.py"
+GUARDS = "tests/flink/operations/test_writer_guards.py"
+LEGACY_TIMERS = "statesource/flink/layouts/legacy_timers.py"
+HEAP_TIMERS = ("tests/flink/rocksdb/test_legacy_timers.py",
+               "tests/flink/test_rocksdb_incremental_checkpoints.py")
+OS_FAILURES = "tests/flink/operations/test_os_failures.py"
+COMPRESSED = "tests/flink/operations/test_compressed_output.py"
+ISOLATION = "tests/flink/operations/test_operator_isolation.py"
+MIGRATE_TESTS = ("tests/flink/operations/test_migrate.py",
+                 "tests/flink/operations/test_migrate_kryo.py")
+ONE_X = "tests/flink/operations/test_flink_1x_writes.py"
+EDITS_IN_FLINK = "tests/flink/operations/test_flink_savepoint_edits.py"
+EXPORT_IN_FLINK = "tests/flink/operations/test_flink_export.py"
 PUSHDOWN_TESTS = ("tests/spark/test_scan_key_equality.py",)
 
 
@@ -266,12 +292,14 @@ MUTANTS = [
     Mutant(STAGED, "                if zlib.crc32(body) != loc.crc32:",
            "                if False:", TARGET_TESTS),
     Mutant(STAGED,
-           "    if os.path.basename(written.path) != written.path or written.path in"
+           "    if \"/\" in written.path or \"\\\\\" in written.path or written.path in"
            " (\"\", \".\", \"..\"):", "    if written.path in (\"\", \".\", \"..\"):",
            TARGET_TESTS),
     Mutant(STAGED,
            "        with contextlib.suppress(FileNotFoundError):\n"
-           "            os.remove(_inside(work, written))", "        pass", TARGET_TESTS),
+           "            os.remove(_inside(directory, written).path)",
+           "        with contextlib.suppress(FileNotFoundError):\n"
+           "            _inside(directory, written)", TARGET_TESTS),
     Mutant(STAGED,
            "            locations.append(KeyGroupLocation(key_group, 0, 1, size, len(body),",
            "            locations.append(KeyGroupLocation(key_group, 0, 1, size, len(body) - 1,",
@@ -302,6 +330,143 @@ MUTANTS = [
            "    if header is None or not (edit.erase or edit.staged or len(dropped_operator_states)"
            "\n                              < len(edit.drops)):",
            "    if header is None or not (edit.erase or edit.staged):", TARGET_TESTS),
+    # the savepoint writers (issue 39): a rewrite's plan, its pass, what it copies, reports
+    Mutant(FLINK_RESCALE, "    check_output(output)  # refused before the source is even read\n"
+           "    snapshot = FlinkSnapshot.open(", "    snapshot = FlinkSnapshot.open(",
+           (OS_FAILURES,), "under_a_file"),
+    Mutant(FLINK_RESCALE, "    snapshot.check_output_outside(output)\n    rewrite =",
+           "    rewrite =", (COPIED,)),
+    Mutant(FLINK_RESCALE, "        check_parallelism(parallelism, max_parallelism)\n", "",
+           (WRITES,)),
+    Mutant(FLINK_RESCALE, "            kind = (InvalidArgumentError if all(",
+           "            kind = (InvalidArgumentError if any(", (WRITES, GUARDS)),
+    Mutant(FLINK_RESCALE, "        return any(not h.savepoint for plan in self.plans",
+           "        return any(h.savepoint for plan in self.plans", (WRITES,)),
+    Mutant(FLINK_RESCALE, "        if self.converted or not is_canonical_savepoint(properties):",
+           "        if self.converted:", (WRITES, GUARDS)),
+    Mutant(FLINK_RESCALE, "        if not LAYOUTS[self.snapshot.metadata.version].properties:",
+           "        if False:", (ONE_X,)),
+    Mutant(SAVEPOINT_PLAN, "    handles = snapshot.keyed_handles(op)\n"
+           "    if any(s.raw_keyed and not snapshot.heap_timers(s) for s in op.subtasks):",
+           "    handles = snapshot.keyed_handles(op)\n    if False:", (GUARDS,)),
+    Mutant(SAVEPOINT_PLAN,
+           "        if any(s.raw_keyed and not snapshot.heap_timers(s) for s in op.subtasks):",
+           "        if False:", (GUARDS,)),
+    Mutant(WRITING, "        converted = (self.snapshot.heap_timers(old)",
+           "        converted = (False", HEAP_TIMERS),
+    Mutant(LEGACY_TIMERS, "        if not r.at_end():", "        if False:", HEAP_TIMERS),
+    Mutant(LEGACY_TIMERS, "        elif names != signature:", "        elif False:",
+           HEAP_TIMERS),
+    Mutant(LEGACY_TIMERS,
+           "                held[timer_state_name(name, False)] = sorted(processing)\n"
+           "                held[timer_state_name(name, True)] = sorted(event)",
+           "                held[timer_state_name(name, True)] = sorted(processing)\n"
+           "                held[timer_state_name(name, False)] = sorted(event)", HEAP_TIMERS),
+    Mutant(SAVEPOINT_PLAN, "    if new_parallelism > max_parallelism:",
+           "    if new_parallelism >= max_parallelism:", (WRITES,)),
+    Mutant(SAVEPOINT_PLAN, "if (s.operator or s.raw_operator) and s.index >= new_parallelism)",
+           "if (s.operator or s.raw_operator) and s.index > new_parallelism)", (WRITES,)),
+    Mutant(SAVEPOINT_PLAN, "    _check_native(where, header, handles)\n    return OperatorPlan(",
+           "    return OperatorPlan(", (WRITES,)),
+    Mutant(SAVEPOINT_PLAN, "        _check_native(where, header, handles)\n    elif",
+           "        pass\n    elif", (GUARDS, WRITES)),
+    Mutant(SAVEPOINT_PLAN, "    renumber = [i - (i > dropped) if i != dropped else -1",
+           "    renumber = [i if i != dropped else -1", (GUARDS, TARGET_TESTS[0])),
+    Mutant(SAVEPOINT_PLAN, "    key_type, erase = _checked_key_type(header.key), ()",
+           "    key_type, erase = None, ()", (COPIED,)),
+    Mutant(SAVEPOINT_PLAN, "        inputs.append(_KeyedInput(handle, own, tuple(range(len("
+           "own.states)))\n                                  if ids is None else ids))",
+           "        inputs.append(_KeyedInput(handle, own, tuple(range(len(own.states)))))",
+           (GUARDS,)),
+    Mutant(FLINK_RESCALE, "        compressed = output_compressed(compression,"
+           " snapshot_compressed(snapshot))",
+           "        compressed = output_compressed(compression, False)", (COMPRESSED,)),
+    Mutant(CANONICAL_WRITER,
+           "        key_groups.append(frame(plain) if compress and plain else plain)",
+           "        key_groups.append(plain)", (COMPRESSED,)),
+    Mutant(SAVEPOINT_PLAN, "        if header is None and (edit.erase or edit.staged):",
+           "        if False:", (GUARDS, ISOLATION)),
+    Mutant(WRITING, "            for _ in decoded_states(data, source, handle):\n"
+           "                pass\n", "", (COPIED,)),
+    Mutant(WRITING, "                if not 0 <= offset < len(data):",
+           "                if offset > len(data):", (COPIED, GUARDS)),
+    Mutant(WRITING, "            if len(head) < 4 or version not in HEADER_VERSIONS:",
+           "            if len(head) < 4:", (COPIED,)),
+    Mutant(WRITING, "                            tuple(dataclasses.replace(h, stream=self._file("
+           "h.stream))\n                                  for h in old.raw_keyed),",
+           "                            (),", (GUARDS,)),
+    Mutant(WRITING, "                            self.operator_handles(old.raw_operator,"
+           " raw=True))", "                            self.operator_handles(old.raw_operator))",
+           (COPIED, GUARDS)),
+    Mutant(WRITING, "copies.keyed_handles(op, s.keyed), s, drop)",
+           "copies.keyed_handles(op, s.keyed), s, ())", (GUARDS, COPIED)),
+    Mutant(WRITING, "                if states[part.state_id].is_timer:\n"
+           "                    timers += part.count", "                if False:\n"
+           "                    timers += part.count", (GUARDS,)),
+    Mutant(WRITING, "                if info.is_timer:\n                    timers += kept",
+           "                if False:\n                    timers += kept", (GUARDS,)),
+    Mutant(WRITING, "                entries += kept", "                entries += len(pairs)",
+           (GUARDS, ISOLATION)),
+    Mutant(WRITING, "                    removed[name_of] = removed.get(name_of, 0) + part.count",
+           "                    removed[name_of] = removed.get(name_of, 0) + 1",
+           (GUARDS, ISOLATION, TARGET_TESTS[0])),
+    Mutant(WRITING, "                    for body, value in pairs:\n"
+           "                        framer.add(target, body, value)\n",
+           "", (GUARDS, COPIED, ISOLATION)),
+    Mutant(WRITING, "    if plan.key_type is None or plan.erase:",
+           "    if plan.key_type is None:", (ISOLATION, EDITS_IN_FLINK)),
+    Mutant(WRITING, "        return hashed % self.new_max", "        return hashed % self.old_max",
+           (WRITES, GUARDS)),
+    Mutant(EDIT, "    missing = tuple(key for i, key in enumerate(keys) if i not in found)",
+           "    missing = tuple(key for i, key in enumerate(keys) if i in found)",
+           (ISOLATION, EDITS_IN_FLINK)),
+    Mutant(EDIT, "data, snapshot.describe(handle.stream), handle) if found.name == state)",
+           "data, snapshot.describe(handle.stream), handle))", (GUARDS,)),
+    Mutant(EDIT, "                count += sum(len(value) for",
+           "                count += sum(1 for", (GUARDS,)),
+    Mutant(EDIT, "        if edited.operator_id == op.operator_id:",
+           "        if edited.operator == operator:", (GUARDS, ISOLATION)),
+    Mutant(EDIT, "    if not handles:\n        raise InvalidArgumentError(f\"operator {op.label!r}"
+           " has no keyed state: no keys to erase\")", "", (GUARDS,)),
+    Mutant(STAGED, "        raise storage_error(f\"cannot write {directory.child(name)}\", error)"
+           " from error", "        raise", (OS_FAILURES,), "sections"),
+    Mutant(STAGED, "            if info.type != pafs.FileType.File]", "            if False]",
+           TARGET_TESTS + ("tests/spark/test_executor_errors.py",)),
+    Mutant(SAVEPOINT_TARGET, "            base.check_output_outside(checked)\n", "",
+           (ISOLATION, COPIED, TARGET_TESTS[0])),
+    Mutant(SAVEPOINT_TARGET, "        check_checkpoint_id(checkpoint_id)\n", "",
+           TARGET_TESTS + (GUARDS,)),
+    Mutant(SAVEPOINT_TARGET, "    if flink_version is not None and release_layout(flink_version)"
+           ".version != layout.version:", "    if False:", (GUARDS,) + TARGET_TESTS),
+    Mutant(EXPORT, "                    entries += 1\n", "", (GUARDS, COMPRESSED)),
+    Mutant(EXPORT, "            elements += len(share)\n", "", (GUARDS, COMPRESSED)),
+    Mutant(EXPORT, "        if op.keyed_states or (op.operator_states and not keyed_only):",
+           "        if op.keyed_states:", (GUARDS, COMPRESSED)),
+    Mutant(EXPORT, "            recorded = layout.recorded_uid(plan.op.uid)",
+           "            recorded = plan.op.uid", (ONE_X,)),
+    Mutant(EXPORT, "    check_output(output)  # refused before the checkpoint is even read\n",
+           "", (GUARDS, OS_FAILURES)),
+    Mutant(MIGRATE, "    if layout.flink_major < 2:", "    if False:", MIGRATE_TESTS),
+    Mutant(MIGRATE, "    if written_by.flink_major >= 2:", "    if written_by.flink_major > 2:",
+           MIGRATE_TESTS),
+    Mutant(MIGRATE, "        if hashed != operator_id.lower():", "        if False:",
+           MIGRATE_TESTS),
+    Mutant(MIGRATE, "        if hashed not in ids:", "        if False:", MIGRATE_TESTS),
+    Mutant(MIGRATE, "        if not metadata.properties:", "        if False:", MIGRATE_TESTS),
+    Mutant(MIGRATE, "        stuck = [p.state for p in planned if p.action != BYTES and p.state"
+           " in walls]", "        stuck: list[str] = []", MIGRATE_TESTS),
+    Mutant(MIGRATE, "        snapshot.check_output_outside(output)\n", "",
+           MIGRATE_TESTS + (COPIED,)),
+    Mutant(PUBLISH, "    if os.path.lexists(output):", "    if os.path.exists(output):",
+           (GUARDS,)),
+    Mutant(PUBLISH, "            if self._written[stream.path] != stream.size:",
+           "            if False:", (GUARDS, WRITES)),
+    Mutant(PUBLISH, "            if not stream.relative or stream.path not in self._written:",
+           "            if False:", (WRITES,)),
+    Mutant(PUBLISH, "        if isinstance(error, OSError) and not isinstance(error,"
+           " StateSourceError):", "        if False:", (OS_FAILURES,)),
+    Mutant(PUBLISH, "        shutil.rmtree(self.staging, ignore_errors=True)\n", "",
+           (OS_FAILURES, WRITES)),
     # delta runs: metadata and validation
     Mutant("statesource/format/keyed_state_meta.py", "        if sequence < 0:",
            "        if sequence < -1:", DELTA_TESTS, DELTA_K),
@@ -457,17 +622,39 @@ MUTANTS = [
 ]
 
 
-def run(mutant: Mutant) -> tuple[bool | None, float]:
-    """Plant ``mutant``, run its tests, restore; returns (killed, seconds), killed None for
-    a stale mutant (its snippet does not occur exactly once)."""
+def _environment() -> dict[str, str]:
+    """This checkout's modules first, whatever the environment's editable install points at
+    (a private copy of the repository tests its own sources)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO), str(REPO / "statesource" / "spark" / "autoload")])}
+
+
+def _failing_unmutated(mutants: list[Mutant]) -> list[str]:
+    """The test ids among ``mutants``' tests that fail with no mutant planted."""
+    files = sorted({test for mutant in mutants for test in mutant.tests})
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-n", "0", "-p",
+                           "no:cacheprovider", *files], cwd=REPO, env=_environment(),
+                          capture_output=True, text=True, check=False)
+    failing = sorted({line.split()[1] for line in done.stdout.splitlines()
+                      if line.startswith(("FAILED ", "ERROR "))})
+    for test in failing:
+        print(f"failing unmutated, left out: {test}", flush=True)
+    return failing
+
+
+def run(mutant: Mutant, failing: Sequence[str] = ()) -> tuple[bool | None, float]:
+    """Plant ``mutant``, run its tests (but the ``failing`` ones), restore; returns (killed,
+    seconds), killed None for a stale mutant (its snippet does not occur exactly once)."""
     path = REPO / mutant.module
     source = path.read_text()
     if source.count(mutant.original) != 1:
         return None, 0.0
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO), str(REPO / "statesource" / "spark" / "autoload")])}
+    env = _environment()
     command = [sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p",
                "no:cacheprovider", *mutant.tests]
+    for test in failing:
+        if test.split("::")[0] in mutant.tests:
+            command += ["--deselect", test]
     if mutant.k:
         command += ["-k", mutant.k]
     missing = [test for test in mutant.tests if not (REPO / test).exists()]
@@ -492,14 +679,22 @@ def run(mutant: Mutant) -> tuple[bool | None, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="run the mutants whose module contains this")
+    parser.add_argument("--writers", action="store_true",
+                        help="run the mutants of the savepoint writers (WRITER_MODULES)")
+    parser.add_argument("--deselect-failing", action="store_true",
+                        help="first run the mutants' tests unmutated, and leave out (naming"
+                             " them) those that fail already: in a worktree where other work"
+                             " is under way, they would kill every mutant")
     parser.add_argument("--start", type=int, default=1,
                         help="run the mutants from this position of the list (1-based)")
     args = parser.parse_args()
     mutants = [m for m in MUTANTS[args.start - 1:]
-               if args.only is None or args.only in m.module]
+               if (args.only is None or args.only in m.module)
+               and (not args.writers or m.module in WRITER_MODULES)]
+    failing = _failing_unmutated(mutants) if args.deselect_failing else []
     survivors, stale = [], []
     for index, mutant in enumerate(mutants, 1):
-        killed, seconds = run(mutant)
+        killed, seconds = run(mutant, failing)
         shown = mutant.mutated.strip().splitlines()
         first_line = shown[0] if shown else "(removed)"
         verdict = "stale   " if killed is None else "killed  " if killed else "SURVIVED"

@@ -6,18 +6,25 @@ what the driver says of files the tasks wrote where it cannot see them.
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
 from collections.abc import Iterator
 
 import pytest
 
-from statesource.errors import CheckpointNotFoundError, CorruptCheckpointError, StorageAccessError
+from statesource.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    StorageAccessError,
+    StorageError,
+)
 from statesource.flink.operations.savepoint_target import FlinkSavepointTarget
 from statesource.format.locations import DataFile
 from statesource.format.storage import resolve
 from statesource.format.target import CheckpointTarget
 from statesource.keygroups import KeyGroupRange
-from statesource.spark.executor import guarded, restated
+from statesource.spark.executor import guarded, raised_by_tasks, restated
 from statesource.spark.write.rewrite import publish_staged
 
 S3 = "s3://bucket/root?region=us-east-1&endpoint_override=127.0.0.1:9&scheme=http"
@@ -64,6 +71,16 @@ def test_a_write_task_names_the_store_from_its_error() -> None:
     assert not isinstance(local.value, StorageAccessError)
 
 
+def test_a_local_refusal_in_a_task_is_one_line_naming_host_cause_and_file(tmp_path) -> None:
+    path = tmp_path / "x.sections"
+    with pytest.raises(StorageError) as refused, restated(None):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    assert str(refused.value) == (f"Spark task on host {socket.gethostname()}, writing: No"
+                                  f" space left on device: {path}")
+    assert refused.value.errno == errno.ENOSPC and not isinstance(refused.value,
+                                                                  StorageAccessError)
+
+
 def written_elsewhere(path: str) -> DataFile:
     """What a task on another machine reports: a file on its own disk."""
     return DataFile(path, KeyGroupRange(0, 127), 1, ())
@@ -87,3 +104,22 @@ def test_sections_written_onto_executors_disks_leave_no_savepoint(tmp_path):
     with pytest.raises(StorageAccessError, match="'state.sub0.sections'"):
         publish_staged(target, [written_elsewhere("state.sub0.sections")], [])
     assert not output.exists()
+
+
+def test_a_failed_job_is_re_raised_as_the_error_its_task_raised() -> None:
+    """Spark's exception holds the worker's traceback (ours last, after what caused it) and
+    then the JVM's; what is not statesource's own stays Spark's."""
+    spark_text = ("An exception was thrown from the Python worker.\nTraceback (most recent"
+                  " call last):\nOSError: [Errno 28] No space left on device\n\nThe above"
+                  " exception was the direct cause of the following exception:\n\n"
+                  "statesource.errors.StorageError: cannot write /d/x.sections: No space left"
+                  " on device\n\tat org.apache.spark.api.python.BasePythonRunner(x.scala:1)")
+    spark_error = RuntimeError(spark_text)
+    with pytest.raises(StorageError) as ours, raised_by_tasks():
+        raise spark_error
+    assert str(ours.value) == "cannot write /d/x.sections: No space left on device"
+    assert ours.value.__cause__ is spark_error
+    for foreign in (RuntimeError("statesource.errors.NotAnError: x"), ValueError("plain")):
+        with pytest.raises(type(foreign)) as kept, raised_by_tasks():
+            raise foreign
+        assert kept.value is foreign

@@ -19,7 +19,7 @@ from statesource.format.locations import DataFile
 from statesource.keygroups import key_groups, operator_indexes
 from statesource.model import StateKind
 from statesource.spark.compat import is_connect
-from statesource.spark.executor import guarded
+from statesource.spark.executor import guarded, raised_by_tasks
 from statesource.spark.jvm.session import (
     KEY_GROUP_FUNCTION,
     OPERATOR_INDEX_FUNCTION,
@@ -44,7 +44,8 @@ def write_state_files(df: Any, target: StateWrite) -> list[DataFile]:
     list them either).
     """
     shuffled, target = _by_subtask(df, target)
-    rows = shuffled.mapInArrow(_task(target), "file string").collect()
+    with raised_by_tasks():
+        rows = shuffled.mapInArrow(_task(target), "file string").collect()
     return [DataFile.from_json_text(row.file) for row in rows]
 
 

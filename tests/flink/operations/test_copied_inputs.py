@@ -3,14 +3,17 @@ savepoint that looks valid.
 
 An edit of one operator (``drop``) carries the others' files over as they are. Their
 operator-state files are decoded whole before they are copied, and their keyed-state files'
-versions checked; a ``_metadata`` that lists an operator twice is refused when read; an
-output inside what is read is refused. Each refusal names the file and leaves nothing
-behind.
+versions checked; the keys of the edited operator, whose pairs are walked but stay in their
+key group, are checked to hash back to it; a ``_metadata`` that lists an operator twice is
+refused when read; an output inside what is read is refused. Each refusal names the file
+and leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -85,3 +88,28 @@ def test_an_output_inside_what_is_read_is_refused(inside, tmp_path):
     assert not output.exists()
     drop_state(str(checkpoint), str(tmp_path / "beside"), "lazy", "vip")  # outside: written
     assert (tmp_path / "beside" / "_metadata").is_file()
+
+
+def test_a_key_stored_in_another_key_group_than_its_hash_is_not_copied(tmp_path):
+    """``max_id`` of key 39 in key group 1 of mp256's first file becomes key 40, whose key
+    group under 256 is not 1 (``rescale`` and ``erase`` refuse it): a drop that keeps the key
+    refuses it too, rather than copy a key the job would never find. A drop of the state it
+    is in leaves it out: nothing corrupt is copied, and the drop succeeds."""
+    source = tmp_path / "source"
+    shutil.copytree(FIXTURES / "mp256" / "canonical", source)
+    data = source / "160e1efc-ec06-4615-9bac-42079a4724da"
+    data.chmod(0o644)
+    raw = bytearray(data.read_bytes())
+    offset = 3789  # key group 1: state id, key length, composite key (max_id of key 39)
+    assert raw[offset + 6:offset + 17] == struct.pack(">H", 0x8001) + struct.pack(">q", 39) + b"\0"
+    raw[offset + 15] = 40
+    data.write_bytes(bytes(raw))
+    with pytest.raises(CorruptCheckpointError,
+                       match=f"{data.name} \\(key group 1\\), operator 'stateful', state"
+                             " 'max_id': key 40 is stored in key group 1, but its hash"):
+        drop_state(str(source), str(tmp_path / "out"), "stateful", "events")
+    assert sorted(os.listdir(tmp_path)) == ["source"]  # no output, no staging
+    drop_state(str(source), str(tmp_path / "out"), "stateful", "max_id")
+    snapshot = FlinkSnapshot.open(str(tmp_path / "out"))
+    header = snapshot.header(snapshot.operator("stateful"))
+    assert header is not None and "max_id" not in [s.name for s in header.states]

@@ -60,7 +60,8 @@ def leftovers(parent: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("variant, new", [("mp256", 1024), ("mp256", 128),
-                                          ("mp128-snappy", 256), ("types", 4096)])
+                                          ("mp128-snappy", 256), ("types", 4096),
+                                          ("mp256", 2)])  # as many key groups as subtasks
 def test_every_entry_is_kept_in_the_key_group_of_its_key(tmp_path, variant, new):
     """The reader finds every entry of every state (Avro and Kryo values moved as bytes
     included), and the reader's own check puts each in the key group of its key."""
@@ -399,9 +400,10 @@ def test_a_key_that_does_not_hash_to_its_key_group_is_refused(tmp_path):
     raw[offset + 7] = 1
     raw[offset + 15] = 40  # key 40, whose key group under 256 is not 1
     data.write_bytes(bytes(raw))
-    with pytest.raises(IncompatibleCheckpointError,
-                       match="operator 'stateful', state 'max_id': key 40 is stored in key"
-                             " group 1, but its hash .* gives key group"):
+    with pytest.raises(CorruptCheckpointError,
+                       match="160e1efc-ec06-4615-9bac-42079a4724da \\(key group 1\\), operator"
+                             " 'stateful', state 'max_id': key 40 is stored in key group 1, but"
+                             " its hash .* gives key group"):
         rescale_max_parallelism(source, tmp_path / "out", 1024)
     assert sorted(os.listdir(tmp_path)) == ["source"]
 

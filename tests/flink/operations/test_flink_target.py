@@ -22,6 +22,7 @@ from statesource.errors import (
     CorruptCheckpointError,
     IncompatibleCheckpointError,
     InvalidArgumentError,
+    StorageAccessError,
 )
 from statesource.flink.declarations import declaration as declared
 from statesource.flink.layouts.canonical_writer import KeyGroupFramer, frame_key_group, section_body
@@ -227,17 +228,17 @@ def test_an_existing_output_is_refused(tmp_path):
         FlinkSavepointTarget.open(str(BASE), str(tmp_path / "out"))
 
 
-def test_an_object_store_output_is_refused_naming_it_without_its_keys(tmp_path):
-    """Tasks stage sections beside the output and the driver renames a directory: object
-    stores have neither, so the output must be a local or shared file system path."""
+def test_an_unreachable_object_store_output_fails_first_naming_it_without_its_keys():
+    """An object-store output (tests/cluster/test_s3_savepoints.py writes to one) is checked
+    before any work: an endpoint nothing listens on fails in one line naming the output,
+    its credentials redacted."""
     output = ("s3://AKIDEXAMPLE:s3cr3t@bucket/savepoints/out?endpoint_override=127.0.0.1:9"
               "&scheme=http&region=us-east-1")
-    with pytest.raises(InvalidArgumentError) as refused:
+    with pytest.raises(StorageAccessError) as refused:
         FlinkSavepointTarget.open(str(BASE), output)
     message = str(refused.value)
-    assert "s3://***@bucket/savepoints/out" in message and "s3cr3t" not in message
-    assert "local or shared file system path only" in message
-    assert "driver and every executor" in message
+    assert message.startswith("cannot reach savepoint output s3://***@bucket/savepoints/out")
+    assert "s3cr3t" not in message and "AKIDEXAMPLE" not in message
 
 
 def _staged(tmp_path: Path) -> tuple[FlinkSavepointTarget, list[DataFile]]:
