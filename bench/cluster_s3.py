@@ -62,7 +62,7 @@ def timed_rescale(spark: Any, path: str) -> tuple[float, list[tuple[float, str]]
 
     marks: list[tuple[float, str]] = []
     started = time.perf_counter()
-    rescale_max_parallelism(spark, path, 256, checkpoint_id=1,
+    rescale_max_parallelism(spark, path, None, 256, checkpoint_id=1,
                             progress=lambda line: marks.append((time.perf_counter(), line)))
     ended = time.perf_counter()
     phases = []

@@ -62,6 +62,16 @@ def make_savepoint(target: Path, events: int, keys: int) -> Path:
     return target
 
 
+def savepoint_for(given: Path | None, events: int, keys: int) -> Path:
+    """``given``, or the savepoint of ``events`` events over ``keys`` keys kept in the
+    system's temp directory, made by a real Flink on first use."""
+    savepoint = given or Path(tempfile.gettempdir()) / f"statesource-bench-flink-{events}-{keys}"
+    if not savepoint.exists():
+        print(f"making a savepoint of {events:,} events over {keys:,} keys ...")
+        make_savepoint(savepoint, events, keys)
+    return savepoint
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -71,11 +81,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--spark-baseline", action="store_true")
     args = parser.parse_args()
-    savepoint = args.savepoint or Path(
-        tempfile.gettempdir()) / f"statesource-bench-flink-{args.events}-{args.keys}"
-    if not savepoint.exists():
-        print(f"making a savepoint of {args.events:,} events over {args.keys:,} keys ...")
-        make_savepoint(savepoint, args.events, args.keys)
+    savepoint = savepoint_for(args.savepoint, args.events, args.keys)
     snapshot = FlinkSnapshot.open(str(savepoint))
     size = sum(h.stream.size for op in snapshot.operators for h in snapshot.keyed_handles(op))
     done = []

@@ -49,7 +49,7 @@ def main() -> None:
         ids = iter(range(2, 100))
         baseline = best_of(args.repeat, shuffle_parquet)
         rekey = best_of(args.repeat, lambda: rescale_max_parallelism(
-            spark, root, 256, checkpoint_id=1, new_checkpoint_id=next(ids)))
+            spark, root, None, 256, checkpoint_id=1, new_checkpoint_id=next(ids)))
         print(f"read.parquet + repartition + write.parquet: {baseline:7.2f} s  (1.00x)")
         print(f"rescale_max_parallelism:                     {rekey:7.2f} s"
               f"  ({rekey / baseline:.2f}x; goal <= 1.5x)")

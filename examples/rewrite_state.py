@@ -44,14 +44,14 @@ with rewrite(spark, path) as erase:
 print("erased customer-9 in checkpoint", erase.info.checkpoint_id)
 
 # 3. Add a field to a value schema: totals become a record {total, currency}.
-record = ('{"type": "record", "name": "Total", "fields": [{"name": "total", "type": "long"},'
-          ' {"name": "currency", "type": "string"}]}')
+record = {"type": "record", "name": "Total",
+          "fields": [{"name": "total", "type": "long"}, {"name": "currency", "type": "string"}]}
 with rewrite(spark, path) as migrate:
     migrate.drop(op, "totals")
     migrate.replace(
         state("totals").select("key", F.struct(F.col("value").alias("total"),
                                                F.lit("EUR").alias("currency")).alias("value")),
-        op, "totals", kind="value", valueSchemas=f'{{"value": {record}}}')
+        op, "totals", kind="value", value_schemas={"value": record})
 print("new schema in checkpoint", migrate.info.checkpoint_id)
 
 # 4. Bootstrap a new state from a table: each customer's tier.

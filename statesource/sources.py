@@ -58,13 +58,15 @@ def open_target(path: str | None, output: str | None = None, *,
                 base_checkpoint_id: int | None = None,
                 checkpoint_id: int | None = None,
                 pojos: Mapping[str, PojoClass] | None = None,
-                flink_version: str | None = None) -> SnapshotTarget:
+                flink_version: str | None = None,
+                compression: str | None = None) -> SnapshotTarget:
     """Where a write goes: a new Flink savepoint directory ``output`` derived from the Flink
     snapshot at ``path`` (or from nothing), else a new statesource checkpoint under ``path``.
     ``pojos`` declares the Java classes of records a new Flink state holds as POJOs (a
     statesource checkpoint has no Java classes: refused there); ``flink_version`` the Flink
     release a savepoint made from nothing is for (one derived from a snapshot is for that
-    snapshot's).
+    snapshot's); ``compression`` the savepoint's Snappy compression
+    (:mod:`statesource.flink.snapshot.compression`).
 
     A Flink snapshot is never written in place, and a statesource checkpoint never becomes a
     savepoint by a write (``export-flink`` does that): both are refused, naming the cure.
@@ -84,6 +86,10 @@ def open_target(path: str | None, output: str | None = None, *,
             raise InvalidArgumentError(
                 f"Flink version {flink_version} is of a new Flink savepoint; {path} gets a"
                 " statesource checkpoint: give output, or no Flink version")
+        if compression is not None:
+            raise InvalidArgumentError(
+                f"compression {compression} is of a new Flink savepoint; {path} gets a"
+                " statesource checkpoint (Arrow IPC files): give output, or no compression")
         return CheckpointTarget.open(path, base_checkpoint_id, checkpoint_id)
     if path is not None and not flink:
         raise InvalidArgumentError(
@@ -91,7 +97,7 @@ def open_target(path: str | None, output: str | None = None, *,
             " write a statesource checkpoint without output, or turn it into a savepoint"
             " with statesource export-flink")
     return FlinkSavepointTarget.open(path, output, base_checkpoint_id, checkpoint_id, pojos,
-                                     flink_version)
+                                     flink_version, compression)
 
 
 def open_change_feed(path: PathOrLocation, start_id: int, end_id: int | None, *,

@@ -375,3 +375,45 @@ def operator_state_of_rows(rows: Iterable[Mapping[str, Any]]) -> list:
             subtasks.setdefault(row["operator_index"], []).append(row["list_element"])
     assert sorted(subtasks) == list(range(len(subtasks))), subtasks
     return [subtasks[index] for index in sorted(subtasks)]
+
+
+def fixture_counts(truth: dict) -> dict[str, dict]:
+    """Per operator of a fixture: (entries, rows) per state, and rows per key group, from its
+    expected.json alone (what ``inspect`` and the metadata view must count)."""
+    maxp = truth["max_parallelism"]
+    stateful = truth["stateful"]
+    keys = len(stateful)
+    timers = sum(len(s["timers"]) for s in stateful.values())
+    stateful_states = {
+        "total": (keys, keys), "max_id": (keys, keys), "avg": (keys, keys),
+        "last": (keys, keys),
+        "events": (keys, sum(len(s["events"]) for s in stateful.values())),
+        "per_user": (keys, sum(len(s["per_user"]) for s in stateful.values())),
+        "_timer_state/event_user-timers": (timers, timers),
+        "_timer_state/processing_user-timers": (0, 0),
+        "seen": (len(truth["seen"]), len(truth["seen"])),
+        "subtasks": (len(truth["subtasks"]), len(truth["subtasks"])),
+    }
+    stateful_groups: dict[int, int] = {}
+    for key, s in stateful.items():
+        group = assign_to_key_group(int(key), LONG, maxp)
+        rows = 4 + len(s["events"]) + len(s["per_user"]) + len(s["timers"])
+        stateful_groups[group] = stateful_groups.get(group, 0) + rows
+    windows = len(truth["windows"])
+    window_groups: dict[int, int] = {}
+    for window in truth["windows"]:
+        user, sub_key, _ = json.loads(window)
+        group = assign_to_key_group((user, sub_key), TupleType((STRING, INT)), maxp)
+        window_groups[group] = window_groups.get(group, 0) + 2  # its contents and its timer
+    rules = len(truth["rules"]) * truth["parallelism"]
+    return {
+        "stateful": {"states": stateful_states, "groups": stateful_groups},
+        "windows": {"states": {"window-contents": (windows, windows),
+                               "_timer_state/event_window-timers": (windows, windows),
+                               "_timer_state/processing_window-timers": (0, 0)},
+                    "groups": window_groups},
+        "opaque": {"states": {"last_uuid": (keys, keys),
+                              "_timer_state/event_user-timers": (0, 0),
+                              "_timer_state/processing_user-timers": (0, 0)}},
+        "broadcaster": {"states": {"rules": (rules, rules)}},
+    }

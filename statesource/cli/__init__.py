@@ -20,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
 from statesource.cli import (
+    clean_savepoints,
     demo,
     diff,
     erase,
@@ -32,13 +33,13 @@ from statesource.cli import (
     rescale,
     retain,
 )
-from statesource.errors import StateSourceError
+from statesource.errors import StateSourceError, describe_os_error
 from statesource.format.storage import redacted
 from statesource.format.versions import FORMAT_VERSION, PLAIN_FORMAT_VERSION
 from statesource.format.versions import SUPPORTED_FORMAT_VERSIONS as SUPPORTED
 
 _COMMANDS = (demo, export_flink, import_flink, inspect, jvm, keygroup, rescale, retain, diff,
-             erase, migrate)
+             erase, migrate, clean_savepoints)
 FAILED = 1
 """The exit status of a failed command (``diff``'s is :data:`diff.FAILED`)."""
 _FAILED_BY_COMMAND = {"diff": diff.FAILED}
@@ -110,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return failed
     except OSError as error:
-        return _fail(prog, _os_error(error), failed)
+        return _fail(prog, describe_os_error(error), failed)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
@@ -129,10 +130,3 @@ def _fail(prog: str, message: str, status: int) -> int:
     return status
 
 
-def _os_error(error: OSError) -> str:
-    """What the operating system refused, and the file: ``No space left on device:
-    /data/chk-3/data/x.arrow``."""
-    names = [os.fsdecode(n) for n in (error.filename, error.filename2) if n is not None]
-    if error.strerror and names:
-        return f"{error.strerror}: {' -> '.join(names)}"
-    return str(error)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from statesource.cli.output import add_json_option, emit, progress
+from statesource.cli.output import add_compression_option, add_json_option, emit, progress
 from statesource.flink.operations.export import export_flink
 from statesource.flink.serializers.java_values import TIMESTAMP_CLASSES
 from statesource.flink.serializers.mapping import pojo_classes
@@ -41,6 +41,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         " local-timestamp-*) in the job: " + ", ".join(TIMESTAMP_CLASSES)
                         + " (java.sql.Timestamp); default Avro's: Instant for timestamp-*,"
                         " LocalDateTime for local-timestamp-*")
+    add_compression_option(parser, default="none")
     add_json_option(parser)
     parser.set_defaults(run=run)
 
@@ -51,10 +52,12 @@ def run(args: argparse.Namespace) -> int:
     done = export_flink(args.checkpoint, args.output, checkpoint_id=args.checkpoint_id,
                         pojos=pojos, keyed_only=args.keyed_only,
                         flink_version=args.flink_version,
-                        timestamp_class=args.timestamp_class, progress=progress(args))
+                        timestamp_class=args.timestamp_class, progress=progress(args),
+                        compression=args.compression)
     if args.json:
         emit({"kind": "flink", "checkpoint_id": done.checkpoint_id, "location": done.output,
-              "source": done.source, "entries": done.entries, "seconds": done.seconds,
+              "source": done.source, "entries": done.entries, "compressed": done.compressed,
+              "seconds": done.seconds,
               "operators": [{"uid": op.uid, "operator_id": op.operator_id,
                              "parallelism": op.parallelism,
                              "max_parallelism": op.max_parallelism, "states": list(op.states),

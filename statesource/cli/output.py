@@ -23,6 +23,16 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
                         " shape: docs/CLI.md); progress goes to stderr")
 
 
+def add_compression_option(parser: argparse.ArgumentParser,
+                           default: str = "as the input was") -> None:
+    """``--compression``, for commands that write a Flink savepoint (the value is checked by
+    the operation, before it reads anything: :mod:`statesource.flink.snapshot.compression`)."""
+    parser.add_argument("--compression", metavar="snappy|none",
+                        help="Snappy-compress the state written, as Flink's"
+                        " execution.checkpointing.snapshot-compression does, or not (default:"
+                        f" {default})")
+
+
 def progress(args: argparse.Namespace) -> Callable[[str], None]:
     """Where lines of progress go: stdout with the report, stderr beside a JSON document."""
     if args.json:

@@ -7,7 +7,13 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from statesource.cli.output import add_json_option, emit, progress, wrote_canonical
+from statesource.cli.output import (
+    add_compression_option,
+    add_json_option,
+    emit,
+    progress,
+    wrote_canonical,
+)
 from statesource.errors import InvalidArgumentError
 from statesource.format.commit import CheckpointInfo
 from statesource.format.source import FLINK
@@ -41,7 +47,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="a new max parallelism, 1 to 32768 and at least P: re-keys every"
                         " key with a local Spark job")
     parser.add_argument("--operator", metavar="UID",
-                        help="rescale only this operator (default: every operator)")
+                        help="rescale only this operator, by uid, hex id or unique name"
+                        " (default: every operator)")
     parser.add_argument("--checkpoint-id", type=int, metavar="N",
                         help="rescale checkpoint N under PATH (default: the newest)")
     parser.add_argument("--new-checkpoint-id", type=int, metavar="N",
@@ -49,6 +56,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--output", metavar="DIR",
                         help="for a Flink snapshot: the new savepoint directory (must not"
                         " exist)")
+    add_compression_option(parser)
     add_json_option(parser)
     parser.set_defaults(run=run)
 
@@ -61,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
             f"--output {args.output}: a statesource checkpoint is rescaled into a new checkpoint"
             " under the same root (--new-checkpoint-id N); --output names the savepoint"
             " directory of a rescaled Flink snapshot")
+    if args.compression is not None:
+        raise InvalidArgumentError(
+            f"--compression {args.compression}: a statesource checkpoint's files keep their"
+            " format; --compression applies to a Flink savepoint written with --output")
     say = progress(args)
     if args.max_parallelism is None:
         if args.parallelism is None:
@@ -87,7 +99,7 @@ def _rescale_max_parallelism(args: argparse.Namespace, say: Callable[[str], None
     say("starting local Spark (the first job takes a few seconds)...")
     spark = session("statesource-rescale")
     try:
-        info = rescale_max_parallelism(spark, args.path, args.max_parallelism,
+        info = rescale_max_parallelism(spark, args.path, None, args.max_parallelism,
                                        parallelism=args.parallelism, operator=args.operator,
                                        checkpoint_id=args.checkpoint_id,
                                        new_checkpoint_id=args.new_checkpoint_id, progress=say)
@@ -133,13 +145,14 @@ def run_flink(args: argparse.Namespace) -> int:
             " (the snapshot itself is never changed)")
     done = rescale_savepoint(args.path, args.output, args.max_parallelism,
                              parallelism=args.parallelism, checkpoint_id=args.checkpoint_id,
-                             progress=progress(args))
+                             progress=progress(args), compression=args.compression)
     if args.json:
         emit(savepoint_document(done))
     else:
         print(wrote_canonical(done.output) + f": {done.entries:,} entries and timers re-keyed to"
-              f" max parallelism {done.max_parallelism} in {done.seconds:.1f} s; restore it in"
-              f" a job with pipeline.max-parallelism: {done.max_parallelism}")
+              f" max parallelism {done.max_parallelism}"
+              f"{', Snappy-compressed' if done.compressed else ''} in {done.seconds:.1f} s;"
+              f" restore it in a job with pipeline.max-parallelism: {done.max_parallelism}")
     return 0
 
 
@@ -148,7 +161,8 @@ def savepoint_document(done: RescaledSavepoint) -> dict[str, Any]:
     (docs/CLI.md)."""
     return {"kind": "flink", "checkpoint_id": done.checkpoint_id, "location": done.output,
             "source": done.source, "max_parallelism": done.max_parallelism,
-            "entries": done.entries, "converted": done.converted, "seconds": done.seconds,
+            "entries": done.entries, "converted": done.converted,
+            "compressed": done.compressed, "seconds": done.seconds,
             "operators": [{"uid": op.operator, "operator_id": op.operator_id or None,
                            "max_parallelism": op.new_max_parallelism,
                            "max_parallelism_before": op.max_parallelism,

@@ -91,6 +91,9 @@ class StateSummary:
     operator_name: str | None = None
     """The name the operator's producer gave it, where it records one (Flink 2.x: ``Map``,
     ``GroupAggregate[5]``; the name a SQL user knows a planner's operator by)."""
+    operator_id: str | None = None
+    """A Flink operator's hex id (the hash of its uid, or of its place in the job graph):
+    None in a statesource checkpoint, whose operators have a uid alone."""
 
 
 @dataclass(frozen=True)

@@ -28,20 +28,20 @@ from statesource.rescale.report import describe_rescale
 from statesource.rescale.target import check_parallelism_for, plan_target
 
 
-def rescale_parallelism(path: str, parallelism: int, *, operator: str | None = None,
+def rescale_parallelism(source: str, parallelism: int, *, operator: str | None = None,
                         checkpoint_id: int | None = None, new_checkpoint_id: int | None = None,
                         filesystem: pafs.FileSystem | None = None,
                         progress: Progress | None = None) -> CheckpointInfo:
-    """Write a new checkpoint that is the one at ``path`` run at ``parallelism``.
+    """Write a new checkpoint that is the one at ``source`` run at ``parallelism``.
 
-    ``path`` is a checkpoint or a directory of checkpoints (``checkpoint_id``
+    ``source`` is a checkpoint or a directory of checkpoints (``checkpoint_id``
     picks one; default the newest). ``operator`` names the operator to rescale
     (default: all); the others are carried over unchanged. The new checkpoint
     gets ``new_checkpoint_id`` (default: one more than the newest under the
     root). ``progress`` receives the rows per subtask now and after, and the
     skew, before anything is written. Returns the committed checkpoint.
     """
-    target = plan_target(path, operator=operator, checkpoint_id=checkpoint_id,
+    target = plan_target(source, operator=operator, checkpoint_id=checkpoint_id,
                          new_checkpoint_id=new_checkpoint_id, filesystem=filesystem)
     for op in target.operators:
         check_parallelism_for(op, parallelism)

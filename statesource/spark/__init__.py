@@ -9,59 +9,43 @@ pyspark is imported lazily, so ``import statesource`` never needs it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statesource.errors import StateSourceError
+
+if TYPE_CHECKING:
+    from statesource.spark.write.erase import erase_keys
+    from statesource.spark.write.rescale import rescale_max_parallelism, rescale_parallelism
+    from statesource.spark.write.rewrite import rewrite, write_state
+
+__all__ = ["check_java", "erase_keys", "register", "rescale_max_parallelism",
+           "rescale_parallelism", "rewrite", "session", "write_state"]
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 _SUBMITTED = "PYSPARK_GATEWAY_PORT"
 """Set by spark-submit for the Python driver it starts: the JVM and its settings exist."""
 
 
-def write_state(df: Any, path: str, operator: str, state: str, **options: Any) -> Any:
-    """Write ``df`` as one keyed state of a new checkpoint
-    (:func:`statesource.spark.write.rewrite.write_state`)."""
-    from statesource.spark.write.rewrite import write_state as write
-
-    return write(df, path, operator, state, **options)
-
-
-def rewrite(spark: Any, path: str, **options: Any) -> Any:
-    """Stage several state changes for one new checkpoint
-    (:func:`statesource.spark.write.rewrite.rewrite`)."""
-    from statesource.spark.write.rewrite import rewrite as start
-
-    return start(spark, path, **options)
+_API = {
+    "write_state": "statesource.spark.write.rewrite",
+    "rewrite": "statesource.spark.write.rewrite",
+    "rescale_max_parallelism": "statesource.spark.write.rescale",
+    "rescale_parallelism": "statesource.spark.write.rescale",
+    "erase_keys": "statesource.spark.write.erase",
+}
+"""The operations on DataFrames and sessions, by the module that defines each. They are
+imported when first used (PEP 562), so importing this package needs no pyspark, and each
+has one signature: its own."""
 
 
-def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, **options: Any) -> Any:
-    """A new checkpoint with every keyed state re-keyed for ``max_parallelism``
-    (:func:`statesource.spark.write.rescale.rescale_max_parallelism`)."""
-    from statesource.spark.write.rescale import rescale_max_parallelism as rescale
-
-    return rescale(spark, path, max_parallelism, **options)
-
-
-def erase_keys(df: Any, snapshot: str, operator: str, **options: Any) -> Any:
-    """A new Flink savepoint without the keys of ``df``'s ``key`` column
-    (:func:`statesource.spark.write.erase.erase_keys`)."""
-    from statesource.spark.write.erase import erase_keys as erase
-
-    return erase(df, snapshot, operator, **options)
-
-
-def rescale_parallelism(spark: Any, path: str, parallelism: int, **options: Any) -> Any:
-    """:func:`statesource.rescale_parallelism` run on ``spark``'s driver (or Connect server),
-    for a caller that cannot see the storage; ``options`` as there, without ``progress``."""
-    import functools
-
-    from statesource.rescale import rescale_parallelism as rescale
-    from statesource.spark.driver import commit_on_driver
-
-    return commit_on_driver(spark, functools.partial(rescale, path, parallelism, **options))
+def __getattr__(name: str) -> Any:
+    if name not in _API:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_API[name]), name)
 
 
 def register(spark: Any) -> None:

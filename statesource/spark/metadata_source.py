@@ -1,7 +1,8 @@
 """``spark.read.format("flinkstate-metadata")``: one row per state of a checkpoint.
 
 The analogue of Spark's ``state-metadata`` source and Flink's
-``savepoint_metadata``: what a checkpoint holds, before reading any of it.
+``savepoint_metadata``: what a checkpoint holds, before reading any of its rows (a
+Flink snapshot's keyed states are counted by decoding them, :mod:`.read.metadata`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ state.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -164,10 +165,10 @@ def _boolean(options: dict[str, str], key: str, default: bool | None) -> bool | 
 _WRITE_KNOWN = {name.lower(): name for name in (
     "path", "output", "operator", "state", "baseCheckpointId", "checkpointId", "kind", "keyType",
     "namespaceType", "maxParallelism", "parallelism", "valueSchemas", "orderColumn",
-    "pojoClasses", "flinkVersion")}
+    "pojoClasses", "flinkVersion", "compression")}
 """Write options, by their lower-cased form (Spark lower-cases option names)."""
 CHECKPOINT_OPTIONS = ("path", "output", "baseCheckpointId", "checkpointId", "pojoClasses",
-                      "flinkVersion")
+                      "flinkVersion", "compression")
 """Options of a whole write (the new checkpoint), not of one state in it."""
 
 
@@ -201,14 +202,28 @@ class WriteOptions:
     flink_version: str | None = None
     """The Flink release (``flinkVersion``, e.g. ``"1.20"``) a savepoint made from nothing is
     for; one derived from a Flink snapshot is for that snapshot's."""
+    compression: str | None = None
+    """A new Flink savepoint's Snappy compression (``snappy``, ``none``; default: as the
+    snapshot it derives from; :mod:`statesource.flink.snapshot.compression`)."""
+    keywords: bool = False
+    """Whether the options came as a Python call's keyword arguments
+    (:func:`state_write_options`): messages then name them as the caller wrote them."""
+
+    def named(self, option: str) -> str:
+        """How a message names ``option`` (camelCase): as the caller gave it."""
+        if self.keywords:
+            return next(name for name, known in STATE_KEYWORDS.items() if known == option)
+        return f"option {option}"
 
     def without_checkpoint_options(self) -> WriteOptions:
-        """These options less ``baseCheckpointId``, ``checkpointId``, ``pojoClasses`` and
-        ``flinkVersion``, taken by the caller for the whole write."""
+        """These options less ``baseCheckpointId``, ``checkpointId``, ``pojoClasses``,
+        ``flinkVersion`` and ``compression``, taken by the caller for the whole write."""
         given = {k: v for k, v in self.given.items() if k not in
-                 ("baseCheckpointId", "checkpointId", "pojoClasses", "flinkVersion")}
+                 ("baseCheckpointId", "checkpointId", "pojoClasses", "flinkVersion",
+                  "compression")}
         return dataclasses.replace(self, given=given, base_checkpoint_id=None,
-                                   checkpoint_id=None, pojos={}, flink_version=None)
+                                   checkpoint_id=None, pojos={}, flink_version=None,
+                                   compression=None)
 
     def with_state(self, operator: str, state: str) -> WriteOptions:
         """These options for keyed state ``state`` of ``operator``."""
@@ -245,6 +260,7 @@ def parse_write_options(options: Mapping[str, object]) -> WriteOptions:
         pojos=pojo_classes(given["pojoClasses"], "option pojoClasses")
         if "pojoClasses" in given else {},
         flink_version=given.get("flinkVersion") or None,
+        compression=given.get("compression") or None,
     )
 
 
@@ -274,3 +290,37 @@ def _value_schemas(text: str | None) -> Mapping[str, Any]:
     if text is None:
         return {}
     return json_object_argument(text, "option valueSchemas", "role -> Avro schema")
+
+
+STATE_KEYWORDS = {"kind": "kind", "key_type": "keyType", "namespace_type": "namespaceType",
+                  "max_parallelism": "maxParallelism", "parallelism": "parallelism",
+                  "value_schemas": "valueSchemas", "order_column": "orderColumn"}
+"""The keyword arguments of a state write in Python (``write_state``, ``Rewrite.replace``)
+and the write option each one is: Python's names are snake_case, Spark's ``.option()``
+names camelCase, and both go through one parser."""
+
+
+def state_write_options(**keywords: object) -> WriteOptions:
+    """The options of a state write given as :data:`STATE_KEYWORDS` (None: not given), parsed
+    and checked as their ``.option()`` forms are, so both spellings mean the same."""
+    try:
+        parsed = parse_write_options({STATE_KEYWORDS[name]: _option_text(value)
+                                      for name, value in keywords.items() if value is not None})
+    except StateSourceError as error:
+        message = str(error)
+        for name, option in STATE_KEYWORDS.items():
+            message = message.replace(f"option {option}", name)
+        raise type(error)(message) from None
+    return dataclasses.replace(parsed, keywords=True)
+
+
+def _option_text(value: object) -> str:
+    """A keyword's value as the text of its option: a type by its name, a kind by its value,
+    value schemas as JSON."""
+    if isinstance(value, StateKind):
+        return value.value
+    if isinstance(value, DataType):
+        return value.name
+    if isinstance(value, Mapping):
+        return json.dumps(value)
+    return str(value)

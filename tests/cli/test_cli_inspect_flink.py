@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from flink_fixture_checks import fixture_counts
 from flink_snapshots import expected, only
 from statesource.cli import inspect as inspect_command
 from statesource.cli import main
@@ -22,7 +23,7 @@ from statesource.flink.operations.census import count_snapshot
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.keygroups import assign_to_key_group, operator_index_for_key_group
-from statesource.types import INT, LONG, STRING, TupleType
+from statesource.types import STRING
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 FIXTURE_CASES = [(variant, kind) for variant in ("mp256", "mp128-snappy")
@@ -63,53 +64,12 @@ def _per_subtask(rows_by_key_group: dict[int, int], max_parallelism: int,
     return totals
 
 
-def _fixture_truth(truth: dict) -> dict[str, dict]:
-    """Per operator: (entries, rows) per state, and rows per key group, from expected.json."""
-    maxp = truth["max_parallelism"]
-    stateful = truth["stateful"]
-    keys = len(stateful)
-    timers = sum(len(s["timers"]) for s in stateful.values())
-    stateful_states = {
-        "total": (keys, keys), "max_id": (keys, keys), "avg": (keys, keys),
-        "last": (keys, keys),
-        "events": (keys, sum(len(s["events"]) for s in stateful.values())),
-        "per_user": (keys, sum(len(s["per_user"]) for s in stateful.values())),
-        "_timer_state/event_user-timers": (timers, timers),
-        "_timer_state/processing_user-timers": (0, 0),
-        "seen": (len(truth["seen"]), len(truth["seen"])),
-        "subtasks": (len(truth["subtasks"]), len(truth["subtasks"])),
-    }
-    stateful_groups: dict[int, int] = {}
-    for key, s in stateful.items():
-        group = assign_to_key_group(int(key), LONG, maxp)
-        rows = 4 + len(s["events"]) + len(s["per_user"]) + len(s["timers"])
-        stateful_groups[group] = stateful_groups.get(group, 0) + rows
-    windows = len(truth["windows"])
-    window_groups: dict[int, int] = {}
-    for window in truth["windows"]:
-        user, sub_key, _ = json.loads(window)
-        group = assign_to_key_group((user, sub_key), TupleType((STRING, INT)), maxp)
-        window_groups[group] = window_groups.get(group, 0) + 2  # its contents and its timer
-    rules = len(truth["rules"]) * truth["parallelism"]
-    return {
-        "stateful": {"states": stateful_states, "groups": stateful_groups},
-        "windows": {"states": {"window-contents": (windows, windows),
-                               "_timer_state/event_window-timers": (windows, windows),
-                               "_timer_state/processing_window-timers": (0, 0)},
-                    "groups": window_groups},
-        "opaque": {"states": {"last_uuid": (keys, keys),
-                              "_timer_state/event_user-timers": (0, 0),
-                              "_timer_state/processing_user-timers": (0, 0)}},
-        "broadcaster": {"states": {"rules": (rules, rules)}},
-    }
-
-
 @pytest.mark.parametrize("variant, kind", FIXTURE_CASES)
 def test_entries_rows_and_subtasks_of_the_fixture_snapshots(variant, kind, capsys):
     truth = json.loads((FIXTURES / variant / "expected.json").read_text())
     maxp = truth["max_parallelism"]
     printed = _inspect(capsys, str(FIXTURES / variant / kind), "--parallelism", "3")
-    for uid, want in _fixture_truth(truth).items():
+    for uid, want in fixture_counts(truth).items():
         states = printed[uid]["states"]
         assert set(states) == set(want["states"]), uid
         for name, counts in want["states"].items():
@@ -123,7 +83,7 @@ def test_entries_rows_and_subtasks_of_the_fixture_snapshots(variant, kind, capsy
     lines = printed["stateful"]["lines"]
     assert any(line.startswith("  key-group skew (rows of all keyed states and timers): min")
                for line in lines)
-    groups = maxp if kind == "native" else len(_fixture_truth(truth)["stateful"]["groups"])
+    groups = maxp if kind == "native" else len(fixture_counts(truth)["stateful"]["groups"])
     assert any(f"counted by decoding {groups:,} key groups" in line for line in lines)
     assert "key groups per subtask at parallelism 3: " + (
         "85 to 86" if maxp == 256 else "42 to 43") in "\n".join(lines)

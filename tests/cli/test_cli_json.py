@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 from collections import Counter
@@ -263,3 +264,17 @@ def test_migrate_dry_run(capsys):
     stateful = FlinkCheckpoint.open(str(snapshot)).operator("stateful")
     assert {s.name for s in stateful.keyed_states} <= {
         s["state"] for s in document["states"] if s["operator"] == stateful.uid}
+
+
+def test_clean_savepoints(tmp_path, capsys):
+    staging = tmp_path / f".out.tmp-{'0' * 32}"
+    staging.mkdir()
+    (staging / "state").write_bytes(b"x" * 10)
+    for path in (staging / "state", staging):
+        os.utime(path, (0, 0))  # a killed write's, long ago
+    document = run_json(capsys, ["clean-savepoints", str(tmp_path), "--dry-run"])
+    assert_shape(DOCUMENTED["clean-savepoints"][0], document)
+    assert document == {"location": str(tmp_path), "dry_run": True, "bytes": 10,
+                        "staging_directories": [{"path": str(staging), "bytes": 10}],
+                        "orphaned_files": []}
+    assert staging.is_dir()

@@ -63,7 +63,7 @@ def before() -> dict[int, float]:
 def test_keys_are_erased_in_the_driver_step(spark, tmp_path, before, driver_only, monkeypatch):
     erased = sorted(before)[3:6]
     keys = spark.createDataFrame([(k,) for k in [*erased, erased[0], 10**12]], "key long")
-    done = erase_keys(keys, str(BASE), "stateful", output=str(tmp_path / "erased"))
+    done = erase_keys(str(BASE), str(tmp_path / "erased"), "stateful", keys)
     assert done.missing == (10**12,)
     monkeypatch.undo()  # the test reads the result itself
     assert totals(tmp_path / "erased") == {k: v for k, v in before.items() if k not in erased}
@@ -72,5 +72,5 @@ def test_keys_are_erased_in_the_driver_step(spark, tmp_path, before, driver_only
 def test_keys_of_another_type_are_refused_by_the_driver_step(spark, tmp_path, driver_only):
     keys = spark.createDataFrame([("7",)], "key string")
     with pytest.raises(TypeMismatchError, match="column key has type string"):
-        erase_keys(keys, str(BASE), "stateful", output=str(tmp_path / "erased"))
+        erase_keys(str(BASE), str(tmp_path / "erased"), "stateful", keys)
     assert not (tmp_path / "erased").exists()

@@ -379,7 +379,7 @@ def test_writes_reach_the_python_writer(jvm, typed_root, tmp_path):
     # subtask would split one Flink subtask over two tasks and fail the commit.
     fresh = str(tmp_path / "fresh")
     write_state(later.repartition(5), fresh, "four", "day", kind="value",
-                keyType="row<string,int>", parallelism="4", maxParallelism="64")
+                key_type="row<string,int>", parallelism=4, max_parallelism=64)
     on_jvm, on_python = both(jvm, fresh, state="day")
     assert rows_of(on_jvm) == rows_of(on_python)
     assert sorted(rows_of(on_jvm.drop("key_group", "operator_index"))) == sorted(rows_of(later))

@@ -102,8 +102,8 @@ def test_every_key_lands_where_flink_puts_it_and_nothing_changes(spark, root, pa
                        for i in range(2)])
     before = fingerprint(root)
     lines: list[str] = []
-    info = rescale_max_parallelism(spark, str(root), max_parallelism, parallelism=parallelism,
-                                   progress=lines.append)
+    info = rescale_max_parallelism(spark, str(root), None, max_parallelism,
+                                   parallelism=parallelism, progress=lines.append)
     assert info.checkpoint_id == 2
     assert restored(root, parallelism, max_parallelism) == original
     assert {k: v for k, v in fingerprint(root).items() if not k.startswith("chk-2/")} == before
@@ -116,13 +116,13 @@ def test_every_key_lands_where_flink_puts_it_and_nothing_changes(spark, root, pa
 def test_bad_requests_are_refused_before_any_job(spark, root):
     before = fingerprint(root)
     with pytest.raises(InvalidArgumentError, match="max parallelism 40000"):
-        rescale_max_parallelism(spark, str(root), 40000)
+        rescale_max_parallelism(spark, str(root), None, 40000)
     with pytest.raises(InvalidArgumentError, match="must not exceed the new max parallelism 4"):
-        rescale_max_parallelism(spark, str(root), 4, parallelism=5)
+        rescale_max_parallelism(spark, str(root), None, 4, parallelism=5)
     with pytest.raises(InvalidArgumentError, match="must not exceed the new max parallelism 1"):
-        rescale_max_parallelism(spark, str(root), 1)  # the operator runs at parallelism 2
+        rescale_max_parallelism(spark, str(root), None, 1)  # the operator runs at parallelism 2
     with pytest.raises(StateNotFoundError, match="no operator named 'nope'"):
-        rescale_max_parallelism(spark, str(root), 256, operator="nope")
+        rescale_max_parallelism(spark, str(root), None, 256, operator="nope")
     assert main(["rescale", str(root / "missing"), "--max-parallelism", "256"]) == 1
     assert fingerprint(root) == before
 
@@ -137,7 +137,7 @@ def test_a_failing_job_leaves_no_files_and_no_pin(spark, root, monkeypatch):
 
     monkeypatch.setattr(spark_rescale, "write_state_files", fail)
     with pytest.raises(OSError, match="executor lost"):
-        rescale_max_parallelism(spark, str(root), 256)
+        rescale_max_parallelism(spark, str(root), None, 256)
     assert fingerprint(root) == before
     assert not (root / "_pins").exists()
 
@@ -153,6 +153,6 @@ def test_a_failing_commit_leaves_nothing_visible_and_no_files(spark, root, monke
     # applies to it (the Spark jobs before it still write their files).
     monkeypatch.setattr(spark_rescale, "commit_on_driver", lambda _, step, *args: step(*args))
     with pytest.raises(Exception, match="disk full"):
-        rescale_max_parallelism(spark, str(root), 256)
+        rescale_max_parallelism(spark, str(root), None, 256)
     assert fingerprint(root) == before
     assert Checkpoint.open(str(root)).checkpoint_id == 1

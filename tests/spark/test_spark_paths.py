@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from tmpfs import tmpfs
 
-from statesource.errors import InvalidArgumentError
+from statesource.errors import InvalidArgumentError, StorageError
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.spark import write_state
 
@@ -55,10 +56,24 @@ def test_a_write_whose_output_cannot_be_made_is_refused_naming_it(spark, tmp_pat
         with pytest.raises(InvalidArgumentError, match=f"savepoint output {a_file}/new cannot"
                            f" be created: {a_file} is a file, not a directory"):
             write_state(rows, None, "op", "value", output=str(a_file / "new"),
-                        kind="value", keyType="string", maxParallelism="128")
+                        kind="value", key_type="string", max_parallelism=128)
     else:
         with pytest.raises(InvalidArgumentError, match=f"checkpoint root {a_file}/new cannot"
                            f" be created: {a_file} is a file, not a directory"):
             write_state(rows, str(a_file / "new"), "op", "value", kind="value",
-                        keyType="string", maxParallelism="128")
+                        key_type="string", max_parallelism=128)
     assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
+
+
+def test_a_full_disk_under_a_spark_write_is_our_one_line_error(spark, tmp_path):
+    """The tasks' section files fill a tmpfs: Spark's exception (the worker's traceback,
+    then the JVM's) is re-raised as the task's own error, naming the file and the cause."""
+    rows = spark.createDataFrame([(f"k{i}", i) for i in range(3000)], "key string, value long")
+    with tmpfs(tmp_path / "disk", "8k") as disk:
+        with pytest.raises(StorageError) as refused:
+            write_state(rows, None, "op", "value", output=str(disk / "new"), kind="value",
+                        key_type="string", max_parallelism=128)
+        message = str(refused.value)
+        assert message.startswith(f"cannot write {disk}/.new.tmp-")
+        assert "No space left on device" in message and "\n" not in message
+        assert not (disk / "new").exists()

@@ -19,8 +19,10 @@ from statesource import (
     Checkpoint,
     CheckpointExistsError,
     CheckpointWriter,
+    StateSourceError,
     restore_keyed_backend,
 )
+from statesource.flink.serializers.mapping import PojoClass
 from statesource.keygroups import key_group_range_for_operator, operator_index_for_key_group
 from statesource.spark import rewrite, write_state
 from statesource.state.clock import ManualClock
@@ -134,8 +136,8 @@ def test_plain_df_write_of_scattered_rows_fails_naming_the_helper(spark, root):
 def test_bootstrap_a_state_from_a_table_and_restore_it(spark, tmp_path):
     table = spark.createDataFrame([(f"user-{i}", i * 10) for i in range(500)],
                                   "key string, value bigint")
-    info = write_state(table, str(tmp_path), "users", "score", kind="value", parallelism="3",
-                       maxParallelism="64")
+    info = write_state(table, str(tmp_path), "users", "score", kind="value", parallelism=3,
+                       max_parallelism=64)
     op = info.metadata.operator("users")
     assert (op.parallelism, op.max_parallelism, str(op.key_type)) == (3, 64, "string")
     assert op.keyed_state("score").schemas["value"].avro == "long"
@@ -147,7 +149,7 @@ def test_bootstrap_a_state_from_a_table_and_restore_it(spark, tmp_path):
 def test_bootstrap_list_state_keeps_the_order_column(spark, tmp_path):
     rows = [("a", 3, "third"), ("a", 1, "first"), ("b", 1, "only"), ("a", 2, "second")]
     df = spark.createDataFrame(rows, "key string, position int, list_element string")
-    write_state(df, str(tmp_path), "op", "pages", kind="list", orderColumn="position")
+    write_state(df, str(tmp_path), "op", "pages", kind="list", order_column="position")
     content = dump(restore_keyed_backend(Checkpoint.open(str(tmp_path)), 0, 1))
     assert content["pages"] == {("a", None): ["first", "second", "third"], ("b", None): ["only"]}
 
@@ -180,8 +182,8 @@ def test_several_states_change_in_one_checkpoint_or_none(spark, root, base):
     ([("a", 1), ("a", 2)], "key string, value bigint", {},
      r"\(key, namespace\) appears more than once, e.g. key 'a'"),
     ([(1, 1)], "key bigint, value bigint", {}, "column key has type int64; keys of type string"),
-    ([("a", 1)], "key string, value bigint", {"maxParallelism": "200"},
-     "option maxParallelism is '200', but the state already has 128"),
+    ([("a", 1)], "key string, value bigint", {"max_parallelism": 200},
+     "max_parallelism is '200', but the state already has 128"),
 ])
 def test_bad_input_is_refused_and_nothing_is_written(spark, root, rows, schema, options, message):
     df = spark.createDataFrame(rows, schema)
@@ -192,24 +194,41 @@ def test_bad_input_is_refused_and_nothing_is_written(spark, root, rows, schema, 
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"kind": "value", "maxParallelism": "40000"},
+    ({"kind": "value", "max_parallelism": 40000},
      r"max parallelism 40000 is outside \[1, 32768\]"),
-    ({"kind": "value", "maxParallelism": "2", "parallelism": "3"},
+    ({"kind": "value", "max_parallelism": 2, "parallelism": 3},
      r"parallelism 3 is outside \[1, 2\]"),
-    ({"kind": "value", "baseCheckpointId": "9"}, "base checkpoint 9 does not exist"),
-    ({"kind": "value", "checkpointId": "1"}, "checkpoint 1 already exists"),
-    ({"kind": "nonsense"}, "option kind must be one of"),
-    ({}, "give the kind option"),
-    ({"kind": "value", "colour": "red"}, "unknown write option"),
-    ({"kind": "value", "pojoClasses": "[1]"}, "option pojoClasses must be a JSON object"),
-    ({"kind": "value", "pojoClasses": '{"E": 7}'}, "option pojoClasses: record 'E' is declared 7"),
-    ({"kind": "value", "pojoClasses": '{"E": "x.E"}'},
+    ({"kind": "value", "max_parallelism": 0}, "max_parallelism must be an integer >= 1"),
+    ({"kind": "value", "base_checkpoint_id": 9}, "base checkpoint 9 does not exist"),
+    ({"kind": "value", "checkpoint_id": 1}, "checkpoint 1 already exists"),
+    ({"kind": "nonsense"}, "kind must be one of"),
+    ({}, "give kind"),
+    ({"kind": "value", "pojos": {"E": PojoClass("x.E")}},
      r"POJO classes \(E\) are of a new Flink savepoint's records"),
 ])
 def test_bad_requests_name_the_problem(spark, root, options, message):
     df = spark.createDataFrame([("a", 1)], "key string, value bigint")
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(StateSourceError, match=message):
         write_state(df, str(root), "other", "new", **options)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"kind": "value", "colour": "red"}, "unknown write option"),
+    ({"kind": "value", "pojoClasses": "[1]"}, "option pojoClasses must be a JSON object"),
+    ({"kind": "value", "pojoClasses": '{"E": 7}'}, "option pojoClasses: record 'E' is declared 7"),
+    ({}, "give option kind"),
+])
+def test_bad_write_options_name_the_problem(spark, root, options, message):
+    df = spark.createDataFrame([("a", 1)], "key string, value bigint")
+    with pytest.raises(Exception, match=message):
+        (df.write.format("flinkstate").mode("append")
+         .options(operator="other", state="new", **options).save(str(root)))
+
+
+def test_a_misspelt_keyword_is_a_type_error_naming_it(spark, root):
+    df = spark.createDataFrame([("a", 1)], "key string, value bigint")
+    with pytest.raises(TypeError, match="maxParallelism"):
+        write_state(df, str(root), "other", "new", kind="value", maxParallelism=4)
 
 
 def test_two_writers_racing_for_one_id_exactly_one_wins(spark, root):
@@ -298,8 +317,8 @@ def test_a_new_state_of_an_operator_state_only_operator_keeps_its_max_parallelis
     CheckpointWriter(str(tmp_path)).write(1, {"src": [source]})
     max_parallelism = Checkpoint.open(str(tmp_path)).operator("src").max_parallelism
     df = spark.createDataFrame([("a", 1)], "key string, value bigint")
-    with pytest.raises(Exception, match="option maxParallelism is '7'"):
-        write_state(df, str(tmp_path), "src", "counts", kind="value", maxParallelism=7)
+    with pytest.raises(Exception, match="max_parallelism is '7'"):
+        write_state(df, str(tmp_path), "src", "counts", kind="value", max_parallelism=7)
     info = write_state(df, str(tmp_path), "src", "counts", kind="value")
     assert info.metadata.operator("src").max_parallelism == max_parallelism
 
@@ -317,7 +336,7 @@ def test_double_keys_are_told_apart_as_java_does(spark, tmp_path):
     """0.0 and -0.0 are two keys, every NaN one (``Double.equals``), in the writer too."""
     nan = float("nan")
     df = spark.createDataFrame([(0.0, 1), (-0.0, 2), (nan, 3)], "key double, value bigint")
-    write_state(df, str(tmp_path), "op", "by_double", kind="value", keyType="double")
+    write_state(df, str(tmp_path), "op", "by_double", kind="value", key_type="double")
     content = dump(restore_keyed_backend(Checkpoint.open(str(tmp_path)), 0, 1))["by_double"]
     assert sorted(content.values()) == [1, 2, 3]
     twice = spark.createDataFrame([(nan, 1), (nan, 2)], "key double, value bigint")
@@ -331,6 +350,6 @@ def test_a_null_tuple_field_and_a_tuple_of_nulls_are_two_keys(spark, tmp_path):
     df = spark.createDataFrame([(("a", None), 1), (("a", (None, None)), 2)],
                                "key struct<f0:string,f1:struct<f0:int,f1:int>>, value bigint")
     write_state(df, str(tmp_path), "op", "nested", kind="value",
-                keyType="tuple<string,tuple<int,int>>")
+                key_type="tuple<string,tuple<int,int>>")
     content = dump(restore_keyed_backend(Checkpoint.open(str(tmp_path)), 0, 1))["nested"]
     assert content == {(("a", None), None): 1, (("a", (None, None)), None): 2}

@@ -11,6 +11,14 @@ The framing is walked here, chunk by chunk, so that a bad chunk is named by its
 offset; each chunk's Snappy block is decompressed by ``cramjam`` and its checksum
 computed by the ``crc32c`` package. (cramjam's own framed decoder is no faster on
 Flink's 64 KiB chunks, and could not say where a stream breaks.)
+
+Streams are written (:func:`frame`) as Flink's ``SnappyStreamCompressionDecorator``
+writes them, the same in Flink 1.x and 2.x: xerial's ``SnappyFramedOutputStream`` with
+64 KiB blocks and a minimum compression ratio of 0.85. The stream identifier first, then
+one chunk per 64 KiB of input (the last one shorter), each compressed unless its Snappy
+block is more than 0.85 of its length, in which case the chunk is stored as it is. The
+blocks are ``cramjam``'s (Rust's ``snap``), not the C++ Snappy library's: their bytes may
+differ, but every Snappy decoder reads both.
 """
 
 from __future__ import annotations
@@ -22,7 +30,37 @@ from statesource.flink.binary.crc32c import masked_crc32c
 
 STREAM_IDENTIFIER = b"\xff\x06\x00\x00sNaPpY"
 MAX_CHUNK = 1 << 16
+MIN_COMPRESSION_RATIO = 0.85
+"""A chunk is stored compressed only where its Snappy block is at most this share of it."""
 _COMPRESSED, _STORED, _IDENTIFIER, _PADDING = 0x00, 0x01, 0xFF, 0xFE
+
+
+def frame(data: bytes | bytearray | memoryview) -> bytes:
+    """``data`` as one framed stream (the stream identifier, then its chunks), as Flink
+    compresses a key group."""
+    return STREAM_IDENTIFIER + frame_chunks(data)
+
+
+def frame_chunks(data: bytes | bytearray | memoryview, compress: bool = True) -> bytes:
+    """``data`` as chunks of a framed stream, without the identifier: a chunk per 64 KiB,
+    compressed where Snappy saves more than 15 % (``compress`` False: every chunk stored),
+    each headed by its type, length and the masked CRC-32C of its uncompressed bytes. What a
+    flushed stream writes (Flink flushes one per operator-state element); nothing for no
+    bytes."""
+    view = memoryview(data)
+    out = bytearray()
+    for start in range(0, len(view), MAX_CHUNK):
+        chunk = view[start:start + MAX_CHUNK]
+        kind, body = _STORED, chunk
+        if compress:
+            block = cramjam.snappy.compress_raw(chunk)
+            if len(block) / len(chunk) <= MIN_COMPRESSION_RATIO:
+                kind, body = _COMPRESSED, memoryview(block)
+        out.append(kind)
+        out += (len(body) + 4).to_bytes(3, "little")
+        out += masked_crc32c(chunk).to_bytes(4, "little")
+        out += body
+    return bytes(out)
 
 
 def unframe(data: bytes | memoryview, source: str, base: int = 0, verify: bool = True) -> bytes:

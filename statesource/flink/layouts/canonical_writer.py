@@ -11,7 +11,8 @@ never has the flag's bit of its own. An empty key group has no bytes at all:
 its offset in ``_metadata`` is 0.
 
 Only the framing is written here: composite keys and values come already
-serialized, and compression (a Snappy stream per key group) is the caller's.
+serialized, and compression (a Snappy stream per key group) is the caller's;
+:func:`recompressed_keyed_file` changes a whole file's compression, key group by key group.
 """
 
 from __future__ import annotations
@@ -20,13 +21,21 @@ import struct
 from collections.abc import Iterable, Sequence
 
 from statesource.errors import InvalidArgumentError
-from statesource.flink.layouts.keyed import END_OF_KEY_GROUP, META_DATA_FOLLOWS, CanonicalSection
+from statesource.flink.binary.snappy import frame, unframe
+from statesource.flink.layouts.keyed import (
+    END_OF_KEY_GROUP,
+    META_DATA_FOLLOWS,
+    CanonicalSection,
+    check_key_group_range,
+)
 
 _MAX_PARALLELISM = 1 << 15
 _MAX_STATE_ID = (1 << 15) - 2  # ids are positions among at most 32767 states
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">h")
 _END = struct.pack(">H", END_OF_KEY_GROUP)
+_COMPRESSED_FLAG = 4
+"""Where a keyed-state file's header has its compression flag: after its int version."""
 
 
 def prefix_bytes(max_parallelism: int) -> int:
@@ -195,3 +204,24 @@ def assemble_keyed_file(header: bytes, key_groups: Sequence[bytes]) -> tuple[byt
         offsets.append(len(out) if data else 0)
         out += data
     return bytes(out), offsets
+
+
+def recompressed_keyed_file(data: bytes, offsets: Sequence[int], start: int, data_start: int,
+                            compressed: bool, compress: bool, source: str
+                            ) -> tuple[bytes, list[int]]:
+    """A canonical keyed-state file (``data``: its header ends at ``data_start``, its key
+    groups from ``start`` lie at ``offsets``; ``compressed`` says whether they are Snappy
+    streams) with every key group written again compressed or not (``compress``), its
+    header's flag set to say so; and the new offsets. A compressed key group is
+    decompressed, its checksums verified, before it is written: a corrupt one is refused,
+    naming ``source``, never copied."""
+    header = bytearray(data[:data_start])
+    header[_COMPRESSED_FLAG] = compress
+    stored = {key_group: (begin, end) for key_group, begin, end in check_key_group_range(
+        tuple(offsets), start, len(data), data_start, source)}
+    key_groups = []
+    for key_group in range(start, start + len(offsets)):
+        begin, end = stored.get(key_group, (0, 0))
+        plain = unframe(data[begin:end], source, begin) if compressed else data[begin:end]
+        key_groups.append(frame(plain) if compress and plain else plain)
+    return assemble_keyed_file(bytes(header), key_groups)

@@ -66,6 +66,12 @@ def count_snapshot(checkpoint: FlinkCheckpoint,
     return SnapshotCounts(tuple(operators), key_groups, size, tuple(unchecked))
 
 
+def count_operator(checkpoint: FlinkCheckpoint, op: OperatorSnapshot) -> OperatorCounts:
+    """One operator's states counted as :func:`count_snapshot` counts them: for a caller that
+    spreads the operators over workers (the metadata view's Spark partitions)."""
+    return _Tally.of(checkpoint, op, None).counts(checkpoint, op)
+
+
 def _rows(info: StateInfo, stored: list) -> int:
     """Rows of one state's entries: a list's elements and a map's entries count one each."""
     if info.is_timer or info.kind not in _COLLECTIONS:

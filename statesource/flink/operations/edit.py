@@ -30,7 +30,9 @@ from statesource.errors import InvalidArgumentError
 from statesource.flink.operations.rescale import RescaledSavepoint, rewrite_savepoint
 from statesource.flink.operations.savepoint_plan import Edit, erasable_key_type, find_operator
 from statesource.flink.operations.savepoint_writing import RescaledOperator
+from statesource.flink.snapshot.compression import Compression
 from statesource.flink.snapshot.directory import FlinkSnapshot
+from statesource.flink.statefiles.operator_state import decoded_states
 from statesource.model import Progress
 from statesource.types import DataType
 
@@ -48,6 +50,8 @@ class EditedSavepoint:
     missing: tuple[Any, ...] = ()
     """Keys to erase that the operator's state does not hold (not an error)."""
     seconds: float = 0.0
+    compressed: bool = False
+    """Whether the operator's rewritten keyed-state files are Snappy-compressed."""
 
     @property
     def total(self) -> int:
@@ -62,41 +66,52 @@ class EditedSavepoint:
 
 def erase_keys(source: str | os.PathLike[str], output: str | os.PathLike[str], operator: str,
                keys: Iterable[Any], *, checkpoint_id: int | None = None,
-               progress: Progress | None = None) -> EditedSavepoint:
+               progress: Progress | None = None,
+               compression: Compression | None = None) -> EditedSavepoint:
     """Write ``source`` as the new savepoint ``output`` without any entry or timer of
-    ``operator`` (uid or hex id) whose key equals (Java's ``equals``) one of ``keys``,
-    Python values of the operator's key type (a key of another type is refused)."""
+    ``operator`` (uid, hex id or unique name) whose key equals (Java's ``equals``) one of
+    ``keys``, Python values of the operator's key type (a key of another type is refused).
+    A Flink SQL operator's key is a row of its key fields' values (a tuple, a
+    :class:`~statesource.types.Row` or a dict by field name ``f0``, ``f1``, ...), equal to a
+    stored key when Flink would write the same ``BinaryRowData`` bytes for it.
+    ``compression`` (``"snappy"``, ``"none"``; default: as the source's) is that of the
+    operator's rewritten keyed-state files."""
     keys = tuple(keys)
     done = rewrite_savepoint(source, output, None, checkpoint_id=checkpoint_id,
-                             progress=progress, edit=Edit(operator, erase=keys))
+                             progress=progress, edit=Edit(operator, erase=keys),
+                             compression=compression)
     edited = _edited(done, operator)
     found = set(edited.erased) if edited is not None else set()
     missing = tuple(key for i, key in enumerate(keys) if i not in found)
     return EditedSavepoint(done.source, done.output, operator,
-                           edited.removed if edited is not None else (), missing, done.seconds)
+                           edited.removed if edited is not None else (), missing, done.seconds,
+                           done.compressed)
 
 
 def drop_state(source: str | os.PathLike[str], output: str | os.PathLike[str], operator: str,
                state: str, *, checkpoint_id: int | None = None,
-               progress: Progress | None = None) -> EditedSavepoint:
+               progress: Progress | None = None,
+               compression: Compression | None = None) -> EditedSavepoint:
     """Write ``source`` as the new savepoint ``output`` without the keyed state, timer state
     (``_timer_state/event_<name>`` or ``_timer_state/processing_<name>``) or operator state
-    ``state`` of ``operator``."""
+    ``state`` of ``operator``. ``compression``: as :func:`erase_keys`'s."""
     done = rewrite_savepoint(source, output, None, checkpoint_id=checkpoint_id,
-                             progress=progress, edit=Edit(operator, drops=(state,)))
+                             progress=progress, edit=Edit(operator, drops=(state,)),
+                             compression=compression)
     edited = _edited(done, operator)
     removed = edited.removed if edited is not None else ()
     if not removed:  # an operator state (or an empty keyed one): its elements
-        op = find_operator(FlinkSnapshot.open(done.source, checkpoint_id=checkpoint_id),
-                           operator)
-        removed = ((state, sum(len(s.offsets) for sub in op.subtasks for h in sub.operator
-                               for s in h.states if s.name == state)),)
-    return EditedSavepoint(done.source, done.output, operator, removed, (), done.seconds)
+        removed = ((state, _elements(FlinkSnapshot.open(done.source,
+                                                        checkpoint_id=checkpoint_id),
+                                     operator, state)),)
+    return EditedSavepoint(done.source, done.output, operator, removed, (), done.seconds,
+                           done.compressed)
 
 
 def operator_key_type(source: str | os.PathLike[str], operator: str, *,
                       checkpoint_id: int | None = None) -> DataType:
-    """The key type of ``operator`` (uid or hex id): what its keys to erase are values of."""
+    """The key type of ``operator`` (uid, hex id or unique name): what its keys to erase are
+    values of."""
     snapshot = FlinkSnapshot.open(os.fspath(source), checkpoint_id=checkpoint_id)
     op = find_operator(snapshot, operator)
     handles = snapshot.keyed_handles(op)
@@ -105,8 +120,26 @@ def operator_key_type(source: str | os.PathLike[str], operator: str, *,
     return erasable_key_type(f"operator {op.label!r}", snapshot.read_header(handles[0]).key)
 
 
+def _elements(snapshot: FlinkSnapshot, operator: str, state: str) -> int:
+    """The elements operator state ``state`` held, summed over the subtasks: a list's
+    elements, a broadcast map's entries (one offset each of a list's elements, but one per
+    map of a broadcast state's), decoded as the rewrite checked them."""
+    count = 0
+    for sub in find_operator(snapshot, operator).subtasks:
+        for handle in sub.operator:
+            if any(s.name == state for s in handle.states):
+                data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
+                count += sum(len(value) for found, _, value in decoded_states(
+                    data, snapshot.describe(handle.stream), handle) if found.name == state)
+    return count
+
+
 def _edited(done: RescaledSavepoint, operator: str) -> RescaledOperator | None:
-    for op in done.operators:
-        if operator in (op.operator, op.operator_id):
-            return op
+    """The edited operator's report, ``operator`` found as the edit found it (by uid, hex id
+    or unique name: a name is in no report)."""
+    op = find_operator(FlinkSnapshot.open(done.source, checkpoint_id=done.checkpoint_id),
+                       operator)
+    for edited in done.operators:
+        if edited.operator_id == op.operator_id:
+            return edited
     return None

@@ -48,11 +48,11 @@ from statesource.flink.operations.rescale import CANONICAL_SAVEPOINT_PROPERTIES
 from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.java_values import timestamp_class_serializer
 from statesource.flink.serializers.mapping import PojoClass
+from statesource.flink.snapshot.compression import Compression, output_compressed
 from statesource.flink.snapshot.publish import SavepointWriter, check_output
 from statesource.flink.snapshot.versions import release_layout
 from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
-from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
 from statesource.flink.statefiles.operator_state_writer import (
     operator_state_info,
     write_operator_file,
@@ -95,6 +95,8 @@ class ExportedSavepoint:
     skipped_operator_states: tuple[tuple[str, str], ...]
     """``(operator uid, state name)`` of the operator states left out (``keyed_only``)."""
     seconds: float
+    compressed: bool = False
+    """Whether its state files are Snappy-compressed."""
 
     @property
     def entries(self) -> int:
@@ -107,13 +109,15 @@ class _Plan:
     key: FlinkType | None
     states: tuple[StateInfo, ...]
     operator_states: tuple[StateInfo, ...] = ()
+    compressed: bool = False
 
 
 def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathLike[str], *,
                  checkpoint_id: int | None = None,
                  pojos: Mapping[str, PojoClass] | None = None, keyed_only: bool = False,
                  flink_version: str | None = None, timestamp_class: str | None = None,
-                 progress: Progress | None = None) -> ExportedSavepoint:
+                 progress: Progress | None = None,
+                 compression: Compression | None = None) -> ExportedSavepoint:
     """Write the keyed and operator state of the statesource checkpoint at
     ``checkpoint_path`` (the newest under it, or ``checkpoint_id``) as a new canonical Flink
     savepoint directory ``output``.
@@ -131,6 +135,10 @@ def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathL
     ``"Instant"`` or ``"Timestamp"`` (``java.sql.Timestamp``) for all of them. ``uuid`` is
     refused: Flink writes ``java.util.UUID`` with Kryo.
 
+    ``compression="snappy"`` compresses the keyed and operator state as a job with
+    ``execution.checkpointing.snapshot-compression`` does (default ``"none"``: the
+    checkpoint has no Flink compression to keep).
+
     Refused, with nothing written: an ``output`` that exists
     (:class:`~statesource.errors.CheckpointExistsError`); a key type or a state whose
     Flink serializer statesource cannot derive, keyed or operator state
@@ -141,6 +149,7 @@ def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathL
     report = progress or (lambda _: None)
     layout = release_layout(flink_version)
     timestamp_class_serializer(timestamp_class)  # a wrong name is refused before anything
+    compressed = output_compressed(compression, False)
     check_output(output)  # refused before the checkpoint is even read
     checkpoint = Checkpoint.open(checkpoint_path, checkpoint_id=checkpoint_id)
     skipped: list[tuple[str, str]] = []
@@ -149,8 +158,9 @@ def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathL
         if keyed_only:
             skipped += [(op.uid, s.name) for s in op.operator_states]
         if op.keyed_states or (op.operator_states and not keyed_only):
-            plans.append(_plan(op, pojos, not keyed_only, layout.flink_major,
-                               timestamp_class))
+            plans.append(dataclasses.replace(
+                _plan(op, pojos, not keyed_only, layout.flink_major, timestamp_class),
+                compressed=compressed))
     exported = []
     with SavepointWriter(output) as writer:
         operators = []
@@ -167,7 +177,8 @@ def export_flink(checkpoint_path: str | os.PathLike[str], output: str | os.PathL
             CANONICAL_SAVEPOINT_PROPERTIES if layout.properties else b"")
         published = writer.publish(metadata)
     return ExportedSavepoint(str(checkpoint.location), str(published), checkpoint.checkpoint_id,
-                             tuple(exported), tuple(skipped), time.perf_counter() - started)
+                             tuple(exported), tuple(skipped), time.perf_counter() - started,
+                             compressed)
 
 
 def _plan(op: OperatorMeta, pojos: Mapping[str, PojoClass] | None,
@@ -248,7 +259,7 @@ def _export_keyed(checkpoint: Checkpoint, writer: SavepointWriter, plan: _Plan, 
                         framer = framers[key_group] = KeyGroupFramer(key_group, max_parallelism)
                     framer.add(info.state_id, composite[skip:], value)
                     entries += 1
-    header = write_keyed_header(KeyedHeader(HEADER_VERSIONS[-1], False, key, plan.states, 0))
+    header = KeyedHeader(HEADER_VERSIONS[-1], plan.compressed, key, plan.states, 0)
     written_groups = len(framers)
     handles = writer.write_keyed_files(header, framers, max_parallelism, op.parallelism)
     if framers:
@@ -277,6 +288,6 @@ def _export_operator_state(checkpoint: Checkpoint, writer: SavepointWriter, plan
                 broadcasts.append((info, share))
             else:
                 lists.append((info, share))
-        data, offsets = write_operator_file(lists, broadcasts)
+        data, offsets = write_operator_file(lists, broadcasts, plan.compressed)
         handles.append(OperatorHandle(offsets, writer.write_file(data)))
     return handles, elements

@@ -28,9 +28,10 @@ files (native savepoints and checkpoints of the RocksDB backend) are read as the
 canonical file they amount to (:mod:`statesource.flink.layouts.rocksdb_canonical`).
 
 What is carried over: the serializer snapshots (each file's header is written
-back byte for byte, uncompressed), operator state, raw operator state and
-coordinator state (their files copied, Flink redistributes operator state at
-restore), stateless operators, master states, the checkpoint id and, for a
+back byte for byte), Snappy compression (key groups are compressed where the
+source's were, or as asked: :mod:`statesource.flink.snapshot.compression`), operator
+state, raw operator state and coordinator state (their files copied, Flink redistributes
+operator state at restore), stateless operators, master states, the checkpoint id and, for a
 canonical savepoint, its checkpoint properties. Each operator with keyed state
 gets one keyed-state file per subtask, with the key-group ranges Flink assigns
 at its (new) parallelism. Every refusal happens before anything is written, and
@@ -59,6 +60,12 @@ from statesource.flink.operations.savepoint_writing import (
     RescaledOperator,
     carried,
     write_rescaled,
+)
+from statesource.flink.snapshot.compression import (
+    Compression,
+    check_compression,
+    output_compressed,
+    snapshot_compressed,
 )
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter, check_output
@@ -105,6 +112,9 @@ class RescaledSavepoint:
     converted: bool
     """Whether keyed state was converted from the native format."""
     seconds: float
+    compressed: bool = False
+    """Whether the keyed-state files written are Snappy-compressed
+    (:mod:`~statesource.flink.snapshot.compression`)."""
 
     @property
     def entries(self) -> int:
@@ -114,7 +124,8 @@ class RescaledSavepoint:
 def rescale_max_parallelism(source: str | os.PathLike[str], output: str | os.PathLike[str],
                             max_parallelism: int, *, parallelism: int | None = None,
                             checkpoint_id: int | None = None,
-                            progress: Progress | None = None) -> RescaledSavepoint:
+                            progress: Progress | None = None,
+                            compression: Compression | None = None) -> RescaledSavepoint:
     """Write the Flink savepoint or checkpoint at ``source`` as a new canonical savepoint
     directory ``output`` with every operator's max parallelism ``max_parallelism``.
 
@@ -124,7 +135,9 @@ def rescale_max_parallelism(source: str | os.PathLike[str], output: str | os.Pat
     a ``chk-<id>`` directory when ``source`` holds several.
 
     The output's checkpoint properties are the source's when it is a canonical savepoint,
-    else those of one (a native savepoint or a checkpoint is converted).
+    else those of one (a native savepoint or a checkpoint is converted). Its keyed-state
+    files are Snappy-compressed as the source's were, or as ``compression`` (``"snappy"``,
+    ``"none"``) asks.
 
     Refused, with nothing written: an ``output`` that exists
     (:class:`~statesource.errors.CheckpointExistsError`), a max parallelism outside
@@ -137,31 +150,35 @@ def rescale_max_parallelism(source: str | os.PathLike[str], output: str | os.Pat
     if parallelism is not None:
         check_parallelism(parallelism, max_parallelism)
     return rewrite_savepoint(source, output, max_parallelism, parallelism=parallelism,
-                             checkpoint_id=checkpoint_id, progress=progress)
+                             checkpoint_id=checkpoint_id, progress=progress,
+                             compression=compression)
 
 
 def rewrite_savepoint(source: str | os.PathLike[str], output: str | os.PathLike[str],
                       max_parallelism: int | None, *, parallelism: int | None = None,
                       checkpoint_id: int | None = None, progress: Progress | None = None,
-                      edit: Edit | None = None) -> RescaledSavepoint:
+                      edit: Edit | None = None, compression: Compression | None = None
+                      ) -> RescaledSavepoint:
     """The one pass behind a new max parallelism and an edit: every keyed operator's pairs
     walked into new canonical keyed-state files, published whole as ``output``.
 
     ``max_parallelism`` None keeps each operator's own; with an ``edit`` only its operator
     is walked (converted when native), the others' files copied byte for byte.
+    ``compression``: see :func:`~statesource.flink.snapshot.compression.output_compressed`.
     """
     started = time.perf_counter()
+    check_compression(compression)
     check_output(output)  # refused before the source is even read
     snapshot = FlinkSnapshot.open(os.fspath(source), checkpoint_id=checkpoint_id)
     snapshot.check_output_outside(output)
     rewrite = SavepointRewrite.plan(snapshot, max_parallelism, parallelism,
-                                    () if edit is None else (edit,))
+                                    () if edit is None else (edit,), compression=compression)
     with SavepointWriter(output) as writer:
         operators, rescaled = rewrite.write(writer, progress)
         published = writer.publish(rewrite.metadata(operators))
     return RescaledSavepoint(str(snapshot.location), str(published), snapshot.checkpoint_id,
                              max_parallelism, tuple(rescaled), rewrite.converted,
-                             time.perf_counter() - started)
+                             time.perf_counter() - started, rewrite.compressed)
 
 
 @dataclass(frozen=True)
@@ -170,13 +187,22 @@ class SavepointRewrite:
 
     snapshot: FlinkSnapshot
     plans: tuple[OperatorPlan, ...]
+    compressed: bool = False
+    """Whether the keyed-state files written are Snappy-compressed."""
+    compression: Compression | None = None
+    """The compression asked for (None: as the snapshot's; files carried over keep their
+    own)."""
 
     @classmethod
     def plan(cls, snapshot: FlinkSnapshot, max_parallelism: int | None,
              parallelism: int | None = None, edits: Sequence[Edit] = (),
-             dropped: Sequence[str] = ()) -> SavepointRewrite:
+             dropped: Sequence[str] = (), compression: Compression | None = None
+             ) -> SavepointRewrite:
         """Plan each operator but the ``dropped`` ones (uids or hex ids); ``edits`` name
-        operators of the snapshot, at most one edit each."""
+        operators of the snapshot, at most one edit each. Every keyed-state file written is
+        compressed as ``compression`` asks, else as the snapshot's were
+        (:func:`~statesource.flink.snapshot.compression.output_compressed`)."""
+        compressed = output_compressed(compression, snapshot_compressed(snapshot))
         by_label: dict[str, Edit] = {}
         for edit in edits:
             by_label[find_operator(snapshot, edit.operator).label] = edit
@@ -201,7 +227,10 @@ class SavepointRewrite:
                     else IncompatibleCheckpointError)
             raise kind(f"{len(refusals)} operators cannot be rewritten: "
                        + "; ".join(map(str, refusals)))
-        return cls(snapshot, tuple(plans))
+        return cls(snapshot, tuple(
+            plan if plan.header is None else dataclasses.replace(
+                plan, header=dataclasses.replace(plan.header, compressed=compressed))
+            for plan in plans), compressed, check_compression(compression))
 
     @property
     def converted(self) -> bool:
@@ -215,7 +244,8 @@ class SavepointRewrite:
               ) -> tuple[list[OperatorSnapshot], list[RescaledOperator]]:
         """Each operator's files into ``writer``: the new operators, and what was rewritten."""
         report = progress or (lambda _: None)
-        copies = FileCopies(self.snapshot, writer)
+        copies = FileCopies(self.snapshot, writer,
+                            None if self.compression is None else self.compressed)
         operators, rescaled = [], []
         for plan in self.plans:
             if plan.header is None:

@@ -24,7 +24,7 @@ from statesource.flink.serializers.base import FlinkType
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.statefiles.keyed_header import KeyedHeader
-from statesource.keyequality import key_canonicalizer
+from statesource.keyequality import Canonicalizer, decoded_key_canonicalizer, key_canonicalizer
 from statesource.types import DataType, SqlRowType
 
 
@@ -33,7 +33,7 @@ class Edit:
     """What an edit changes in one operator, every other operator carried over as it is."""
 
     operator: str
-    """The operator's uid (or hex id)."""
+    """The operator's uid, hex id or unique name."""
     erase: tuple[Any, ...] = ()
     """Keys, as Python values of the operator's key type, whose every entry and timer go."""
     drops: tuple[str, ...] = ()
@@ -80,8 +80,9 @@ class OperatorPlan:
     carried over (no keyed state, or not the edited operator of a canonical savepoint)."""
     inputs: tuple[_KeyedInput, ...] = ()
     key_type: DataType | None = None
-    """The type keys are hashed as, when they are (a new max parallelism, or checked while
-    erasing keys); None: keys stay in their key group."""
+    """The type keys are hashed as (for a new max parallelism, the keys to erase, and the
+    check that each key walked hashes back to its key group); None: keys whose hash
+    statesource does not know, carried in their key group unchecked."""
     erase: tuple[Any, ...] = ()
     """The erased keys' Java-equality forms."""
     dropped_operator_states: tuple[str, ...] = ()
@@ -101,7 +102,7 @@ def plan_operator(snapshot: FlinkSnapshot, op: OperatorSnapshot, max_parallelism
             return OperatorPlan(op, op.max_parallelism, op.parallelism, None)
         return _edit_plan(snapshot, op, edit, where, snapshot.keyed_handles(op))
     handles = snapshot.keyed_handles(op)
-    if any(s.raw_keyed for s in op.subtasks):
+    if any(s.raw_keyed and not snapshot.heap_timers(s) for s in op.subtasks):
         raise IncompatibleCheckpointError(
             f"{where} has raw keyed state (written by the operator's own code, in its own"
             " format), which cannot be re-keyed: its max parallelism cannot change")
@@ -175,6 +176,10 @@ def _edit_plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, edit: Edit, where:
         names = [info.name for info in header.states]
         if state.info.name in names:
             state_id = names.index(state.info.name)
+            if state.replaces_info:
+                header = dataclasses.replace(header, states=tuple(
+                    dataclasses.replace(state.info, state_id=state_id)
+                    if s.state_id == state_id else s for s in header.states))
             inputs = tuple(dataclasses.replace(i, state_ids=tuple(
                 REPLACED if s == state_id else s for s in i.state_ids)) for i in inputs)
         else:
@@ -182,8 +187,13 @@ def _edit_plan(snapshot: FlinkSnapshot, op: OperatorSnapshot, edit: Edit, where:
             header = dataclasses.replace(header, states=(
                 *header.states, dataclasses.replace(state.info, state_id=state_id)))
         staged.append((state_id, state))
-    key_type, erase = None, ()
+    key_type, erase = _checked_key_type(header.key), ()
     if edit.erase:
+        if any(s.raw_keyed and not snapshot.heap_timers(s) for s in op.subtasks):
+            raise IncompatibleCheckpointError(
+                f"{where} has raw keyed state (written by the operator's own code, in its own"
+                " format), which statesource does"
+                " not read: the keys to erase could stay there")
         key_type = erasable_key_type(where, header.key)
         erase = tuple(_erased_key(where, key_type, key) for key in edit.erase)
     return OperatorPlan(op, op.max_parallelism, op.parallelism, header, inputs, key_type, erase,
@@ -204,6 +214,17 @@ def _key_type(where: str, key: FlinkType) -> DataType:
     return key_type
 
 
+def _checked_key_type(key: FlinkType) -> DataType | None:
+    """The type an edit that keeps every key checks the walked keys' key groups with: each
+    key must hash back to the key group it is stored in, or the edit would copy a key the job
+    never finds. None where statesource cannot hash such keys as Flink does (a POJO, Kryo or
+    Avro key): their pairs are carried unchecked, as their operator's files are."""
+    try:
+        return _key_type("", key)
+    except IncompatibleCheckpointError:
+        return None
+
+
 def erasable_key_type(where: str, key: FlinkType) -> DataType:
     """The type of the keys of a header's key serializer, when statesource compares (and
     hashes) them as Java does."""
@@ -214,16 +235,24 @@ def erasable_key_type(where: str, key: FlinkType) -> DataType:
         raise IncompatibleCheckpointError(
             f"{where} is keyed by {name} ({key.serializer}): statesource cannot compare such"
             " keys as Java's equals does, so it cannot erase keys from it") from None
-    if isinstance(key_type, SqlRowType):
-        raise IncompatibleCheckpointError(
-            f"{where} is keyed by Flink SQL rows ({key_type.name}): statesource does not"
-            " take keys of SQL operators to erase yet")
     return key_type
+
+
+def erase_form(key_type: DataType, *, decoded: bool = False) -> Canonicalizer | None:
+    """How keys to erase and the keys walked are compared: in their Java-equality forms
+    (:mod:`statesource.keyequality`; for ``decoded`` keys, None where they are in it
+    already). A SQL key is a ``BinaryRowData``, equal to exactly the rows of the same bytes:
+    its form is its bytes, as Flink's key projection writes its fields."""
+    if isinstance(key_type, SqlRowType):
+        return key_type.encode
+    return decoded_key_canonicalizer(key_type) if decoded else key_canonicalizer(key_type)
 
 
 def _erased_key(where: str, key_type: DataType, key: Any) -> Any:
     try:
-        return key_canonicalizer(key_type)(key)
+        canonical = erase_form(key_type)
+        assert canonical is not None
+        return canonical(key)
     except (TypeMismatchError, InvalidArgumentError) as error:
         raise InvalidArgumentError(
             f"key {key!r} is not a key of {where}, which is keyed by {key_type.name}: {error}"
@@ -245,7 +274,8 @@ def _without_state(header: KeyedHeader, inputs: Sequence[_KeyedInput], dropped: 
 def _merged_header(snapshot: FlinkSnapshot, op: OperatorSnapshot,
                    handles: Sequence[KeyedHandle]) -> tuple[KeyedHeader, tuple[_KeyedInput, ...]]:
     """One header for every written file of the operator: the states of all the source's
-    files by name (:meth:`FlinkSnapshot.header`), uncompressed; and each file's own."""
+    files by name (:meth:`FlinkSnapshot.header`; its compression flag is set for the whole
+    rewrite, by ``SavepointRewrite.plan``); and each file's own."""
     merged = snapshot.header(op)
     assert merged is not None
     inputs = []
@@ -254,4 +284,4 @@ def _merged_header(snapshot: FlinkSnapshot, op: OperatorSnapshot,
         ids = snapshot.state_ids(op, handle)
         inputs.append(_KeyedInput(handle, own, tuple(range(len(own.states)))
                                   if ids is None else ids))
-    return dataclasses.replace(merged, compressed=False, data_start=0), tuple(inputs)
+    return dataclasses.replace(merged, data_start=0), tuple(inputs)

@@ -36,7 +36,6 @@ import dataclasses
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -63,18 +62,23 @@ from statesource.flink.operations.rescale import CANONICAL_SAVEPOINT_PROPERTIES,
 from statesource.flink.operations.savepoint_plan import Edit
 from statesource.flink.operations.staged import (
     StagedState,
+    missing_parents,
     missing_sections,
     remove_sections,
     write_sections,
 )
 from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.mapping import PojoClass
+from statesource.flink.snapshot.compression import (
+    Compression,
+    check_compression,
+    output_compressed,
+)
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter, check_output, staging_name
 from statesource.flink.snapshot.versions import MetadataLayout, metadata_layout, release_layout
 from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
 from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
-from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
 from statesource.flink.statefiles.state_meta_writer import key_serializer, state_info
 from statesource.format.columns import decode_entries
 from statesource.format.commit import CheckpointInfo
@@ -83,7 +87,7 @@ from statesource.format.locations import DataFile
 from statesource.format.metadata import CheckpointMeta, OperatorMeta
 from statesource.format.operator_state_meta import OperatorStateMeta
 from statesource.format.source import FLINK
-from statesource.format.storage import resolve
+from statesource.format.storage import Location
 from statesource.format.target import KeyGroupBatches
 from statesource.keygroups import KeyGroupRange
 from statesource.model import StateDeclaration
@@ -137,17 +141,21 @@ class FlinkSavepointTarget:
 
     kind = FLINK
 
-    def __init__(self, base_path: str | None, base_checkpoint_id: int | None, output: Path,
+    def __init__(self, base_path: str | None, base_checkpoint_id: int | None, output: Location,
                  checkpoint_id: int, timestamp_ms: int,
                  pojos: Mapping[str, PojoClass] | None = None,
-                 base: FlinkSnapshot | None = None, flink_version: str | None = None) -> None:
+                 base: FlinkSnapshot | None = None, flink_version: str | None = None,
+                 compression: Compression | None = None) -> None:
         self.base_path = base_path
+        self.compression = compression
         self.base_checkpoint_id = base_checkpoint_id
         self.output = output
         self.checkpoint_id = checkpoint_id
         self.timestamp_ms = timestamp_ms
         self.pojos = dict(pojos or {})
-        self.work = str(output.parent / staging_name(output.name))
+        self.work = output.parent.child(staging_name(output.name)).uri  # on the output's
+        # store, where every task can write
+        self._new_parents = missing_parents(self.work)
         self._snapshot = base
         opened = self._base()  # the _metadata version written is the base's: 1.x stays 1.x
         self._layout = _layout(opened, flink_version, base_path)
@@ -163,10 +171,14 @@ class FlinkSavepointTarget:
     def open(cls, path: str | None, output: str, base_checkpoint_id: int | None = None,
              checkpoint_id: int | None = None,
              pojos: Mapping[str, PojoClass] | None = None,
-             flink_version: str | None = None) -> FlinkSavepointTarget:
+             flink_version: str | None = None,
+             compression: str | None = None) -> FlinkSavepointTarget:
         """The target, every check done: ``output`` free, the base readable. The savepoint's
         checkpoint id is ``checkpoint_id``, else the base's (1 from nothing); it is for the
-        base's Flink version, or from nothing for ``flink_version`` (default the newest)."""
+        base's Flink version, or from nothing for ``flink_version`` (default the newest).
+        Its keyed-state files are Snappy-compressed as ``compression`` asks, else as the
+        base's are (not, from nothing)."""
+        asked = check_compression(compression)
         checked = check_output(output)
         base = (None if path is None
                 else FlinkSnapshot.open(path, checkpoint_id=base_checkpoint_id))
@@ -176,7 +188,7 @@ class FlinkSavepointTarget:
             checkpoint_id = 1 if base is None else base.checkpoint_id
         check_checkpoint_id(checkpoint_id)
         return cls(path, base_checkpoint_id, checked, checkpoint_id,
-                   time.time_ns() // 1_000_000, pojos, base, flink_version)
+                   time.time_ns() // 1_000_000, pojos, base, flink_version, asked)
 
     def _base(self) -> FlinkSnapshot | None:
         """The base snapshot, opened once per process: the target travels to Spark's commit
@@ -273,11 +285,15 @@ class FlinkSavepointTarget:
         edits, new = self._changes()
         base = self._base()
         dropped = [uid for uid in self._base_operators if self._edit.operator(uid) is None]
-        rewrite = (SavepointRewrite.plan(base, None, None, edits, dropped)
+        rewrite = (SavepointRewrite.plan(base, None, None, edits, dropped,
+                                         compression=self.compression)
                    if base is not None else None)
+        compressed = (rewrite.compressed if rewrite is not None
+                      else output_compressed(self.compression, False))
         with SavepointWriter(self.output) as writer:
             operators = rewrite.write(writer)[0] if rewrite is not None else []
-            operators += [_new_operator(writer, op, states, self._layout) for op, states in new]
+            operators += [_new_operator(writer, op, states, self._layout, compressed)
+                          for op, states in new]
             if rewrite is not None:
                 metadata = dataclasses.replace(rewrite.metadata(operators),
                                                checkpoint_id=self.checkpoint_id)
@@ -288,7 +304,7 @@ class FlinkSavepointTarget:
             published = writer.publish(metadata)
         self.remove([f for op in self._edit.operators for s in op.keyed_states
                      for f in s.files])
-        return CheckpointInfo(resolve(str(published)),
+        return CheckpointInfo(published,
                               self._edit.build(self.checkpoint_id, self.timestamp_ms))
 
     def _changes(self) -> tuple[list[Edit], list[tuple[OperatorMeta, list[StagedState]]]]:
@@ -313,7 +329,7 @@ class FlinkSavepointTarget:
         return edits, new
 
     def remove(self, files: Iterable[DataFile]) -> None:
-        remove_sections(self.work, files)
+        remove_sections(self.work, files, self._new_parents)
 
     def missing(self, files: Iterable[DataFile]) -> list[str]:
         return missing_sections(self.work, files)
@@ -397,7 +413,7 @@ def _derived(where: str, state: StateDeclaration, pojos: Mapping[str, PojoClass]
 
 
 def _new_operator(writer: SavepointWriter, op: OperatorMeta, states: list[StagedState],
-                  layout: MetadataLayout) -> OperatorSnapshot:
+                  layout: MetadataLayout, compressed: bool = False) -> OperatorSnapshot:
     """A keyed operator the base does not have: its uid, one file per subtask."""
     key = _derived_key(f"operator {op.uid!r}", op.keyed_key_type)
     infos = tuple(dataclasses.replace(s.info, state_id=i) for i, s in enumerate(states))
@@ -408,7 +424,7 @@ def _new_operator(writer: SavepointWriter, op: OperatorMeta, states: list[Staged
             if framer is None:
                 framer = framers[key_group] = KeyGroupFramer(key_group, op.max_parallelism)
             framer.add_section(state_id, body)
-    header = write_keyed_header(KeyedHeader(HEADER_VERSIONS[-1], False, key, infos, 0))
+    header = KeyedHeader(HEADER_VERSIONS[-1], compressed, key, infos, 0)
     handles = writer.write_keyed_files(header, framers, op.max_parallelism, op.parallelism)
     subtasks = tuple(SubtaskState(index, (handle,), ()) for index, handle in enumerate(handles))
     recorded = layout.recorded_uid(op.uid)

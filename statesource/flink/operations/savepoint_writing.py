@@ -20,11 +20,11 @@ from typing import Any
 
 from statesource.errors import (
     CorruptCheckpointError,
-    IncompatibleCheckpointError,
     UnsupportedFormatVersionError,
 )
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.handles import (
+    KeyedHandle,
     KeyedStateHandle,
     OperatorHandle,
     OperatorSnapshot,
@@ -34,19 +34,23 @@ from statesource.flink.handles import (
     SubtaskState,
 )
 from statesource.flink.layouts.base import KeyGroupData
-from statesource.flink.layouts.canonical_writer import KeyGroupFramer, prefix_bytes
+from statesource.flink.layouts.canonical_writer import (
+    KeyGroupFramer,
+    prefix_bytes,
+    recompressed_keyed_file,
+)
 from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.layouts.keyed import check_key_group_range
 from statesource.flink.layouts.regroup import Regrouper
-from statesource.flink.operations.savepoint_plan import REPLACED, OperatorPlan
+from statesource.flink.operations.savepoint_plan import REPLACED, OperatorPlan, erase_form
 from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.columns import decoder_for
+from statesource.flink.snapshot.compression import header_compressed
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter
 from statesource.flink.statefiles.keyed_header import SUPPORTED_VERSIONS as HEADER_VERSIONS
-from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
 from statesource.flink.statefiles.operator_state import decoded_states
-from statesource.keyequality import decoded_key_canonicalizer
+from statesource.flink.statefiles.operator_state_writer import recompressed_operator_file
 from statesource.keygroups import murmur_hash
 from statesource.types import DataType
 
@@ -79,11 +83,16 @@ class RescaledOperator:
 
 class FileCopies:
     """Files of the source that the new savepoint keeps (operator and coordinator state),
-    copied into it once each, under their own names where free."""
+    copied into it once each, under their own names where free. With ``compressed`` (a
+    compression asked for), a canonical keyed-state file or a managed operator-state file
+    of the other compression is written again with it; without (None), each file keeps its
+    own, a RocksDB state converted to a canonical file the one its meta data records."""
 
-    def __init__(self, snapshot: FlinkSnapshot, writer: SavepointWriter) -> None:
+    def __init__(self, snapshot: FlinkSnapshot, writer: SavepointWriter,
+                 compressed: bool | None = None) -> None:
         self.snapshot = snapshot
         self.writer = writer
+        self.compressed = compressed
         self._copied: dict[tuple[str | None, bool], StreamHandle] = {}
         self._names: set[str] = set()
 
@@ -106,15 +115,23 @@ class FileCopies:
                          raw: bool = False) -> tuple[OperatorHandle, ...]:
         """The handles with their files copied, each checked first (:meth:`_check`); ``drop``
         names operator states left out of them (their elements stay in the file, which no
-        handle points at any more)."""
+        handle points at any more). A managed operator-state file of another compression
+        than the savepoint's is written again with it."""
         copied = []
         for handle in handles:
             data = self.snapshot.read_bytes(handle.stream, 0, handle.stream.size)
             self._check(handle, raw, data)
-            stream = self.stream(handle.stream, data)
-            assert stream is not None
+            again = None if raw or self.compressed is None else recompressed_operator_file(
+                data, handle.states, self.compressed, self.snapshot.describe(handle.stream))
+            if again is None:
+                stream = self.stream(handle.stream, data)
+                assert stream is not None
+                handle = dataclasses.replace(handle, stream=stream)
+            else:
+                handle = dataclasses.replace(handle, stream=self.writer.write_file(again[0]),
+                                             states=again[1])
             states = tuple(s for s in handle.states if s.name not in drop)
-            copied.append(dataclasses.replace(handle, stream=stream, states=states))
+            copied.append(dataclasses.replace(handle, states=states))
         return tuple(copied)
 
     def _check(self, handle: OperatorHandle, raw: bool, data: bytes) -> None:
@@ -137,8 +154,9 @@ class FileCopies:
                       ) -> tuple[KeyedStateHandle, ...]:
         """The handles of ``op`` with their files copied, each of a keyed-state file version
         Flink reads (its key-group offsets were checked against its size when ``_metadata``
-        was read; its header is not parsed: an operator whose serializers statesource does
-        not know is carried over as it is). A RocksDB handle's state is written as the
+        was read; an operator whose serializers statesource does not know is carried over
+        as it is). A canonical file of another compression than the savepoint's is written
+        again with it (:meth:`_recompressed`). A RocksDB handle's state is written as the
         canonical file it reads as (:meth:`FlinkSnapshot.canonical_handle`), unless the
         operator's state does not decode: then its RocksDB files are copied as they are."""
         copied: list[KeyedStateHandle] = []
@@ -153,10 +171,27 @@ class FileCopies:
                     f"{self.snapshot.describe(handle.stream)}: keyed state file version"
                     f" {version if len(head) == 4 else 'missing'}; statesource copies version"
                     f" {', '.join(map(str, HEADER_VERSIONS))}")
+            if (self.compressed is not None and handle.savepoint
+                    and self.snapshot.undecodable(op) is None
+                    and self.snapshot.handle_header(op, handle).compressed != self.compressed):
+                copied.append(self._recompressed(op, handle, self.compressed))
+                continue
             stream = self.stream(handle.stream)
             assert stream is not None
             copied.append(dataclasses.replace(handle, stream=stream))
         return tuple(copied)
+
+    def _recompressed(self, op: OperatorSnapshot, handle: KeyedHandle, compress: bool
+                      ) -> KeyedHandle:
+        """A canonical file written again compressed or not (native files and those of an
+        operator whose state does not decode are copied with their own)."""
+        data = self.snapshot.read_bytes(handle.stream, 0, handle.stream.size)
+        header = self.snapshot.handle_header(op, handle)
+        whole, offsets = recompressed_keyed_file(
+            data, handle.offsets, handle.start, header.data_start, header.compressed,
+            compress, self.snapshot.describe(handle.stream))
+        return dataclasses.replace(handle, offsets=tuple(offsets),
+                                   stream=self.writer.write_file(whole))
 
     def _rocksdb(self, op: OperatorSnapshot, handle: RocksDBHandle) -> KeyedStateHandle:
         """A RocksDB handle's state as a canonical file written into the new savepoint; or,
@@ -166,6 +201,11 @@ class FileCopies:
         if self.snapshot.undecodable(op) is None:
             canonical = self.snapshot.canonical_handle(op, handle)
             assert canonical.stream.inline is not None
+            compress = self.compressed
+            if compress is None:  # the job's setting, recorded in the meta data stream
+                compress = header_compressed(self.snapshot, handle.meta)
+            if compress:
+                return self._recompressed(op, canonical, True)
             return dataclasses.replace(canonical,
                                        stream=self.writer.write_file(canonical.stream.inline))
 
@@ -182,9 +222,20 @@ class FileCopies:
 
     def subtask(self, index: int, keyed: tuple[KeyedStateHandle, ...],
                 old: SubtaskState | None, drop: tuple[str, ...] = ()) -> SubtaskState:
+        """Subtask ``index`` with ``keyed`` and the files of ``old``'s operator state and raw
+        state copied; raw keyed state (the operator's own bytes per key group) only at the
+        parallelism and max parallelism it was written with: a rescale refuses it, an edit
+        keeps both (:func:`~statesource.flink.operations.savepoint_plan.plan_operator`).
+        Heap timers of a RocksDB state written as a canonical file are in that file (as
+        Flink's canonical savepoint has them), not copied as raw keyed state too."""
         if old is None:
             return SubtaskState(index, keyed, ())
-        return SubtaskState(index, keyed, self.operator_handles(old.operator, drop), (),
+        converted = (self.snapshot.heap_timers(old)
+                     and not any(isinstance(h, RocksDBHandle) for h in keyed))
+        return SubtaskState(index, keyed, self.operator_handles(old.operator, drop),
+                            () if converted else
+                            tuple(dataclasses.replace(h, stream=self._file(h.stream))
+                                  for h in old.raw_keyed),
                             self.operator_handles(old.raw_operator, raw=True))
 
 
@@ -282,10 +333,9 @@ def write_rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: Opera
                 framer = framers[key_group] = KeyGroupFramer(key_group, max_parallelism)
             framer.add_section(state_id, body)
             entries += count
-    header_bytes = write_keyed_header(header)
     old_subtasks = {s.index: s for s in op.subtasks}
     written_groups = len(framers)
-    handles = writer.write_keyed_files(header_bytes, framers, max_parallelism, plan.parallelism)
+    handles = writer.write_keyed_files(header, framers, max_parallelism, plan.parallelism)
     written = sum(keyed.stream.size for keyed in handles)
     subtasks = [copies.subtask(index, (keyed,), old_subtasks.get(index),
                                plan.dropped_operator_states)
@@ -317,9 +367,11 @@ class _Rekeyer:
     """The new key group of each composite key, from its key alone; -1 for an erased key.
 
     The key is decoded (only the key), hashed as Flink hashes it, and checked to give back
-    the key group it was read from. Hashes are remembered per key bytes within one source
-    key group: every state of a key, and every user key of a map, shares them. With neither
-    a new max parallelism nor keys to erase (``same``), no key is decoded at all.
+    the key group it was read from (also by an edit that keeps every key where it is: a key
+    that does not hash back is refused, not copied). Hashes are remembered per key bytes
+    within one source key group: every state of a key, and every user key of a map, shares
+    them. Keys statesource cannot hash as Flink does (no ``key_type``: ``same``) are not
+    decoded at all.
     """
 
     def __init__(self, key: FlinkType, key_type: DataType | None, old_max: int, new_max: int,
@@ -334,7 +386,7 @@ class _Rekeyer:
         self.erase = frozenset(erase)
         self.found: set[Any] = set()
         """The erased keys met, in their Java-equality form."""
-        self.canonical = (decoded_key_canonicalizer(key_type)
+        self.canonical = (erase_form(key_type, decoded=True)
                           if erase and key_type is not None else None)
         self.same = key_type is None
         self.reader = BinaryReader(b"", where)
@@ -365,12 +417,12 @@ class _Rekeyer:
         assert self.key_type is not None
         hashed = murmur_hash(self.key_type.java_hash(key))
         if hashed % self.old_max != self.key_group:
-            raise IncompatibleCheckpointError(
-                f"{self.where}, state {state!r}: key {key!r} is stored in key group"
-                f" {self.key_group}, but its hash ({self.key_type} keys) gives key group"
-                f" {hashed % self.old_max} of {self.old_max}: statesource would not hash it as"
-                " the job did, so it cannot be moved to its key group of another max"
-                " parallelism, nor compared with the keys to erase")
+            raise CorruptCheckpointError(
+                f"{self.reader.source}, {self.where}, state {state!r}: key {key!r} is stored"
+                f" in key group {self.key_group}, but its hash ({self.key_type} keys) gives key"
+                f" group {hashed % self.old_max} of {self.old_max}: the file is corrupt, or the"
+                " job hashed its keys otherwise than statesource does; a job would never find"
+                " the key, so it is neither moved, compared with keys to erase, nor copied")
         if self.erase:
             canonical = key if self.canonical is None else self.canonical(key)
             if canonical in self.erase:

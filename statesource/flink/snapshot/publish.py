@@ -15,9 +15,17 @@ State files are recorded in ``_metadata`` by their bare file names, relative
 to the directory of ``_metadata``, as Flink itself writes them: the savepoint
 can be moved or copied as a whole.
 
-Only local file systems are written for now: object stores have no rename of
-a directory, so publishing there needs another protocol (``_metadata``
-written last, as the marker).
+Object stores (``s3://`` and the other ``pyarrow.fs`` stores) have no rename of a
+directory, so there the marker is Flink's own: a savepoint is complete when its
+``_metadata`` exists. The state files are uploaded straight into the output
+under random names (UUIDs, as Flink names them) that no other writer uses, and
+``_metadata`` last, created only if absent (S3's ``If-None-Match: *``,
+:func:`~statesource.format.exclusive.put_if_absent`, the statesource format's own
+exclusive commit): of two writers of one output exactly one publishes, and an
+existing savepoint is never replaced. A failure deletes the files written; a
+killed run leaves state files and no ``_metadata``, which no reader takes for a
+savepoint, and which ``statesource clean-savepoints`` removes
+(:mod:`statesource.flink.snapshot.leftovers`).
 """
 
 from __future__ import annotations
@@ -40,12 +48,22 @@ from statesource.errors import (
     CorruptCheckpointError,
     InvalidArgumentError,
     StateSourceError,
+    storage_error,
 )
+from statesource.flink.binary.snappy import frame
 from statesource.flink.handles import KeyedHandle, SnapshotMetadata, StreamHandle
 from statesource.flink.layouts.canonical_writer import KeyGroupFramer, assemble_keyed_file
 from statesource.flink.snapshot.metadata_writer import write_metadata
+from statesource.flink.snapshot.remote_output import (
+    Uploads,
+    check_remote_output,
+    delete_quietly,
+    put_metadata,
+)
+from statesource.flink.statefiles.keyed_header import KeyedHeader
+from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
 from statesource.format.commit import sync_directory
-from statesource.format.storage import check_creatable, resolve
+from statesource.format.storage import Location, PathOrLocation, check_creatable, resolve
 from statesource.keygroups import key_group_range_for_operator
 
 METADATA = "_metadata"
@@ -66,28 +84,45 @@ def is_staging_name(name: str) -> bool:
 
 class SavepointWriter:
     """One new savepoint directory at ``output``, written in a temporary sibling and published
-    by :meth:`publish`; used as a context manager, it removes the temporary directory on any
-    way out but a successful publish.
+    by :meth:`publish`; used as a context manager, it removes what it wrote on any way out
+    but a successful publish (on a local file system, with the parent directories it
+    created). On an object store the files go into ``output`` itself and ``_metadata`` is
+    the commit (see the module's docstring).
 
     ``output`` must not exist (:class:`CheckpointExistsError`, naming it); its parent is
     created if needed.
     """
 
-    def __init__(self, output: str | os.PathLike[str]) -> None:
-        self.output = check_output(output)
-        self.output.parent.mkdir(parents=True, exist_ok=True)
-        self.staging = self.output.parent / staging_name(self.output.name)
-        self.staging.mkdir()
+    def __init__(self, output: PathOrLocation) -> None:
         self._written: dict[str, int] = {}
         self._published = False
+        self.location = check_output(output)
+        self.output = Path(self.location.path)
+        self.staging: Path | None = None
+        self._created: list[Path] = []
+        self._uploads = None if self.location.is_local else Uploads(self.location.filesystem)
+        if self.location.is_local:
+            try:
+                self._created = _make_parents(self.output.parent)
+                self.staging = self.output.parent / staging_name(self.output.name)
+                self.staging.mkdir()
+            except OSError as error:
+                self.discard()
+                raise storage_error(f"cannot write savepoint {self.location}", error) from error
 
     def __enter__(self) -> SavepointWriter:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
+        """Discard what was written unless published; an operating system's or a store's
+        refusal (a full or read-only disk, a permission) is restated as one
+        :class:`~statesource.errors.StorageError` naming the output, the cause and the file:
+        every writer of savepoints writes through here, so none prints a bare ``OSError``."""
         if not self._published:
             self.discard()
+        if isinstance(error, OSError) and not isinstance(error, StateSourceError):
+            raise storage_error(f"cannot write savepoint {self.location}", error) from error
 
     def write_file(self, chunks: bytes | Iterable[bytes], name: str | None = None
                    ) -> StreamHandle:
@@ -98,9 +133,14 @@ class SavepointWriter:
         if name in self._written or name == METADATA or "/" in name or name in (".", ".."):
             raise InvalidArgumentError(
                 f"state file name {name!r} is taken or not a bare file name")
+        pieces = [chunks] if isinstance(chunks, (bytes, bytearray)) else chunks
+        if self._uploads is not None:
+            self._written[name] = 0  # deleted on failure, even if partly uploaded
+            self._written[name] = self._uploads.write(self.location.child(name), pieces)
+            return StreamHandle(name, True, self._written[name])
         size = 0
-        with open(self.staging / name, "xb") as out:
-            for chunk in [chunks] if isinstance(chunks, (bytes, bytearray)) else chunks:
+        with open(self._staged(name), "xb") as out:
+            for chunk in pieces:
                 out.write(chunk)
                 size += len(chunk)
             out.flush()
@@ -108,47 +148,75 @@ class SavepointWriter:
         self._written[name] = size
         return StreamHandle(name, True, size)
 
-    def write_keyed_files(self, header: bytes, framers: dict[int, KeyGroupFramer],
+    def write_keyed_files(self, header: KeyedHeader, framers: dict[int, KeyGroupFramer],
                           max_parallelism: int, parallelism: int) -> list[KeyedHandle]:
         """One canonical keyed-state file per subtask of an operator: ``header``, then the key
         groups Flink assigns the subtask at ``parallelism``, framed by ``framers`` (by key
-        group; each one used is removed from it, an absent one is empty)."""
+        group; each one used is removed from it, an absent one is empty). Where the header
+        says compressed, each key group is one Snappy framed stream, as Flink writes it."""
+        header_bytes = write_keyed_header(header)
         handles = []
         for index in range(parallelism):
             key_groups = key_group_range_for_operator(max_parallelism, parallelism, index)
             framed = []
             for key_group in key_groups:
                 framer = framers.pop(key_group, None)
-                framed.append(b"" if framer is None else framer.getvalue())
-            whole, offsets = assemble_keyed_file(header, framed)
+                data = b"" if framer is None else framer.getvalue()
+                framed.append(frame(data) if data and header.compressed else data)
+            whole, offsets = assemble_keyed_file(header_bytes, framed)
             handles.append(KeyedHandle(key_groups.start, tuple(offsets), self.write_file(whole),
                                        savepoint=True))
         return handles
 
-    def publish(self, metadata: SnapshotMetadata) -> Path:
+    def publish(self, metadata: SnapshotMetadata) -> Location:
         """Write ``_metadata`` (after checking that every file it names was written here, at
-        its recorded size), sync, and rename the directory to the output's name."""
+        its recorded size), sync, and rename the directory to the output's name; on an object
+        store, create ``_metadata`` in the output if it is absent."""
         self._check_open()
         self._check_files(metadata)
         payload = write_metadata(metadata)
-        with open(self.staging / METADATA, "xb") as out:
+        if self._uploads is not None:
+            self._uploads.wait()  # every state file whole before the _metadata naming them
+            put_metadata(self.location.child(METADATA), payload)
+            self._published = True
+            return self.location
+        staged = self._staged(METADATA)
+        with open(staged, "xb") as out:
             out.write(payload)
             out.flush()
             os.fsync(out.fileno())
-        sync_directory(str(self.staging))
-        rename_no_replace(self.staging, self.output)
+        sync_directory(str(staged.parent))
+        rename_no_replace(staged.parent, self.output)
         self._published = True
         sync_directory(str(self.output.parent))
-        return self.output
+        return self.location
 
     def discard(self) -> None:
-        """Remove the temporary directory and everything written into it."""
-        if not self._published:
+        """Remove the temporary directory and everything written into it, and the parent
+        directories this writer created (where nothing else was put in them meanwhile); on
+        an object store, every file written."""
+        if self._published:
+            return
+        if self._uploads is not None:
+            self._uploads.stop()
+            delete_quietly(self.location.child(name) for name in self._written)
+            return
+        if self.staging is not None:
             shutil.rmtree(self.staging, ignore_errors=True)
+        for created in reversed(self._created):
+            with contextlib.suppress(OSError):
+                created.rmdir()
+
+    def _staged(self, name: str) -> Path:
+        """Where a writer to a file system puts ``name`` until it publishes."""
+        if self.staging is None:
+            raise StateSourceError(f"savepoint {self.location} is written in place, on its"
+                                   " object store")
+        return self.staging / name
 
     def _check_open(self) -> None:
         if self._published:
-            raise StateSourceError(f"savepoint {self.output} is already published")
+            raise StateSourceError(f"savepoint {self.location} is already published")
 
     def _check_files(self, metadata: SnapshotMetadata) -> None:
         for stream in referenced_streams(metadata):
@@ -156,11 +224,11 @@ class SavepointWriter:
                 continue
             if not stream.relative or stream.path not in self._written:
                 raise CorruptCheckpointError(
-                    f"_metadata of {self.output} would name {stream.path!r}, which is not a"
+                    f"_metadata of {self.location} would name {stream.path!r}, which is not a"
                     " file written into the savepoint: not publishing")
             if self._written[stream.path] != stream.size:
                 raise CorruptCheckpointError(
-                    f"_metadata of {self.output} records {stream.size} bytes for"
+                    f"_metadata of {self.location} records {stream.size} bytes for"
                     f" {stream.path!r}, which has {self._written[stream.path]}: not publishing")
 
 
@@ -178,22 +246,37 @@ def referenced_streams(metadata: SnapshotMetadata) -> list[StreamHandle]:
     return found
 
 
-def check_output(output: str | os.PathLike[str]) -> Path:
-    """The local directory a new savepoint ``output`` names, refused if it exists or cannot be
-    created (its missing parents are created when it is written)."""
+def check_output(output: PathOrLocation) -> Location:
+    """Where a new savepoint ``output`` goes, refused if it exists or cannot be created (its
+    missing parents are created when it is written). On an object store, refused where
+    ``_metadata`` exists, or where anything but state files of a killed write is; an
+    unreachable store is refused here, before any work."""
     location = resolve(output)
+    if location.name in ("", ".", ".."):
+        raise InvalidArgumentError(f"{location} does not name a new directory")
     if not location.is_local:
-        raise InvalidArgumentError(
-            f"cannot write a Flink savepoint to {location.filesystem.type_name!r} storage"
-            f" ({location}): a new savepoint is written to a local or shared file system path"
-            " only (on a cluster, one that the driver and every executor see at the same"
-            " path), not to object storage")
+        check_remote_output(location)
+        return location
     path = Path(location.path)
-    if path.name in ("", ".", ".."):
-        raise InvalidArgumentError(f"{output} does not name a new directory")
     check_output_free(path)
     check_creatable(location, "savepoint output")
-    return path
+    return location
+
+
+def _make_parents(directory: Path) -> list[Path]:
+    """Create ``directory`` and its missing parents; the ones created, outermost first."""
+    missing = []
+    while not os.path.lexists(directory):
+        missing.append(directory)
+        directory = directory.parent
+    created = []
+    for path in reversed(missing):
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue  # another process made it: not ours to remove
+        created.append(path)
+    return created
 
 
 def check_output_free(output: str | os.PathLike[str]) -> None:

@@ -97,7 +97,7 @@ def decoded_states(data: bytes, source: str, handle: OperatorHandle
     decoded value: every offset inside the file, every piece read whole, or an error. What
     a new savepoint copies of an operator-state file is checked this way first."""
     header = read_operator_header(BinaryReader(data, source))
-    bounds = _piece_bounds(handle.states, header.data_start, len(data), source)
+    bounds = piece_bounds(handle.states, header.data_start, len(data), source)
     for state in handle.states:
         info = _info(header, state, source)
         pieces = [read_piece(data, source, offset, bounds, header.compressed)
@@ -123,8 +123,8 @@ def _info(header: OperatorHeader, state: OperatorStateOffsets, source: str) -> S
         " does not declare")
 
 
-def _piece_bounds(states: tuple[OperatorStateOffsets, ...], data_start: int, size: int,
-                  source: str) -> list[int]:
+def piece_bounds(states: tuple[OperatorStateOffsets, ...], data_start: int, size: int,
+                 source: str) -> list[int]:
     """Where the pieces (elements, broadcast maps) ``_metadata`` lists in a file begin, and
     the file's end: each piece lies after the header, at its own offset, and is decoded up
     to the next one, exactly (Flink writes them one after the other)."""

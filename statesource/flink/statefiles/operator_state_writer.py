@@ -12,8 +12,8 @@ one offset. A state without elements has no offset (a broadcast state always
 has one).
 
 With compression, a Snappy stream identifier follows the header and each
-offset starts one framed chunk (:func:`stored_frame` writes the uncompressed
-kind; compressing is left to the caller).
+offset starts the chunks of one flushed piece (Flink flushes its compressing stream
+whenever it records an offset): :func:`~statesource.flink.binary.snappy.frame_chunks`.
 
 :func:`write_operator_file` gives the file's bytes and the handle's per-state
 offsets (:class:`~statesource.flink.handles.OperatorStateOffsets`).
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from statesource.errors import InvalidArgumentError, TypeMismatchError
-from statesource.flink.binary.snappy import STREAM_IDENTIFIER, masked_crc32c
+from statesource.flink.binary.reader import BinaryReader
+from statesource.flink.binary.snappy import STREAM_IDENTIFIER, frame_chunks
 from statesource.flink.binary.writer import BinaryWriter
 from statesource.flink.handles import OperatorStateOffsets
 from statesource.flink.serializers.base import FlinkType, flink_type
@@ -34,6 +35,11 @@ from statesource.flink.serializers.encoding import inside, value_writer
 from statesource.flink.serializers.mapping import PojoClass, serializer_for_schema
 from statesource.flink.statefiles.keyed_header import BROADCAST, OPERATOR, StateInfo
 from statesource.flink.statefiles.keyed_header_writer import write_state_info
+from statesource.flink.statefiles.operator_state import (
+    piece_bounds,
+    read_operator_header,
+    read_piece,
+)
 from statesource.model import DistributionMode
 from statesource.schema import ValueSchema
 
@@ -44,7 +50,8 @@ KEY_SERIALIZER = "KEY_SERIALIZER"
 MODE_NAMES = {DistributionMode.SPLIT_DISTRIBUTE: "SPLIT_DISTRIBUTE",
               DistributionMode.UNION: "UNION", DistributionMode.BROADCAST: "BROADCAST"}
 _MAX_STATES = (1 << 15) - 1
-_MAX_CHUNK = 1 << 16
+_COMPRESSED_FLAG = 4
+"""Where the header's compression flag is: after its int version."""
 
 
 def mode_of(info: StateInfo) -> DistributionMode:
@@ -152,16 +159,6 @@ def encode_broadcast(info: StateInfo, entries: Mapping[Any, Any] | Iterable[tupl
     return w.getvalue()
 
 
-def stored_frame(data: bytes) -> bytes:
-    """``data`` as uncompressed chunks of a Snappy framed stream (at most 64 KiB each)."""
-    out = bytearray()
-    for start in range(0, len(data), _MAX_CHUNK):
-        chunk = data[start:start + _MAX_CHUNK]
-        out += bytes([0x01]) + (len(chunk) + 4).to_bytes(3, "little")
-        out += masked_crc32c(chunk).to_bytes(4, "little") + chunk
-    return bytes(out)
-
-
 @dataclass(frozen=True)
 class StatePieces:
     """One state's data in a file: the bytes at each of its offsets, in order."""
@@ -198,7 +195,7 @@ def write_operator_file(list_states: Sequence[tuple[StateInfo, Iterable[Any]]],
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise InvalidArgumentError(f"operator states {duplicates} are named twice")
-    frame = stored_frame if compressed else bytes
+    frame = frame_chunks if compressed else bytes
     header = write_operator_header([info for info, _ in list_states],
                                    [info for info, _ in broadcast_states], compressed)
     pieces = [StatePieces(info.name, mode_of(info),
@@ -208,3 +205,27 @@ def write_operator_file(list_states: Sequence[tuple[StateInfo, Iterable[Any]]],
                            (frame(encode_broadcast(info, entries)),))
                for info, entries in broadcast_states]
     return assemble_operator_file(header, pieces, compressed)
+
+
+def recompressed_operator_file(data: bytes, states: tuple[OperatorStateOffsets, ...],
+                               compress: bool, source: str
+                               ) -> tuple[bytes, tuple[OperatorStateOffsets, ...]] | None:
+    """An operator-state file (``data``, whose states ``_metadata`` lists as ``states``) with
+    its pieces written again Snappy-compressed or not (``compress``), the header's flag set
+    to say so; and the states' new offsets. None where nothing changes: the file already is
+    so, or is of version 5 (Flink 1.15 and older), which has no flag. A compressed piece is
+    decompressed, its checksums verified, before it is written again."""
+    header = read_operator_header(BinaryReader(data, source))
+    if header.version not in SUPPORTED_VERSIONS or header.compressed == compress:
+        return None
+    bounds = piece_bounds(states, header.data_start, len(data), source)
+    frame = frame_chunks if compress else bytes
+    pieces = []
+    for state in states:
+        plain = [read_piece(data, source, offset, bounds, header.compressed)
+                 for offset in state.offsets]
+        pieces.append(StatePieces(state.name, state.mode,
+                                  tuple(frame(r.data[r.pos:r.end]) for r in plain)))
+    flagged = bytearray(data[:header.data_start])
+    flagged[_COMPRESSED_FLAG] = compress
+    return assemble_operator_file(bytes(flagged), pieces, compress)

@@ -99,7 +99,7 @@ def _declare(options: WriteOptions, name: str, schema: StructType) -> StateDecla
     """A new state's declaration: kind from the options, types from options or the schema."""
     if options.kind is None:
         raise InvalidArgumentError(
-            f"state {name!r} does not exist yet: give the kind option (one of"
+            f"state {name!r} does not exist yet: give {options.named('kind')} (one of"
             f" {', '.join(k.value for k in StateKind)}) to create it")
     schemas = {}
     for role in VALUE_ROLES[options.kind]:
@@ -119,7 +119,7 @@ def _check_declared(options: WriteOptions, declaration: StateDeclaration) -> Non
         schema = declaration.schemas.get(role)
         if schema is None or schema != ValueSchema.parse(avro):
             raise IncompatibleCheckpointError(
-                f"option valueSchemas gives {role}={json.dumps(avro)}, but state"
+                f"{options.named('valueSchemas')} gives {role}={json.dumps(avro)}, but state"
                 f" {declaration.name!r} is {declaration.describe()}")
 
 
@@ -128,7 +128,8 @@ def _check_same(options: WriteOptions, option: str, wanted: object, actual: obje
     if wanted is not None and wanted != actual:
         shown = actual.value if isinstance(actual, StateKind) else actual
         raise IncompatibleCheckpointError(
-            f"option {option} is {options.given[option]!r}, but the state already has {shown};"
+            f"{options.named(option)} is {options.given[option]!r}, but the state already has"
+            f" {shown};"
             " a write replaces a state's rows, not its declaration (rescale changes"
             " parallelism and max parallelism)")
 

@@ -26,6 +26,7 @@ from statesource.checks import check_int
 from statesource.errors import InvalidArgumentError
 from statesource.flink.operations.rescale import RescaledSavepoint
 from statesource.flink.operations.rescale import rescale_max_parallelism as rescale_savepoint
+from statesource.flink.snapshot.compression import Compression
 from statesource.format.columns import KEY_GROUP
 from statesource.format.commit import CheckpointInfo
 from statesource.format.keyed_state_meta import KeyedStateMeta
@@ -42,6 +43,7 @@ from statesource.rescale import (
     plan_target,
     rescale_operator_states,
 )
+from statesource.rescale import rescale_parallelism as rescale_statesource
 from statesource.skew import Distribution, describe_per_subtask
 from statesource.sources import kind_of
 from statesource.spark.driver import call_on_driver, commit_on_driver
@@ -74,22 +76,30 @@ def plan_max_parallelism(path: str, max_parallelism: int, *, parallelism: int | 
     return target.pinned() if pin else target
 
 
-def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
-                            parallelism: int | None = None, operator: str | None = None,
+def rescale_max_parallelism(spark: Any, source: str, output: str | None, max_parallelism: int,
+                            *, parallelism: int | None = None, operator: str | None = None,
                             checkpoint_id: int | None = None,
-                            new_checkpoint_id: int | None = None, output: str | None = None,
-                            progress: Progress | None = None
+                            new_checkpoint_id: int | None = None,
+                            progress: Progress | None = None,
+                            compression: Compression | None = None
                             ) -> CheckpointInfo | RescaledSavepoint:
-    """Write a new checkpoint holding the state at ``path`` under ``max_parallelism`` key groups.
+    """The snapshot at ``source`` under ``max_parallelism`` key groups, written as ``output``.
 
+    The arguments are those of
+    :func:`statesource.flink.operations.rescale.rescale_max_parallelism`, after ``spark``:
     ``parallelism`` (default: each operator's own) must not exceed the new max
-    parallelism. ``operator`` picks one operator (default: all); the others are
-    carried over unchanged. Everything is checked before the first job runs.
+    parallelism, and ``checkpoint_id`` picks the checkpoint to read (default: the newest).
+    Everything is checked before the first job runs.
 
-    A Flink savepoint or checkpoint at ``path`` becomes the new savepoint directory
-    ``output`` (:func:`statesource.flink.operations.rescale.rescale_max_parallelism`: keys decoded,
-    values moved as bytes, in one pass on the driver, which outruns a Spark job on such
-    data).
+    A Flink savepoint or checkpoint at ``source`` becomes the new savepoint directory
+    ``output``, written by that function on the driver (keys decoded, values moved as
+    bytes, in one pass, which outruns a Spark job on such data); ``compression``
+    (``"snappy"``, ``"none"``; default: as the source's) is its keyed-state files'.
+
+    A statesource checkpoint (or directory of them) at ``source`` gets a new checkpoint
+    beside it: ``output`` is None, and each keyed state is re-keyed by a Spark job.
+    ``operator`` picks one operator (default: all; the others are carried over unchanged)
+    and ``new_checkpoint_id`` the new checkpoint's id (default: the newest + 1).
     """
     if output is not None:
         if operator is not None or new_checkpoint_id is not None:
@@ -97,17 +107,21 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
                 "a new max parallelism of a Flink snapshot is a new savepoint directory of"
                 " every operator: give output, and neither operator nor new_checkpoint_id")
         report = progress or (lambda _: None)
-        report(f"re-keying the Flink snapshot {path} into {output} on the driver")
+        report(f"re-keying the Flink snapshot {source} into {output} on the driver")
         done = commit_on_driver(spark, functools.partial(
-            rescale_savepoint, path, output, max_parallelism, parallelism=parallelism,
-            checkpoint_id=checkpoint_id))
+            rescale_savepoint, source, output, max_parallelism, parallelism=parallelism,
+            checkpoint_id=checkpoint_id, compression=compression))
         report(f"wrote {done.output}: {done.entries:,} pairs in {done.seconds:.1f} s")
         return done
+    if compression is not None:
+        raise InvalidArgumentError(
+            f"compression applies to a new Flink savepoint (an output), not to {source}: a"
+            " statesource checkpoint's files are Arrow IPC")
     target = call_on_driver(spark, functools.partial(
-        plan_max_parallelism, path, max_parallelism, parallelism=parallelism, operator=operator,
+        plan_max_parallelism, source, max_parallelism, parallelism=parallelism, operator=operator,
         checkpoint_id=checkpoint_id, new_checkpoint_id=new_checkpoint_id, pin=True))
     report = progress or (lambda _: None)
-    source = target.source
+    base = target.source
     keyed: dict[str, tuple[KeyedStateMeta, ...]] = {}
     written: list[DataFile] = []
     try:
@@ -120,13 +134,13 @@ def rescale_max_parallelism(spark: Any, path: str, max_parallelism: int, *,
                 report(f"  [{number}/{len(op.keyed_states)}] re-keying state {state.name}"
                        f" ({state.rows:,} rows)")
                 rows = (spark.read.format("flinkstate")
-                        .options(operator=op.uid, state=state.name).load(source.location.uri)
+                        .options(operator=op.uid, state=state.name).load(base.location.uri)
                         .drop(KEY_GROUP, OPERATOR_INDEX))  # the old layout's: recomputed for M
-                sink = CheckpointStateSink(source.root, target.new_checkpoint_id, op.uid,
+                sink = CheckpointStateSink(base.root, target.new_checkpoint_id, op.uid,
                                            state.name)
                 write = StateWrite(sink, op.uid, state.declaration, op.keyed_key_type,
                                    max_parallelism, new_parallelism,
-                                   source.metadata.timestamp_ms, None)
+                                   base.metadata.timestamp_ms, None)
                 files = write_state_files(rows, write)
                 written.extend(files)
                 keyed_states.append(state_meta(write, files))
@@ -173,3 +187,14 @@ def discard_re_keyed(target: RescaleTarget, written: list[DataFile]) -> None:
     """On the driver: remove the files the jobs wrote and let go of the source's files."""
     remove_files(target.root, written)
     target.release()
+
+
+def rescale_parallelism(spark: Any, source: str, parallelism: int, *,
+                        operator: str | None = None, checkpoint_id: int | None = None,
+                        new_checkpoint_id: int | None = None) -> CheckpointInfo:
+    """:func:`statesource.rescale_parallelism` run on ``spark``'s driver (or Spark Connect
+    server), for a caller that cannot see the storage: the same arguments after ``spark``,
+    but for ``progress``, which cannot come back from there."""
+    return commit_on_driver(spark, functools.partial(
+        rescale_statesource, source, parallelism, operator=operator,
+        checkpoint_id=checkpoint_id, new_checkpoint_id=new_checkpoint_id))

@@ -33,19 +33,26 @@ from pyspark.sql.types import StructType
 
 from statesource.errors import InvalidArgumentError
 from statesource.flink.serializers.mapping import PojoClass
+from statesource.flink.snapshot.compression import Compression
 from statesource.format.commit import CheckpointInfo
 from statesource.format.edit import CheckpointEdit
 from statesource.format.keyed_state_meta import KeyedStateMeta
 from statesource.format.locations import DataFile
 from statesource.format.target import SnapshotTarget
-from statesource.model import StateDeclaration
+from statesource.model import StateDeclaration, StateKind
 from statesource.sources import open_target as target_of
 from statesource.spark.driver import call_on_driver, commit_on_driver
 from statesource.spark.executor import check_written_visible, restated
-from statesource.spark.options import CHECKPOINT_OPTIONS, WriteOptions, parse_write_options
+from statesource.spark.options import (
+    CHECKPOINT_OPTIONS,
+    WriteOptions,
+    parse_write_options,
+    state_write_options,
+)
 from statesource.spark.write.plan import StateWrite, plan_state
 from statesource.spark.write.shuffle import write_state_files
 from statesource.spark.write.task import write_partition
+from statesource.types import DataType
 
 T = TypeVar("T")
 
@@ -84,7 +91,7 @@ def open_target(options: WriteOptions) -> SnapshotTarget:
     return target_of(options.path, options.output,
                      base_checkpoint_id=options.base_checkpoint_id,
                      checkpoint_id=options.checkpoint_id, pojos=options.pojos,
-                     flink_version=options.flink_version)
+                     flink_version=options.flink_version, compression=options.compression)
 
 
 def _messages_files(messages: list[WriterCommitMessage | None]) -> list[DataFile]:
@@ -142,15 +149,27 @@ class Rewrite:
         self.info: CheckpointInfo | None = None
 
     def replace(self, df: Any, operator: str, state: str, *,
-                declaration: StateDeclaration | None = None, **options: str) -> None:
-        """Replace (or create, given ``kind`` and types) keyed state ``state`` with ``df``'s rows.
+                declaration: StateDeclaration | None = None, kind: StateKind | str | None = None,
+                key_type: DataType | str | None = None,
+                namespace_type: DataType | str | None = None,
+                max_parallelism: int | None = None, parallelism: int | None = None,
+                value_schemas: Mapping[str, Any] | str | None = None,
+                order_column: str | None = None) -> None:
+        """Replace (or create) keyed state ``state`` of ``operator`` with ``df``'s rows.
 
-        ``options`` are the write options of docs/SPARK.md (``kind``, ``keyType``,
-        ``namespaceType``, ``maxParallelism``, ``parallelism``, ``valueSchemas``,
-        ``orderColumn``), or ``declaration`` declares a new state whole. Rows are
-        shuffled by Flink subtask, so any partitioning works.
+        The keywords are the state's write options of docs/SPARK.md in snake_case
+        (``key_type`` is ``.option("keyType", ...)``), checked as those are: an existing
+        state needs none (given, they must agree with it); a new one needs ``kind`` (and,
+        for a new operator, ``key_type``, else the key column's type), or ``declaration``
+        declares it whole. ``value_schemas`` maps a value role to its Avro schema;
+        ``order_column`` orders a list's elements. Rows are shuffled by Flink subtask, so
+        any partitioning works.
         """
-        self.replace_with(df, operator, state, parse_write_options(options), declaration)
+        options = state_write_options(
+            kind=kind, key_type=key_type, namespace_type=namespace_type,
+            max_parallelism=max_parallelism, parallelism=parallelism,
+            value_schemas=value_schemas, order_column=order_column)
+        self.replace_with(df, operator, state, options, declaration)
 
     def replace_with(self, df: Any, operator: str, state: str, options: WriteOptions,
                      declaration: StateDeclaration | None = None) -> None:
@@ -252,52 +271,53 @@ def remove_staged(target: SnapshotTarget, files: list[DataFile]) -> None:
 def rewrite(spark: Any, path: str | None, *, output: str | None = None,
             base_checkpoint_id: int | None = None, checkpoint_id: int | None = None,
             pojos: Mapping[str, PojoClass] | None = None,
-            flink_version: str | None = None) -> Rewrite:
+            flink_version: str | None = None,
+            compression: Compression | None = None) -> Rewrite:
     """Stage changes to the newest checkpoint under ``path`` (or ``base_checkpoint_id``)
     for one new checkpoint (default id: newest + 1); or, given ``output``, to the Flink
     snapshot at ``path`` (None: none, a bootstrap) for the new savepoint directory
     ``output``, whose new states' records named in ``pojos`` are those POJOs; a bootstrap
-    is for Flink ``flink_version`` (``"1.20"``; default the newest). See :class:`Rewrite`.
+    is for Flink ``flink_version`` (``"1.20"``; default the newest). ``compression``
+    (``"snappy"``, ``"none"``) is the savepoint's Snappy compression (default: as the
+    snapshot's; none for a bootstrap). See :class:`Rewrite`.
 
     The base is opened and the id chosen on ``spark``'s driver, which sees the
     storage as the commit will."""
     target = call_on_driver(spark, open_target, WriteOptions(
         path=path, output=output, base_checkpoint_id=base_checkpoint_id,
-        checkpoint_id=checkpoint_id, pojos=pojos or {}, flink_version=flink_version))
+        checkpoint_id=checkpoint_id, pojos=pojos or {}, flink_version=flink_version,
+        compression=compression))
     return Rewrite(target, spark)
 
 
 def write_state(df: Any, path: str | None, operator: str, state: str, *,
                 output: str | None = None, base_checkpoint_id: int | None = None,
-                checkpoint_id: int | None = None, **options: str) -> CheckpointInfo:
+                checkpoint_id: int | None = None, pojos: Mapping[str, PojoClass] | None = None,
+                flink_version: str | None = None, compression: Compression | None = None,
+                declaration: StateDeclaration | None = None,
+                kind: StateKind | str | None = None, key_type: DataType | str | None = None,
+                namespace_type: DataType | str | None = None,
+                max_parallelism: int | None = None, parallelism: int | None = None,
+                value_schemas: Mapping[str, Any] | str | None = None,
+                order_column: str | None = None) -> CheckpointInfo:
     """Write ``df`` as keyed state ``state`` of ``operator`` into a new checkpoint under ``path``.
 
     The documented path for any DataFrame: it computes Flink key groups,
     shuffles the rows so that each Spark task holds whole Flink subtasks, and
     commits one checkpoint in which everything else of the base is carried
-    over. Given ``output``, ``path`` is a Flink snapshot (or None) and the result the
-    new savepoint directory ``output``. ``options`` as for ``df.write.format("flinkstate")``.
+    over. ``output``, ``base_checkpoint_id``, ``checkpoint_id``, ``pojos``,
+    ``flink_version`` and ``compression`` are the new snapshot's, as for :func:`rewrite`
+    (given ``output``, ``path`` is a Flink snapshot, or None, and the result the new
+    savepoint directory ``output``); the others are the state's, as for
+    :meth:`Rewrite.replace`.
     """
-    parsed = parse_write_options(options)
-    if "output" in parsed.given:
-        raise InvalidArgumentError("give output as a keyword of write_state, not an option")
-    base_checkpoint_id = _id_option(parsed, "baseCheckpointId", parsed.base_checkpoint_id,
-                                    base_checkpoint_id)
-    checkpoint_id = _id_option(parsed, "checkpointId", parsed.checkpoint_id, checkpoint_id)
+    options = state_write_options(
+        kind=kind, key_type=key_type, namespace_type=namespace_type,
+        max_parallelism=max_parallelism, parallelism=parallelism,
+        value_schemas=value_schemas, order_column=order_column)
     with rewrite(df.sparkSession, path, output=output, base_checkpoint_id=base_checkpoint_id,
-                 checkpoint_id=checkpoint_id, pojos=parsed.pojos,
-                 flink_version=parsed.flink_version) as staged:
-        staged.replace_with(df, operator, state, parsed.without_checkpoint_options())
+                 checkpoint_id=checkpoint_id, pojos=pojos,
+                 flink_version=flink_version, compression=compression) as staged:
+        staged.replace_with(df, operator, state, options, declaration)
     assert staged.info is not None
     return staged.info
-
-
-def _id_option(options: WriteOptions, option: str, parsed: int | None,
-               keyword: int | None) -> int | None:
-    """A checkpoint id given as a keyword or as its camelCase write option (not both)."""
-    if option not in options.given:
-        return keyword
-    if keyword is not None:
-        raise InvalidArgumentError(
-            f"{option} is given twice: {keyword} and {options.given[option]!r}")
-    return parsed

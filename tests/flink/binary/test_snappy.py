@@ -1,7 +1,12 @@
-"""Snappy framing, checked against hand-built streams, an independent compressor and CRC-32C."""
+"""Snappy framing, checked against hand-built streams, an independent compressor and CRC-32C;
+and streams written as xerial's ``SnappyFramedOutputStream`` writes them for Flink, walked
+here chunk by chunk with pyarrow's Snappy and the CRC from its definition."""
 
 from __future__ import annotations
 
+import random
+
+import cramjam
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -9,7 +14,13 @@ from hypothesis import strategies as st
 
 from statesource.errors import CorruptCheckpointError
 from statesource.flink.binary.crc32c import crc32c, masked_crc32c
-from statesource.flink.binary.snappy import STREAM_IDENTIFIER, decompress, unframe
+from statesource.flink.binary.snappy import (
+    STREAM_IDENTIFIER,
+    decompress,
+    frame,
+    frame_chunks,
+    unframe,
+)
 
 
 def test_crc32c_check_value():
@@ -149,3 +160,79 @@ def test_every_flipped_byte_of_a_chunk_is_caught(piece, data):
     frame[position] ^= data.draw(st.integers(1, 255))
     with pytest.raises(CorruptCheckpointError):
         unframe(bytes(frame), "f")
+
+
+def _varint(data: bytes) -> int:
+    """A raw Snappy block's preamble: its uncompressed length."""
+    value = shift = 0
+    for byte in data:
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value
+        shift += 7
+    raise AssertionError("unterminated preamble")
+
+
+def _walked(chunks: bytes) -> list[tuple[int, bytes, int]]:
+    """(type, uncompressed bytes, stored length) of each chunk, decoded independently: every
+    checksum checked against the CRC-32C of the definition, blocks by pyarrow's Snappy."""
+    found, pos = [], 0
+    while pos < len(chunks):
+        kind, length = chunks[pos], int.from_bytes(chunks[pos + 1:pos + 4], "little")
+        crc = int.from_bytes(chunks[pos + 4:pos + 8], "little")
+        body = chunks[pos + 8:pos + 4 + length]
+        assert len(body) == length - 4 and kind in (0, 1)
+        plain = (pa.decompress(body, decompressed_size=_varint(body), codec="snappy",
+                               asbytes=True) if kind == 0 else body)
+        assert crc == _reference_masked(plain)
+        found.append((kind, plain, len(body)))
+        pos += 4 + length
+    return found
+
+
+_INPUTS = (st.binary(max_size=3000)
+           | st.integers(0, 200_000).map(lambda n: bytes((i * 7) % 13 for i in range(n)))
+           | st.integers(0, 140_000).map(lambda n: bytes((i * i * 131 + i) % 251
+                                                         for i in range(n))))
+
+
+@settings(max_examples=60, deadline=None)
+@given(_INPUTS)
+def test_written_streams_are_framed_as_flink_frames_them(data):
+    """The identifier, then a chunk per 64 KiB (the last shorter, none empty), compressed
+    only where the block is at most 0.85 of the chunk, each with its masked CRC-32C."""
+    stream = frame(data)
+    assert stream.startswith(STREAM_IDENTIFIER)
+    chunks = _walked(stream[len(STREAM_IDENTIFIER):])
+    assert b"".join(plain for _, plain, _ in chunks) == data
+    sizes = [len(plain) for _, plain, _ in chunks]
+    assert sizes == [65536] * (len(data) // 65536) + ([len(data) % 65536] if len(data) % 65536
+                                                       else [])
+    for kind, plain, stored in chunks:
+        if kind == 0:
+            assert stored <= 0.85 * len(plain)
+        else:
+            assert stored == len(plain)
+            assert len(cramjam.snappy.compress_raw(plain)) > 0.85 * len(plain)
+    assert unframe(stream, "f") == data
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(_INPUTS, max_size=4))
+def test_flushed_pieces_concatenate_into_one_stream(pieces):
+    """Operator state: one identifier, then each piece's chunks as a flush writes them, stored
+    or compressed; read back whole, and piece by piece from its offset."""
+    for compress in (True, False):
+        framed = [frame_chunks(piece, compress) for piece in pieces]
+        assert unframe(STREAM_IDENTIFIER + b"".join(framed), "f") == b"".join(pieces)
+        for piece, chunks in zip(pieces, framed):
+            walked = _walked(chunks)
+            assert b"".join(plain for _, plain, _ in walked) == piece
+            assert compress or all(kind == 1 for kind, _, _ in walked)
+
+
+def test_incompressible_and_compressible_chunks():
+    noise = random.Random(7).randbytes(70_000)
+    kinds = [kind for kind, _, _ in _walked(frame(noise + bytes(70_000))[10:])]
+    assert kinds == [1, 0, 0]  # 64 KiB of noise; 4 KiB of noise, then zeros; zeros
+    assert frame(b"") == STREAM_IDENTIFIER

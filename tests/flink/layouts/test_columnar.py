@@ -224,7 +224,7 @@ def test_a_key_in_the_wrong_key_group_is_named_by_the_per_pair_path(tmp_path, sm
                   if assign_to_key_group(key[:-1] + c, STRING, 128) != piece.key_group)
     raw[at] = ord(letter)
     target.write_bytes(bytes(raw))
-    with pytest.raises(IncompatibleCheckpointError, match="is stored in key group"):
+    with pytest.raises(CorruptCheckpointError, match="is stored in key group"):
         rescale_max_parallelism(broken, tmp_path / "out", 256)
 
 

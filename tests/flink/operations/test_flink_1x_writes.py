@@ -16,6 +16,7 @@ import json
 
 import pytest
 from pyspark.sql import functions as F
+from test_compressed_output import compression_flags
 from test_flink_export import (
     USER_SPEC,
     USERS,
@@ -68,10 +69,15 @@ def version_of(savepoint) -> int:
                                            ("flink-1.15", "rocksdb")])
 def test_a_new_max_parallelism_up_and_back_down_across_the_prefix_width(version, kind,
                                                                         tmp_path):
+    """Up Snappy-compressed on request (as a 1.x job with snapshot-compression writes it),
+    down uncompressed on request: Flink 1.20 restores both."""
     up, down = tmp_path / "up", tmp_path / "down"
-    rescale_max_parallelism(str(FIXTURES / version / kind), str(up), 256)  # 2-byte prefix
-    rescale_max_parallelism(str(up), str(down), 100, parallelism=3)  # 1-byte again
+    rescale_max_parallelism(str(FIXTURES / version / kind), str(up), 256,  # 2-byte prefix
+                            compression="snappy")
+    rescale_max_parallelism(str(up), str(down), 100, parallelism=3,  # 1-byte again
+                            compression="none")
     assert version_of(up) == version_of(down) == FLINK_1X[version]
+    assert (compression_flags(up), compression_flags(down)) == ({True}, {False})
     for savepoint, max_parallelism in ((up, 256), (down, 100)):
         truth = truth_of(version, max_parallelism)
         rows = restored(savepoint, max_parallelism)
@@ -140,7 +146,7 @@ def test_new_states_and_a_new_operator_written_into_a_1x_savepoint_restore(spark
                  pojos={"value": PojoClass("FixtureJob1x$Event")}) as staged:
         staged.replace(previous, "stateful", "previous", kind="value")
         staged.replace(names, "bootstrapped", "names", kind="list", parallelism=3,
-                       maxParallelism=128)
+                       max_parallelism=128)
     assert version_of(output) == 4
     spec = fixture_spec(128, flink1x=True)
     spec["operators"][0]["keyed_states"].append(
@@ -163,7 +169,7 @@ def test_a_savepoint_bootstrapped_for_flink_1_20_restores_there(spark, tmp_path)
     with rewrite(spark, None, output=str(output), checkpoint_id=7,
                  flink_version="1.20") as staged:
         staged.replace(prices, "fresh", "prices", kind="map", parallelism=2,
-                       maxParallelism=128)
+                       max_parallelism=128)
     metadata = FlinkSnapshot.open(str(output)).metadata
     assert (metadata.version, metadata.checkpoint_id) == (4, 7)
     assert is_canonical_savepoint(metadata.properties)

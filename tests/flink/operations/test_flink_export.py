@@ -308,11 +308,12 @@ def _check_operator_states(rows, operator, backends, parallelism):
     assert split and union and broadcast
 
 
-@pytest.mark.parametrize("parallelism", [3, 2])
-def test_operator_states_restore_split_union_and_broadcast(tmp_path, parallelism):
+@pytest.mark.parametrize("parallelism, compression", [(3, None), (2, "snappy")])
+def test_operator_states_restore_split_union_and_broadcast(tmp_path, parallelism, compression):
     """Operator states alone (``src``) and next to keyed state (``mixed``), on 3 subtasks,
     restore at 3 and at 2: the split elements redistributed, every subtask with every union
-    element and the whole broadcast map."""
+    element and the whole broadcast map. Snappy-compressed on request (keyed and operator
+    state, as a job with snapshot-compression writes them), they restore alike."""
     def populate_counts(backend, keys):
         counts = backend.get_state(ValueStateDescriptor("count", "long"))
         for key in keys:
@@ -325,8 +326,9 @@ def test_operator_states_restore_split_union_and_broadcast(tmp_path, parallelism
     source = _checkpoint(tmp_path / "checkpoints", {
         "src": [SubtaskBackends(operator=b) for b in src],
         "mixed": [SubtaskBackends(k, o) for k, o in zip(keyed, mixed)]})
-    done = export_flink(source, tmp_path / "savepoint")
+    done = export_flink(source, tmp_path / "savepoint", compression=compression)
     assert done.skipped_operator_states == ()
+    assert done.compressed is (compression == "snappy")
     by_uid = {op.uid: op for op in done.operators}
     assert sorted(by_uid["src"].operator_states) == ["offsets", "rules", "seen"]
     assert by_uid["src"].states == () and by_uid["mixed"].states == ("count",)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_compressed_output import compression_flags, operator_state_flags
 
 from flink_fixture_checks import FIXTURES, check_fixture, fixture_spec, fixture_truth
 from flink_restore import FIXTURE_JOB, restore, rows_of
@@ -66,13 +67,17 @@ def test_keys_erased_from_a_native_savepoint(tmp_path):
 
 def test_tuple_keys_erased_from_a_snappy_savepoint(tmp_path):
     """Window state keyed by ``Tuple2<String, Integer>``, Snappy-compressed key groups: every
-    window and window timer of the erased keys goes, the other operators are as they were."""
+    window and window timer of the erased keys goes, the other operators are as they were.
+    Written with ``compression="none"``: the operators left alone are decompressed too,
+    their keyed and operator state, and restore as they were."""
     truth = fixture_truth("mp128-snappy")
     users = sorted({tuple(json.loads(name)[:2]) for name in truth["windows"]})
     erased = users[:2]
     output = tmp_path / "erased"
-    done = erase_keys(FIXTURES / "mp128-snappy" / "canonical", output, "windows", erased)
-    assert done.missing == ()
+    done = erase_keys(FIXTURES / "mp128-snappy" / "canonical", output, "windows", erased,
+                      compression="none")
+    assert done.missing == () and not done.compressed
+    assert compression_flags(output) == operator_state_flags(output) == {False}
     windows = {name: w for name, w in truth["windows"].items()
                if tuple(json.loads(name)[:2]) not in erased}
     assert dict(done.removed) == {

@@ -32,6 +32,7 @@ from flink_restore import FIXTURE_JOB, restore, subtasks, values
 from flink_snapshots import expected, only
 from statesource.errors import CheckpointExistsError, InvalidArgumentError
 from statesource.flink.binary.reader import BinaryReader
+from statesource.flink.binary.snappy import STREAM_IDENTIFIER
 from statesource.flink.operations.rescale import rescale_max_parallelism
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.statefiles.keyed_header import read_keyed_header
@@ -40,10 +41,11 @@ from statesource.spark import rescale_max_parallelism as spark_rescale
 from statesource.spark.schema import OPERATOR_INDEX
 
 
-def check_written(path, max_parallelism: int, parallelism: int = 2) -> None:
+def check_written(path, max_parallelism: int, parallelism: int = 2,
+                  compressed: bool = False) -> None:
     """What the writer put in ``_metadata`` and the headers, before Flink reads it: every
     operator at the new max parallelism, keyed state in canonical savepoint handles of
-    uncompressed files named relative to ``_metadata``, one per subtask."""
+    files named relative to ``_metadata``, one per subtask, Snappy-compressed or not."""
     snapshot = FlinkSnapshot.open(str(path))
     assert {op.max_parallelism for op in snapshot.operators} == {max_parallelism}
     for op in snapshot.operators:
@@ -57,7 +59,11 @@ def check_written(path, max_parallelism: int, parallelism: int = 2) -> None:
         for handle in handles:
             assert handle.savepoint and handle.stream.relative and "/" not in handle.stream.path
             data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
-            assert not read_keyed_header(BinaryReader(data, handle.stream.path)).compressed
+            header = read_keyed_header(BinaryReader(data, handle.stream.path))
+            assert header.compressed is compressed
+            framed = [data[o:o + len(STREAM_IDENTIFIER)] == STREAM_IDENTIFIER
+                      for o in handle.offsets if o]
+            assert framed == [compressed] * len(framed)
 
 
 def rescaled_fixture(tmp_path, variant: str, kind: str, max_parallelism: int, **options):
@@ -69,18 +75,23 @@ def rescaled_fixture(tmp_path, variant: str, kind: str, max_parallelism: int, **
     return output, done
 
 
-@pytest.mark.parametrize("variant, new", [
-    ("mp256", 1024),         # up, the 2-byte key-group prefix stays
-    ("mp256", 128),          # down, 2-byte prefix -> 1 byte
-    ("mp128-snappy", 256),   # up from a Snappy-compressed savepoint, 1-byte prefix -> 2 bytes
-    ("mp128-snappy", 1024),  # the issue's case: 8 times the key groups, 1 byte -> 2
-    ("mp256", 256),          # nothing changed: a round trip
-], ids=["256-to-1024", "256-to-128", "snappy-128-to-256", "snappy-128-to-1024",
+@pytest.mark.parametrize("variant, new, compression", [
+    ("mp256", 1024, None),             # up, the 2-byte key-group prefix stays
+    ("mp256", 128, "snappy"),          # down, 2-byte prefix -> 1 byte; compressed on request
+    ("mp128-snappy", 256, None),       # up from a Snappy-compressed savepoint, kept compressed
+    ("mp128-snappy", 1024, "none"),    # the issue's case: 8 times the key groups; uncompressed
+    ("mp256", 256, None),              # nothing changed: a round trip
+], ids=["256-to-1024", "256-to-128-snappy", "snappy-128-to-256", "snappy-128-to-1024-plain",
         "256-round-trip"])
 def test_a_new_max_parallelism_restores_with_every_key_in_its_new_key_group(
-        tmp_path, variant, new):
-    output, done = rescaled_fixture(tmp_path, variant, "canonical", new)
-    check_written(output, new)
+        tmp_path, variant, new, compression):
+    """Snappy compression (``execution.checkpointing.snapshot-compression``) is kept from
+    the input, or as asked: Flink reads each file as its header says."""
+    output, done = rescaled_fixture(tmp_path, variant, "canonical", new,
+                                    compression=compression)
+    compressed = compression == "snappy" or (compression is None and variant != "mp256")
+    assert done.compressed is compressed
+    check_written(output, new, compressed=compressed)
     truth = fixture_truth(variant)
     assert not done.converted
     assert sum(op.timers for op in done.operators) == sum(
@@ -94,12 +105,12 @@ def test_the_widest_prefix_and_back(tmp_path):
     1 byte, each savepoint restored."""
     truth = fixture_truth("mp128-snappy")
     wide, _ = rescaled_fixture(tmp_path, "mp128-snappy", "canonical", 32768)
-    check_written(wide, 32768)
+    check_written(wide, 32768, compressed=True)  # as the input was
     rows = restore(wide, fixture_spec(32768), java_sources=[FIXTURE_JOB])
     check_fixture(rows, {**truth, "max_parallelism": 32768}, parallelism=2)
     back = tmp_path / "back-to-128"
     rescale_max_parallelism(wide, back, 128)
-    check_written(back, 128)
+    check_written(back, 128, compressed=True)
     rows = restore(back, fixture_spec(128), java_sources=[FIXTURE_JOB])
     check_fixture(rows, {**truth, "max_parallelism": 128}, parallelism=2)
 
@@ -178,18 +189,18 @@ def test_null_map_values_of_a_native_savepoint_restore_as_nulls(tmp_path):
     assert {key: sorted(pairs) for key, pairs in restored.items()} == wanted
 
 
-# -- from Spark: statesource.spark.rescale_max_parallelism with output ----------------------
+# -- from Spark: statesource.spark.rescale_max_parallelism to an output ----------------------
 
 
 def test_a_new_max_parallelism_from_spark_reads_back_and_restores(spark, tmp_path):
-    """``statesource.spark.rescale_max_parallelism(spark, <Flink savepoint>, M, output=DIR)``
+    """``statesource.spark.rescale_max_parallelism(spark, <Flink savepoint>, DIR, M)``
     runs the rescale on the driver: every state reads back with the same rows in the key
     groups of the new max parallelism, and a real Flink restores the fixture's state."""
     source = FIXTURES / "mp128-snappy" / "canonical"
     output = tmp_path / "from-spark"
-    done = spark_rescale(spark, str(source), 1024, output=str(output))
+    done = spark_rescale(spark, str(source), str(output), 1024)
     assert done.output == str(output) and done.max_parallelism == 1024
-    check_written(output, 1024)
+    check_written(output, 1024, compressed=True)  # as the input was
     for state in ("total", "events", "per_user"):
         before = _read(spark, source, state)
         after = _read(spark, output, state)
@@ -212,7 +223,7 @@ def test_a_new_max_parallelism_from_spark_reads_back_and_restores(spark, tmp_pat
 ])
 def test_refusals_from_spark_write_nothing(spark, tmp_path, case, error, words):
     output = tmp_path / "out"
-    max_parallelism, options = 1024, {"output": str(output)}
+    max_parallelism, target, options = 1024, str(output), {}
     if case == "output-exists":
         output.mkdir()
     elif case.startswith("max-parallelism-"):
@@ -222,9 +233,10 @@ def test_refusals_from_spark_write_nothing(spark, tmp_path, case, error, words):
     elif case == "one-operator":
         options["operator"] = "stateful"
     elif case == "in-place":
-        options = {}
+        target = None
     with pytest.raises(error) as raised:
-        spark_rescale(spark, str(FIXTURES / "mp256" / "canonical"), max_parallelism, **options)
+        spark_rescale(spark, str(FIXTURES / "mp256" / "canonical"), target, max_parallelism,
+                      **options)
     assert all(word in str(raised.value) for word in words), str(raised.value)
     assert [p.name for p in tmp_path.iterdir()] == (["out"] if case == "output-exists" else [])
 

@@ -15,6 +15,7 @@ from datetime import timedelta
 
 import pytest
 from pyspark.sql import functions as F
+from test_compressed_output import compression_flags
 
 from flink_fixture_checks import (
     FIXTURES,
@@ -35,6 +36,7 @@ from statesource.errors import (
 )
 from statesource.flink.operations.rescale import is_canonical_savepoint
 from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.serializers.mapping import PojoClass
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.model import StateDeclaration, StateKind, TtlConfig
 from statesource.schema import ValueSchema
@@ -65,6 +67,7 @@ def test_a_rewritten_value_state_restores_and_nothing_else_changes(spark, tmp_pa
                        "stateful", "total", output=str(output))
     assert info.path == str(output)
     assert info.checkpoint_id == FlinkCheckpoint.open(str(MP256)).checkpoint_id
+    assert repr(info).startswith(f"CheckpointInfo(checkpoint_id={info.checkpoint_id},")
     assert [p.name for p in tmp_path.iterdir()] == ["doubled"]  # the work directory is gone
     for want in truth["stateful"].values():
         want["total"] *= 2
@@ -119,7 +122,7 @@ def test_one_rewrite_replaces_drops_adds_and_bootstraps_an_operator(spark, tmp_p
         staged.drop("stateful", "last")
         staged.replace(bonus, "stateful", "bonus", kind="value")
         staged.replace(names, "bootstrapped", "names", kind="list", parallelism=3,
-                       maxParallelism=256)
+                       max_parallelism=256)
     for want in truth["stateful"].values():
         want["per_user"] = {u: n + 1 for u, n in want["per_user"].items() if u != "u0"}
     spec = _without(fixture_spec(256), "stateful", "last")
@@ -136,7 +139,8 @@ def test_one_rewrite_replaces_drops_adds_and_bootstraps_an_operator(spark, tmp_p
 
 
 def test_a_savepoint_bootstrapped_from_nothing_restores(spark, tmp_path):
-    """No base: a new keyed operator with map, window-namespaced and TTL states."""
+    """No base: a new keyed operator with map, window-namespaced and TTL states,
+    Snappy-compressed on request."""
     output = tmp_path / "fresh"
     prices = spark.createDataFrame(
         [(f"k{i}", f"item{j}", i + j / 4) for i in range(50) for j in range(i % 4)],
@@ -149,11 +153,13 @@ def test_a_savepoint_bootstrapped_from_nothing_restores(spark, tmp_path):
               .select("key", "value", F.timestamp_millis("ms").alias("ttl_timestamp")))
     ttl = StateDeclaration("counts", StateKind.VALUE, VOID, {"value": ValueSchema.parse("long")},
                            TtlConfig(ttl=timedelta(hours=1)))
-    with rewrite(spark, None, output=str(output), checkpoint_id=7) as staged:
+    with rewrite(spark, None, output=str(output), checkpoint_id=7,
+                 compression="snappy") as staged:
         staged.replace(prices, "fresh", "prices", kind="map", parallelism=2,
-                       maxParallelism=128)
-        staged.replace(window, "fresh", "windowed", kind="value", namespaceType="timewindow")
+                       max_parallelism=128)
+        staged.replace(window, "fresh", "windowed", kind="value", namespace_type="timewindow")
         staged.replace(counts, "fresh", "counts", declaration=ttl)
+    assert compression_flags(output) == {True}
     rows = restore(output, {"max_parallelism": 128, "parallelism": 2, "operators": [
         {"uid": "fresh", "key": "String", "keyed_states": [
             {"name": "prices", "kind": "map", "user_key": "String", "user_value": "Double"},
@@ -186,7 +192,7 @@ def test_a_pojo_valued_state_bootstrapped_from_spark_restores_as_the_jobs_class(
     with pytest.raises(TypeMismatchError, match="declare the POJO it is"):
         write_state(rows, str(MP256), "stateful", "previous", output=str(output), kind="value")
     write_state(rows, str(MP256), "stateful", "previous", output=str(output), kind="value",
-                pojoClasses='{"value": "FixtureJob$Event"}')
+                pojos={"value": PojoClass("FixtureJob$Event")})
     spec = fixture_spec(256)
     spec["operators"][0]["keyed_states"].append(
         {"name": "previous", "kind": "value", "value": {"pojo": "FixtureJob$Event"}})
@@ -200,7 +206,7 @@ def test_keys_erased_by_a_dataframe(spark, tmp_path):
     erased = sorted(int(k) for k in truth["stateful"])[2:5]
     keys = spark.createDataFrame([(k,) for k in [*erased, erased[0], 10**12]], "key long")
     output = tmp_path / "erased"
-    done = erase_keys(keys, str(MP256), "stateful", output=str(output))
+    done = erase_keys(str(MP256), str(output), "stateful", keys)
     assert done.missing == (10**12,)
     rows = restore(output, fixture_spec(256), java_sources=[FIXTURE_JOB])
     check_fixture(rows, truth, parallelism=2, erased=erased)
@@ -208,13 +214,19 @@ def test_keys_erased_by_a_dataframe(spark, tmp_path):
 
 def test_df_write_with_an_output_writes_a_savepoint(spark, tmp_path):
     """``df.write.format("flinkstate")`` with ``output``: the commit, on Spark's side, publishes
-    the savepoint; here from a Snappy-compressed base, rewritten uncompressed."""
+    the savepoint; here from a Snappy-compressed base, kept compressed, and with the option
+    ``compression`` ``none`` uncompressed."""
     base = FlinkCheckpoint.open(str(SNAPPY))
     output = tmp_path / "written"
     rows = _read(spark, SNAPPY, "stateful", "max_id").coalesce(1)
     (rows.select("key", (F.col("value") + 1).alias("value")).write.format("flinkstate")
      .mode("append").option("path", str(SNAPPY)).option("output", str(output))
      .option("operator", "stateful").option("state", "max_id").save())
+    assert compression_flags(output) == {True}
+    (rows.write.format("flinkstate").mode("append").option("path", str(SNAPPY))
+     .option("output", str(tmp_path / "plain")).option("compression", "none")
+     .option("operator", "stateful").option("state", "max_id").save())
+    assert compression_flags(tmp_path / "plain") == {False}
     written = FlinkCheckpoint.open(str(output))
     assert written.checkpoint_id == base.checkpoint_id
     before = {r.key: r.value for r in rows.collect()}
@@ -232,7 +244,7 @@ def test_df_write_with_an_output_writes_a_savepoint(spark, tmp_path):
     ("wrong-value-type", TypeMismatchError, ["column value has type string", "double"]),
     ("wrong-key-type", TypeMismatchError, ["column key has type string", "long"]),
     ("output-exists", CheckpointExistsError, ["already exists"]),
-    ("unknown-state-without-kind", InvalidArgumentError, ["'nope'", "kind option"]),
+    ("unknown-state-without-kind", InvalidArgumentError, ["'nope'", "give kind"]),
     ("kryo-value-not-bytes", TypeMismatchError, ["column value has type string", "binary"]),
 ])
 def test_refusals_write_nothing(spark, tmp_path, case, error, words):
