@@ -77,7 +77,7 @@ def _document(done: Migration) -> dict:
     return {"source": done.source, "output": done.output, "to": done.to,
             "states": [{"operator": s.operator, "state": s.state, "kind": s.kind,
                         "action": s.action, "reason": s.reason or None} for s in done.states],
-            "seconds": round(done.seconds, 3)}
+            "compressed": done.compressed, "seconds": round(done.seconds, 3)}
 
 
 def _report(done: Migration) -> None:
@@ -98,6 +98,7 @@ def _report(done: Migration) -> None:
         print(f"dry run: nothing written; of {len(done.states)} states,"
               f" {len(done.unmigratable)} cannot migrate to Flink {done.to}")
     else:
-        print(f"wrote Flink {done.to} savepoint {done.output} in {done.seconds:.1f} s"
+        print(f"wrote Flink {done.to} savepoint {done.output}"
+              f"{', Snappy-compressed' if done.compressed else ''} in {done.seconds:.1f} s"
               + (f"; left out {len(done.unmigratable)} of {len(done.states)} states"
                  if done.unmigratable else ""))

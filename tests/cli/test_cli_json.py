@@ -266,6 +266,16 @@ def test_migrate_dry_run(capsys):
         s["state"] for s in document["states"] if s["operator"] == stateful.uid}
 
 
+def test_migrate_says_where_it_wrote_and_whether_compressed(tmp_path, capsys):
+    snapshot = ROOT / "tests" / "fixtures" / "flink" / "flink-1.20" / "canonical"
+    output = tmp_path / "for-2.3"
+    document = run_json(capsys, ["migrate", str(snapshot), "--to", "2.3", "--output",
+                                 str(output), "--compression", "snappy", "--skip-unmigratable"])
+    assert_shape(DOCUMENTED["migrate"][0], document)
+    assert document["output"] == str(output) and document["compressed"] is True
+    assert FlinkCheckpoint.open(str(output)).snapshot.operators
+
+
 def test_clean_savepoints(tmp_path, capsys):
     staging = tmp_path / f".out.tmp-{'0' * 32}"
     staging.mkdir()

@@ -80,6 +80,8 @@ class Migration:
     skipped: bool
     """Whether unmigratable states were left out (otherwise there were none)."""
     seconds: float = 0.0
+    compressed: bool = False
+    """Whether the keyed-state files written are Snappy-compressed."""
 
     @property
     def unmigratable(self) -> tuple[StateMigration, ...]:
@@ -156,7 +158,8 @@ def migrate(source: str | os.PathLike[str], output: str | os.PathLike[str] | Non
                                            properties=CANONICAL_SAVEPOINT_PROPERTIES)
         published = writer.publish(metadata)
     return dataclasses.replace(planned, output=str(published),
-                               seconds=time.perf_counter() - started)
+                               seconds=time.perf_counter() - started,
+                               compressed=rewrite.compressed)
 
 
 def _checked_uids(snapshot: FlinkSnapshot, uids: Mapping[str, str]) -> dict[str, str]:

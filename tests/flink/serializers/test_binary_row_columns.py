@@ -144,7 +144,7 @@ def _one_field(slot: bytes, tail: bytes = b"", header: bytes = bytes(8)) -> byte
     return struct.pack(">i", len(data)) + data
 
 
-@pytest.mark.parametrize(("sql", "data"), [
+LYING_ROWS = [
     ([SqlType("INTEGER")], struct.pack(">i", 64) + bytes(16)),
     ([SqlType("INTEGER")], _one_field(bytes(4))),
     ([SqlType("INTEGER")], _one_field(bytes(8), header=b"\x07" + bytes(7))),
@@ -158,7 +158,12 @@ def _one_field(slot: bytes, tail: bytes = b"", header: bytes = bytes(8)) -> byte
     ([SqlType("DATE")], _one_field(struct.pack("<q", 2_932_897))),
     ([SqlType("TIMESTAMP_WITHOUT_TIME_ZONE", precision=3)],
      _one_field(struct.pack("<q", -(1 << 62)))),
-])
+]
+"""Rows whose bytes lie (lengths, kinds, offsets, inline sizes, digits, nanoseconds), or hold
+what Python cannot (a date after 9999): the per-value decoder refuses each."""
+
+
+@pytest.mark.parametrize(("sql", "data"), LYING_ROWS)
 def test_lying_or_unrepresentable_rows_are_not_columnar(sql, data):
     fields = [("row_kind", pa.string())] + [(f"f{i}", t.arrow_type) for i, t in enumerate(sql)]
     buf = np.frombuffer(data, np.uint8)
