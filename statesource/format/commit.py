@@ -16,6 +16,7 @@ import contextlib
 import os
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from statesource.errors import CheckpointExistsError, CorruptCheckpointError
@@ -113,16 +114,27 @@ def _publish(target: Location, metadata: CheckpointMeta) -> None:
 def _publish_remote(target: Location, payload: bytes, checkpoint_id: int) -> None:
     """One upload, visible whole; exclusive where the store has a conditional create (S3's
     ``If-None-Match``), else guarded only by the existence check before it."""
+    create_exclusively(
+        target, payload, lambda: _exists(checkpoint_id, target.parent),
+        f"committing checkpoint {checkpoint_id}", "the same id could replace it"
+        " (docs/FORMAT.md, section 9); give each writer its own ids")
+
+
+def create_exclusively(target: Location, payload: bytes, taken: Callable[[], Exception],
+                       doing: str, race: str) -> None:
+    """Create ``target`` holding ``payload`` in one upload, only if absent where the store has
+    a conditional create (``taken()`` is raised when it exists); elsewhere written plainly,
+    with a :class:`NonExclusiveCommitWarning` saying what (``doing``) a writer racing for
+    ``race`` could do. Both the format's commit and a Flink savepoint's publish end here."""
     try:
         if put_if_absent(target, payload):
             return
     except AlreadyExists:
-        raise _exists(checkpoint_id, target.parent) from None
+        raise taken() from None
     warnings.warn(
-        f"committing checkpoint {checkpoint_id} on {target.filesystem.type_name!r}: no"
-        " create-if-absent is available there (S3 has one: pip install statesource[s3]), so a"
-        " second writer racing for the same id could replace it (docs/FORMAT.md, section 9);"
-        " give each writer its own ids", NonExclusiveCommitWarning, stacklevel=3)
+        f"{doing} on {target.filesystem.type_name!r}: no create-if-absent is available there"
+        f" (S3 has one: pip install statesource[s3]), so a second writer racing for {race}",
+        NonExclusiveCommitWarning, stacklevel=4)
     with target.filesystem.open_output_stream(target.path) as out:
         out.write(payload)
 

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import re
-import warnings
 from collections.abc import Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 import pyarrow.fs as pafs
 
 from statesource.errors import CheckpointExistsError, InvalidArgumentError, StorageAccessError
-from statesource.format.commit import NonExclusiveCommitWarning
-from statesource.format.exclusive import AlreadyExists, put_if_absent, s3_client
+from statesource.format.commit import create_exclusively
+from statesource.format.exclusive import s3_client
 from statesource.format.storage import Location, redacted
 
 METADATA = "_metadata"
@@ -80,20 +79,11 @@ def unreachable(location: Location, error: OSError) -> StorageAccessError:
 def put_metadata(target: Location, payload: bytes) -> None:
     """Create ``target`` (a ``_metadata``) only if absent: the commit of an object-store
     savepoint. :class:`CheckpointExistsError` when another writer published first."""
-    try:
-        if put_if_absent(target, payload):
-            return
-    except AlreadyExists:
-        raise _published_meanwhile(target) from None
-    if target.exists():
+    if target.exists():  # where no conditional create guards the upload
         raise _published_meanwhile(target)
-    warnings.warn(
-        f"publishing savepoint {target.parent} on {target.filesystem.type_name!r}: no"
-        " create-if-absent is available there (S3 has one: pip install statesource[s3]), so a"
-        " second writer racing for the same output could replace it: give each writer its"
-        " own output", NonExclusiveCommitWarning, stacklevel=3)
-    with target.filesystem.open_output_stream(target.path) as out:
-        out.write(payload)
+    create_exclusively(target, payload, lambda: _published_meanwhile(target),
+                       f"publishing savepoint {target.parent}",
+                       "the same output could replace it: give each writer its own output")
 
 
 def _published_meanwhile(target: Location) -> CheckpointExistsError:
