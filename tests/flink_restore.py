@@ -3,7 +3,8 @@
 The truth for Flink compatibility is a real Flink, never statesource's own reader:
 ``restore(savepoint_dir, spec)`` compiles ``tests/flinkrestore/RestoreDump.java`` against
 the jars of the ``apache-flink-libraries`` package (``pyflink/lib``; cached per source
-hash), runs it in a JVM (one local MiniCluster per call), and returns what Flink restored
+hash), runs it in a JVM (one local MiniCluster per call, in a JVM the test worker keeps for
+every restore with the same classes: Flink is loaded once), and returns what Flink restored
 as a list of dicts. Flink refusing the snapshot (an incompatible serializer, another max
 parallelism, state no operator claims) raises ``FlinkRestoreError`` with Flink's messages.
 It needs ``apache-flink-libraries==2.3.0`` (the ``test`` extra), ``java`` and ``javac``
@@ -80,14 +81,17 @@ nothing, so the job ends once every operator has opened.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -226,6 +230,12 @@ def restore(savepoint_dir: str | Path, spec: dict[str, Any], *,
     savepoint = Path(savepoint_dir).resolve()
     if not (savepoint / "_metadata").is_file():
         raise FlinkRestoreError(f"{savepoint} holds no _metadata")
+    classpath = [str(classes), f"{lib}/*"]
+    for name in opt_jars:
+        jars = sorted((lib.parent / "opt").glob(f"{name}-*.jar"))
+        if not jars:
+            raise FlinkRestoreError(f"no {name} jar in {lib.parent / 'opt'}")
+        classpath += map(str, jars)
     with tempfile.TemporaryDirectory(prefix="flink-restore-") as work:
         work_dir = Path(work)
         spec_file = work_dir / "spec.json"
@@ -235,32 +245,9 @@ def restore(savepoint_dir: str | Path, spec: dict[str, Any], *,
         spec_file.write_text(json.dumps({**spec, "operators": operators,
                                          "savepoint": str(savepoint),
                                          "timeout_seconds": int(timeout)}))
-        log = work_dir / "flink.log"
-        log4j = work_dir / "log4j2.properties"
-        log4j.write_text(LOG4J.format(log=log))
         out = work_dir / "out"
-        classpath = [str(classes), f"{lib}/*"]
-        for name in opt_jars:
-            jars = sorted((lib.parent / "opt").glob(f"{name}-*.jar"))
-            if not jars:
-                raise FlinkRestoreError(f"no {name} jar in {lib.parent / 'opt'}")
-            classpath += map(str, jars)
-        # Flink unpacks its RPC jar (24 MB) into java.io.tmpdir and leaves it there.
-        command = [_tool("java") or "java", *JVM_FLAGS, f"-Djava.io.tmpdir={work_dir}",
-                   f"-Dlog4j2.configurationFile={log4j}",
-                   "-cp", os.pathsep.join(classpath), "RestoreDump", str(spec_file), str(out)]
-        try:
-            run = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 30)
-        except subprocess.TimeoutExpired as expired:
-            stderr = expired.stderr.decode(errors="replace") if isinstance(
-                expired.stderr, bytes) else (expired.stderr or "")
-            raise FlinkRestoreError(f"Flink did not end within {timeout + 30:g} s", None,
-                                    stderr) from None
-        if run.returncode != 0:
-            tail = "\n".join(run.stderr.splitlines()[-STDERR_TAIL_LINES:])
-            raise FlinkRestoreError(
-                f"restoring {savepoint} in Flink failed (exit {run.returncode}):\n{tail}",
-                run.returncode, run.stderr)
+        stderr = _server(tuple(classpath)).restore(spec_file, out, work_dir / "stderr",
+                                                   timeout + 30, savepoint)
         rows = [{"kind": "snapshot", **json.loads((out / "snapshot.json").read_text())}]
         for index, op in enumerate(spec["operators"]):
             dumped = []
@@ -270,9 +257,101 @@ def restore(savepoint_dir: str | Path, spec: dict[str, Any], *,
             finished = sum(1 for row in dumped if row["kind"] == "subtask")
             if finished != expected:
                 raise FlinkRestoreError(f"operator {op['uid']}: {finished} of {expected} subtasks"
-                                        " dumped their state", 0, run.stderr)
+                                        " dumped their state", 0, stderr)
             rows += dumped
     return rows
+
+
+class _RestoreServer:
+    """One JVM running ``RestoreDump --serve``: the restores of a test worker that share a
+    classpath share a JVM, which loads Flink once (a JVM per restore made the suite's real
+    Flink tests several times slower). A failed restore ends the JVM (the harness exits
+    after it), so a snapshot Flink refused never leaves anything behind for the next."""
+
+    def __init__(self, classpath: Sequence[str]) -> None:
+        self.work = Path(tempfile.mkdtemp(prefix="flink-restore-server-"))
+        log4j = self.work / "log4j2.properties"
+        log4j.write_text(LOG4J.format(log=self.work / "flink.log"))
+        # Flink unpacks its RPC jar (24 MB) into java.io.tmpdir and leaves it there.
+        command = [_tool("java") or "java", *JVM_FLAGS, f"-Djava.io.tmpdir={self.work}",
+                   f"-Dlog4j2.configurationFile={log4j}",
+                   "-cp", os.pathsep.join(classpath), "RestoreDump", "--serve"]
+        self.console = (self.work / "console").open("wb")
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.console, text=True, bufsize=1)
+        self.answers: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read_answers, daemon=True).start()
+
+    def _read_answers(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith(DONE):
+                self.answers.put(line[len(DONE):].strip())
+        self.answers.put(None)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def restore(self, spec_file: Path, out: Path, stderr_file: Path, timeout: float,
+                savepoint: Path) -> str:
+        """Run one restore; Flink's messages (what a one-shot run printed on stderr)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{spec_file}\t{out}\t{stderr_file}\n")
+        self.process.stdin.flush()
+        try:
+            answer = self.answers.get(timeout=timeout)
+        except queue.Empty:
+            self.close()
+            raise FlinkRestoreError(f"Flink did not end within {timeout:g} s", None,
+                                    _text(stderr_file)) from None
+        stderr = _text(stderr_file)
+        if answer != "0":
+            self.close()
+            tail = "\n".join(stderr.splitlines()[-STDERR_TAIL_LINES:])
+            status = "the JVM ended" if answer is None else f"exit {answer}"
+            raise FlinkRestoreError(f"restoring {savepoint} in Flink failed ({status}):\n{tail}",
+                                    None if answer is None else int(answer), stderr)
+        return stderr
+
+    def close(self) -> None:
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.console.close()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+_SERVERS: dict[tuple[str, ...], _RestoreServer] = {}
+MAX_SERVERS = 2
+"""JVMs a test worker keeps running at once (each up to ``-Xmx1g``), least recently used
+closed first."""
+DONE = "RestoreDump-done "
+
+
+def _server(classpath: tuple[str, ...]) -> _RestoreServer:
+    server = _SERVERS.pop(classpath, None)
+    if server is None or not server.alive():
+        if server is not None:
+            server.close()
+        server = _RestoreServer(classpath)
+    _SERVERS[classpath] = server  # most recently used last
+    while len(_SERVERS) > MAX_SERVERS:
+        _SERVERS.pop(next(iter(_SERVERS))).close()
+    return server
+
+
+@atexit.register
+def _close_servers() -> None:
+    while _SERVERS:
+        _SERVERS.popitem()[1].close()
+
+
+def _text(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 # ------------------------------------------------------------------- reading the dump

@@ -3,16 +3,26 @@
 // which documents the spec; this file is the only Java it needs.
 //
 //   java -cp <classes>:<pyflink/lib/*> RestoreDump <spec.json> <output dir>
+//   java -cp <classes>:<pyflink/lib/*> RestoreDump --serve
 //
-// Exit status: 0 restored and dumped; 1 Flink refused the snapshot or the job failed (Flink's
+// Status: 0 restored and dumped; 1 Flink refused the snapshot or the job failed (Flink's
 // messages on stderr); 2 the spec does not fit the snapshot (e.g. an operator uid that is not in
 // it: Flink would start that operator empty without a word); 3 the watchdog gave up.
+//
+// --serve restores many snapshots in one JVM (a suite pays for starting Flink once): each stdin
+// line "<spec.json>\t<output dir>\t<stderr file>" is one restore, its messages written to the
+// stderr file, answered by the stdout line "RestoreDump-done <status>". After a status other
+// than 0 the JVM exits, so that nothing a failed job left behind meets the next restore.
 
+import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.DataInputStream;
 import java.io.File;
 import java.io.FileInputStream;
+import java.io.FileOutputStream;
 import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.lang.reflect.Field;
@@ -113,11 +123,53 @@ public class RestoreDump {
     /** TTL of a state declared with "ttl": true: long enough that nothing restored has expired. */
     static final Duration LONG_TTL = Duration.ofDays(365L * 1000);
 
+    static final String DONE = "RestoreDump-done ";
+
     public static void main(String[] args) throws Exception {
+        if (args.length == 1 && args[0].equals("--serve")) {
+            serve();
+            return;
+        }
         JsonNode spec = JSON.readTree(new File(args[0]));
-        Path out = Paths.get(args[1]);
-        Files.createDirectories(out);
         startWatchdog(spec.path("timeout_seconds").asLong(120));
+        System.exit(restoreOnce(spec, Paths.get(args[1])));
+    }
+
+    /** Restores what each stdin line names until stdin ends or a restore fails. */
+    static void serve() throws IOException {
+        BufferedReader requests = new BufferedReader(
+            new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        PrintStream console = System.err;
+        for (String line = requests.readLine(); line != null; line = requests.readLine()) {
+            String[] parts = line.split("\t");
+            int status;
+            try (PrintStream messages = new PrintStream(
+                    new FileOutputStream(parts[2]), true, StandardCharsets.UTF_8)) {
+                System.setErr(messages);
+                JsonNode spec = JSON.readTree(new File(parts[0]));
+                Thread watchdog = startWatchdog(spec.path("timeout_seconds").asLong(120));
+                try {
+                    status = restoreOnce(spec, Paths.get(parts[1]));
+                } catch (Throwable failure) {
+                    report(failure);
+                    status = 1;
+                } finally {
+                    watchdog.interrupt();
+                    System.err.flush();
+                    System.setErr(console);
+                }
+            }
+            System.out.println(DONE + status);
+            System.out.flush();
+            if (status != 0) {
+                System.exit(status);
+            }
+        }
+    }
+
+    /** One restore and dump: the status the header describes. */
+    static int restoreOnce(JsonNode spec, Path out) throws Exception {
+        Files.createDirectories(out);
         String savepoint = spec.get("savepoint").asText();
         int maxParallelism = spec.get("max_parallelism").asInt();
         int parallelism = spec.path("parallelism").asInt(1);
@@ -125,7 +177,7 @@ public class RestoreDump {
         String problem = checkUids(savepoint, spec, out);
         if (problem != null) {
             System.err.println("RestoreDump: " + problem);
-            System.exit(2);
+            return 2;
         }
 
         Configuration conf = new Configuration();
@@ -169,9 +221,9 @@ public class RestoreDump {
             env.execute("statesource restore");
         } catch (Throwable failure) {
             report(failure);
-            System.exit(1);
+            return 1;
         }
-        System.exit(0);
+        return 0;
     }
 
     /** Every operator of the spec must be in the snapshot; writes the snapshot's operators to snapshot.json. */
@@ -209,7 +261,8 @@ public class RestoreDump {
         return null;
     }
 
-    static void startWatchdog(long seconds) {
+    /** A thread that ends the JVM if the restore takes longer; interrupt it once done. */
+    static Thread startWatchdog(long seconds) {
         Thread watchdog = new Thread(() -> {
             try {
                 Thread.sleep(seconds * 1000);
@@ -222,6 +275,7 @@ public class RestoreDump {
         }, "restore-watchdog");
         watchdog.setDaemon(true);
         watchdog.start();
+        return watchdog;
     }
 
     /** The full trace, then each distinct message of the cause chain (the tail is what callers show). */
