@@ -287,11 +287,24 @@ def remove_attempt(files: Iterable[Location]) -> None:
     """Delete the data files of a failed write attempt, as far as possible.
 
     A file that cannot be deleted is harmless: no metadata lists it, so no
-    reader ever opens it, and no later attempt reuses its name.
+    reader ever opens it, and no later attempt reuses its name. On a local file
+    system the directories that held them (a checkpoint's ``data`` directory and
+    the checkpoint's own) go too where that leaves them empty, so that a failed
+    first write leaves no empty checkpoint behind; a directory holding anything
+    else, another writer's files included, stays.
     """
+    parents: set[str] = set()
     for location in files:
         with contextlib.suppress(OSError):
             location.filesystem.delete_file(location.path)
+        if location.is_local:
+            parents.add(os.path.dirname(location.path))
+    for data_dir in sorted(parents):
+        for directory in (data_dir, os.path.dirname(data_dir)):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                break
 
 
 def check_writable_root(root: Location) -> None:

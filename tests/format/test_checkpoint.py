@@ -265,8 +265,7 @@ def test_failure_mid_write_keeps_earlier_checkpoints_and_leaves_nothing(tmp_path
     with pytest.raises(OSError, match="injected"):
         writer.write(2, {"op": [backend]})
     writer.close()
-    assert not (tmp_path / "chk-2" / "_metadata.json").exists()
-    assert list((tmp_path / "chk-2" / "data").iterdir()) == []
+    assert not (tmp_path / "chk-2").exists()  # its files, then its emptied directories
     assert Checkpoint.open(str(tmp_path)).checkpoint_id == 1
     with pytest.raises(CheckpointNotFoundError, match="no complete checkpoint 2"):
         Checkpoint.open(str(tmp_path), checkpoint_id=2)

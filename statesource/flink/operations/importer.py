@@ -14,7 +14,6 @@ removed and nothing is committed.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
 
@@ -31,7 +30,13 @@ from statesource.format.keyed_state_meta import KeyedStateMeta
 from statesource.format.metadata import CheckpointMeta, OperatorMeta
 from statesource.format.operator_columns import operator_state_schema, operator_state_table
 from statesource.format.operator_state_meta import OperatorStateMeta
-from statesource.format.storage import Location, check_writable_root, new_data_file, resolve
+from statesource.format.storage import (
+    Location,
+    check_writable_root,
+    new_data_file,
+    remove_attempt,
+    resolve,
+)
 from statesource.keygroups import KeyGroupRange
 from statesource.types import SqlRowType
 
@@ -67,9 +72,7 @@ def import_flink(source: str, destination: str, *, checkpoint_id: int | None = N
         info = commit_checkpoint(root, CheckpointMeta(flink.checkpoint_id,
                                                       int(time.time() * 1000), operators))
     except BaseException:
-        for target in written:
-            with contextlib.suppress(OSError):
-                target.filesystem.delete_file(target.path)
+        remove_attempt(written)
         raise
     return ImportResult(info, tuple(skipped), tuple(
         (op.label, reason) for op in flink.snapshot.operators

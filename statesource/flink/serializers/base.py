@@ -105,7 +105,8 @@ class FlinkType:
         found: list[FlinkType] = [self]
         for attribute in vars(self).values():
             for child in attribute if isinstance(attribute, list) else [attribute]:
-                child = child[1] if isinstance(child, tuple) else child  # a POJO's fields
+                if isinstance(child, tuple) and len(child) == 2:  # a POJO's (name, field)
+                    child = child[1]
                 if isinstance(child, FlinkType):
                     found += child.nested()
         return found

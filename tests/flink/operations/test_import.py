@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from flink_fixture_checks import FIXTURES
 from flink_snapshots import only
 from statesource.cli import main
 from statesource.flink.declarations import UNKNOWN_TTL
@@ -47,3 +48,12 @@ def test_import_into_an_existing_checkpoint_fails_and_leaves_nothing(tmp_path, c
     assert main(["import-flink", source, str(tmp_path)]) == 1
     assert "error" in capsys.readouterr().err
     assert sorted(p.name for p in (tmp_path / "chk-5" / "data").iterdir()) == before
+
+
+def test_a_failed_import_leaves_no_empty_checkpoint(tmp_path, capsys):
+    """Bug fixed: an import failing while it decodes left an empty ``chk-N/data`` behind."""
+    source = str(FIXTURES / "mp256" / "native")  # Kryo 5 values in a native layout: refused
+    root = tmp_path / "root"
+    assert main(["import-flink", source, str(root)]) == 1
+    assert "last_uuid" in capsys.readouterr().err
+    assert not root.exists() or list(root.iterdir()) == []

@@ -19,8 +19,9 @@ from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.binary.writer import BinaryWriter
 from statesource.flink.serializers.base import OPTIONAL_MAP_HEADER, read_snapshot
-from statesource.flink.serializers.kryo import KRYO_SNAPSHOT
+from statesource.flink.serializers.kryo import KRYO_SNAPSHOT, KryoType
 from statesource.flink.serializers.kryo_migration import (
+    has_kryo,
     kryo_refusal,
     reading_type,
     writing_type,
@@ -160,3 +161,14 @@ def test_the_jobs_own_kryo_serializers_are_refused(registrations, defaults, prob
     kryo = read_snapshot(r)
     assert r.at_end() and kryo.registered[0] == "java.util.UUID"
     assert (problem in kryo_refusal(kryo)) and bool(kryo_refusal(kryo)) == bool(problem)
+
+
+@pytest.mark.parametrize("registered", [(), ("java.util.UUID",),
+                                        ("java.util.UUID", "java.util.Date"),
+                                        ("a.B", "c.D", "e.F")])
+def test_a_kryo_snapshot_of_any_registration_count_is_found_nested(registered):
+    """Bug fixed: a Kryo snapshot registering fewer than two classes crashed ``nested()``
+    (its tuple of class names was taken for a POJO's (name, field) pair)."""
+    kryo = KryoType(KRYO_SNAPSHOT, "java.util.UUID", registered, "")
+    assert kryo.nested() == [kryo]
+    assert has_kryo(kryo)
