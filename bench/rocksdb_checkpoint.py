@@ -11,8 +11,11 @@ for later runs (making them takes minutes). Then, in the same run:
 - the Python reader (``FlinkCheckpoint.read_keyed_state``, one core): rows/s of wall time and
   per CPU-second;
 - Spark ``local[2]`` full scans (``noop`` sink) of the checkpoint (``flinkstate``) and of the
-  Parquet rows: the ratio (goal <= 2x). Each Spark task reads only its key groups' blocks of
-  each table (planning weighs key groups by the tables' bytes: nothing is converted whole);
+  Parquet rows: the ratio (goal <= 2x), and which reader scanned the checkpoint. Where the
+  Java shim is loaded that is the JVM reader: each Spark task reads its key groups' entries
+  from the tables (RocksColumnFamily.java) and decodes them as a savepoint's key groups
+  (planning reads the MANIFESTs and weighs key groups by the tables' bytes: nothing is
+  converted); else the Python source;
 - a point lookup of one key in Python: from the RocksDB checkpoint (only the blocks that can
   hold the key, nothing converted whole: a new ``FlinkCheckpoint`` each time) against the
   same lookup (its key group) in the canonical savepoint.
@@ -135,6 +138,11 @@ def _spark_scans(checkpoint: Path, parquet: Path, rows: int, repeats: int) -> No
     spark = session("bench-rocksdb-checkpoint", master="local[2]",
                     **{"spark.ui.showConsoleProgress": "false"})
     try:
+        scan = (spark.read.format("flinkstate").option("operator", OPERATOR)
+                .option("state", STATE).load(str(checkpoint)))
+        reader = ("JVM reader" if "Flink key groups" in
+                  scan._jdf.queryExecution().executedPlan().toString() else "Python source")
+
         def from_checkpoint() -> None:
             (spark.read.format("flinkstate").option("operator", OPERATOR).option("state", STATE)
              .load(str(checkpoint)).write.format("noop").mode("overwrite").save())
@@ -146,8 +154,8 @@ def _spark_scans(checkpoint: Path, parquet: Path, rows: int, repeats: int) -> No
         base = best_of(repeats, from_parquet)
         fast = best_of(repeats, from_checkpoint)
         print(f"Spark local[2] full scan: Parquet {base:.1f} s ({rows / base / 2:,.0f} rows/s per"
-              f" core); RocksDB checkpoint {fast:.1f} s ({rows / fast / 2:,.0f} rows/s per core):"
-              f" {fast / base:.2f}x (goal <= 2x)")
+              f" core); RocksDB checkpoint ({reader}) {fast:.1f} s ({rows / fast / 2:,.0f}"
+              f" rows/s per core): {fast / base:.2f}x (goal <= 2x)")
     finally:
         spark.stop()
 

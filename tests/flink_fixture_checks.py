@@ -35,6 +35,9 @@ from statesource.keygroups import assign_to_key_group, operator_index_for_key_gr
 from statesource.types import INT, LONG, STRING, DataType, TupleType
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "flink"
+INCREMENTAL = {"2.3": FIXTURES / "incremental", "1.20": FIXTURES / "incremental-1.20"}
+"""Per Flink version, the fixture its run of IncrementalJob.java made (generate.py
+``--only-incremental``, ``--incremental-1x``), each with its ``expected.json``."""
 WINDOW = 100_000
 STATEFUL_STATES = ["total", "max_id", "avg", "events", "per_user", "last"]
 

@@ -31,17 +31,18 @@ PARALLELISM = 2
 UIDS = ("profiles", "uuids", "notes")
 
 
-def job_source(directory: Path, flink_major: int = 2) -> Path:
-    """KryoJob.java as ``flink_major`` compiles it: for 1.x, written into ``directory`` with the
-    one line that differs, the legacy ``SourceFunction``'s package (2.x moved it to
+def job_source(directory: Path, flink_major: int = 2, job: Path = JOB) -> Path:
+    """``job`` (KryoJob.java, or another job written for Flink 2.3 the same way, such as
+    IncrementalJob.java) as ``flink_major`` compiles it: for 1.x, written into ``directory``
+    with the one line that differs, the legacy ``SourceFunction``'s package (2.x moved it to
     ``legacy``)."""
     if flink_major >= 2:
-        return JOB
-    text = JOB.read_text()
+        return job
+    text = job.read_text()
     legacy = LEGACY_SOURCE.format("legacy.")
     if text.count(legacy) != 1:
-        raise AssertionError(f"{JOB} does not import {legacy}")
-    target = directory / f"flink-{flink_major}" / JOB.name
+        raise AssertionError(f"{job} does not import {legacy}")
+    target = directory / f"flink-{flink_major}" / job.name
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text.replace(legacy, LEGACY_SOURCE.format("")))
     return target

@@ -14,9 +14,9 @@ KINDS = ["canonical", "native", "checkpoint", "rocksdb", "rocksdb-native", "rock
 """Heap canonical and native savepoints and a checkpoint; RocksDB's canonical savepoint, its
 native savepoint and its incremental checkpoint (``chk-<id>`` beside the job's ``shared/``):
 its own files."""
-JVM_KINDS = ["canonical", "native", "checkpoint", "rocksdb"]
-"""The kinds whose key groups the JVM reader decodes itself (RocksDB's files are read by the
-Python source)."""
+JVM_KINDS = KINDS
+"""The kinds whose key groups the JVM reader decodes itself: all (RocksDB's own files too,
+framed from their tables: RocksKeyGroupSource.java)."""
 TRUTH = json.loads((LAZY / "expected.json").read_text())
 STATES = {"count": "value", "last": "value", "vip": "map", "rare": "list", "late": "reducing"}
 

@@ -8,10 +8,14 @@ interpreted by the same column decoders the Python fast path uses
 a compact type descriptor (FlinkValueDecoder.java reads it), for keyed and
 timer states alike. Native snapshots and checkpoints (the heap backend's own
 layout) carry every state's descriptors, since nothing delimits a value there
-and a key group is walked through each section before the wanted one. A state
+and a key group is walked through each section before the wanted one. RocksDB
+state (native savepoints and RocksDB checkpoints: a database per subtask) is
+planned from each database's meta data and MANIFEST alone, nothing converted: the
+live tables of the state's column family, which the shim reads key group by key
+group and frames as canonical key groups (RocksKeyGroupSource.java). A state
 those decoders do not take (in a native snapshot: any state of its operator),
-RocksDB state, or state stored inline in ``_metadata``, gets a reason instead, and the Python
-reader reads it.
+heap timers a RocksDB job keeps in raw keyed state, or state stored inline in
+``_metadata``, gets a reason instead, and the Python reader reads it.
 
 Each file is decoded with its own header, as the Python readers decode it: a job
 that obtains states lazily writes files that lack states, or number them otherwise
@@ -30,6 +34,11 @@ from typing import Any
 from statesource.flink.handles import KeyedHandle, OperatorSnapshot, RocksDBHandle
 from statesource.flink.layouts.columnar import StateColumns, Ttl
 from statesource.flink.layouts.dispatch import layout_of
+from statesource.flink.layouts.rocksdb_canonical import (
+    database_source,
+    live_tables,
+    table_names,
+)
 from statesource.flink.reader import FlinkCheckpoint
 from statesource.flink.serializers.binary_row_columns import BinaryRowColumns
 from statesource.flink.serializers.columns import Decoder, Struct
@@ -78,9 +87,12 @@ class JvmLayout:
     state: dict[str, Any]
     """The plan's ``flink`` part (FlinkStatePlan.java)."""
     files: list[tuple[str, str, int]]
-    """Each data file holding the state: its real local path, its name for errors, its size."""
+    """Each data file holding the state: its real local path, its name for errors, its size
+    (of RocksDB state: the live tables of its column family, database by database)."""
     key_groups: list[KeyGroupRange]
-    """Every non-empty key group of those files, ascending."""
+    """Every non-empty key group of those files, ascending (of RocksDB state: every key group
+    of each database holding it, its ``file`` the database's first table, its ``length``
+    its share of their bytes)."""
 
 
 def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLayout | str:
@@ -93,7 +105,7 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
     info = snapshot.keyed_state_info(op, state)
     if any(isinstance(h, RocksDBHandle) for s in op.subtasks for h in s.keyed):
         # asked before the handles, which would convert every RocksDB database on the driver
-        return "RocksDB state (its SST files) is decoded by the Python source"
+        return _rocksdb_layout(checkpoint, op, info)
     handles = snapshot.keyed_handles(op)
     if any(snapshot.handle_header(op, h).compressed != header.compressed for h in handles):
         return ("the operator's keyed-state files differ in Snappy compression; they are"
@@ -136,6 +148,60 @@ def jvm_layout(checkpoint: FlinkCheckpoint, operator: str, state: str) -> JvmLay
                                     piece.end - piece.begin))
     described.update(variants=variants, fileVariants=file_variants)
     return JvmLayout(described, files, ranges)
+
+
+def _rocksdb_layout(checkpoint: FlinkCheckpoint, op: OperatorSnapshot, info: StateInfo
+                    ) -> JvmLayout | str:
+    """The layout of a state of RocksDB databases, planned from their meta data and
+    MANIFESTs alone (no database converted, no table opened): the live tables of the state's
+    column family of each database holding it, and each of its key groups (which are empty
+    is known only once they are read), weighed by the database's tables' bytes spread evenly
+    (as :meth:`~statesource.flink.reader.FlinkCheckpoint.key_group_weights` weighs them)."""
+    snapshot = checkpoint.snapshot
+    handles = [h for s in op.subtasks for h in s.keyed]
+    if not all(isinstance(h, RocksDBHandle) for h in handles):
+        return ("the operator's keyed state mixes RocksDB databases and keyed-state files;"
+                " the Python source reads it")
+    try:
+        described = {**_described(checkpoint, op, info), "compressed": False, "native": False}
+    except NotForJvm as reason:
+        return str(reason)
+    files: list[tuple[str, str, int]] = []
+    variants: list[list[int]] = []
+    file_variants: list[int] = []
+    databases = []
+    ranges = []
+    for handle in handles:
+        assert isinstance(handle, RocksDBHandle)
+        ids = _own_states(snapshot, op, snapshot.header_handle(op, handle))
+        if info.state_id not in ids:
+            continue  # the subtask never obtained the state: none of its rows here
+        tables = live_tables(handle, lambda s: snapshot.read_bytes(s, 0, s.size),
+                             snapshot.describe).get(info.name)
+        if tables is None:
+            return (f"state {info.name!r} is heap timers kept in the raw keyed state of a"
+                    " RocksDB job, which the Python source reads")
+        if not tables:
+            continue  # the state's column family is empty in this database
+        named = table_names(handle, snapshot.describe)
+        if ids not in variants:
+            variants.append(ids)
+        first = len(files)
+        for table in tables:
+            location = snapshot.file_location(table.file.stream)
+            if not location.is_local:
+                return f"{location} is not on the local filesystem"
+            files.append((os.path.realpath(location.path), named(table.file.name),
+                          table.file.stream.size))
+            file_variants.append(variants.index(ids))
+        databases.append({"firstFile": first, "fileCount": len(tables),
+                          "largestSeqnos": [table.largest_seqno for table in tables],
+                          "source": database_source(handle, snapshot.describe)})
+        share = sum(table.file.stream.size for table in tables) // handle.count
+        ranges += [KeyGroupRange(key_group, first, 0, share)
+                   for key_group in range(handle.start, handle.end + 1)]
+    described.update(variants=variants, fileVariants=file_variants, rocksdb=databases)
+    return JvmLayout(described, files, sorted(ranges, key=lambda r: r.key_group))
 
 
 def _own_states(snapshot: FlinkSnapshot, op: OperatorSnapshot, handle: KeyedHandle

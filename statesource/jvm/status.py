@@ -11,7 +11,8 @@ from statesource.jvm.build import ShimTarget, target
 from statesource.jvm.toolchain import find_javac
 
 SERVED = ("statesource checkpoints, and Flink savepoints (canonical and native) and heap"
-          " checkpoints, on local (or mounted) files")
+          " checkpoints, and RocksDB's own files (native savepoints and checkpoints), on local"
+          " (or mounted) files")
 """What the JVM reader decodes itself."""
 FALLBACKS = (
     "a checkpoint not on the local file system (s3://, gs://, hdfs://, ...)",
@@ -19,6 +20,7 @@ FALLBACKS = (
     " snapshot, every state of an operator holding such a state (a native key group is"
     " walked through every state's section)",
     "Flink state stored inline in _metadata",
+    "heap timers of a RocksDB job (raw keyed state of its checkpoints)",
     "the change feed, operator state",
     "flattenCollections=false (nested rows)",
     "value types the JVM's Arrow vectors do not read as they are; key groups with delta runs"

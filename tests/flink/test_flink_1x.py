@@ -51,8 +51,7 @@ def test_operators_are_named_by_uid_through_flinks_hash_of_it(version, kind):
     assert checkpoint.operator("stateful").uid == op.operator_id  # what listings show
 
 
-@pytest.mark.parametrize("version, kind", [  # the heap's native ones hold Kryo values
-    (version, kind) for version, kind in CASES_1X if kind not in ("native", "checkpoint")])
+@pytest.mark.parametrize("version, kind", CASES_1X)  # the heap's native ones: Kryo UUIDs too
 def test_import_keeps_every_key(version, kind, tmp_path, capsys):
     assert main(["import-flink", str(FIXTURES / version / kind), str(tmp_path)]) == 0
     imported = Checkpoint.open(str(tmp_path))

@@ -146,6 +146,10 @@ FLINK_PLANS = {
                                                         dict(operator="lazy", state="late")),
     "Flink lazy states, native, a file without the state": ("lazy/native",
                                                             dict(operator="lazy", state="rare")),
+    "Flink RocksDB databases, shared tables": ("lazy/rocksdb-incremental/chk-5",
+                                               dict(operator="lazy", state="late")),
+    "Flink 1.x RocksDB map state": ("flink-1.20/rocksdb-checkpoint",
+                                    dict(operator="stateful", state="per_user")),
 }
 
 
@@ -154,7 +158,8 @@ def test_java_reads_every_field_of_a_flink_plan(read_in_java, snapshot, options)
     text = wire_plan(path=str(FLINK_FIXTURES / snapshot), **options)
     plan = json.loads(text)
     assert plan["servable"] is True and plan["flink"]["stateName"] == options["state"]
-    assert plan["flink"]["native"] == snapshot.endswith("native")
+    assert plan["flink"]["native"] == snapshot.endswith("/native")
+    assert ("rocksdb" in plan["flink"]) == ("rocksdb-" in snapshot)
     flink_snapshot = FlinkSnapshot.open(str(FLINK_FIXTURES / snapshot))
     header = flink_snapshot.header(flink_snapshot.operator(options["operator"]))
     assert len(plan["flink"].get("sections", ())) == (
@@ -210,6 +215,36 @@ def test_inconsistent_file_variants_are_refused(read_in_java):
         "fileVariants are not a list of one variant per file (1 files)":
             changed(fileVariants=[0, 0]),
         "field flink.variants is missing": changed(variants=None),
+    }
+    answers = read_in_java(*(json.dumps(case) for case in cases.values()))
+    for expected, answer in zip(cases, answers, strict=True):
+        assert expected in answer.get("refused", ""), (expected, answer)
+
+
+def test_inconsistent_rocksdb_databases_are_refused(read_in_java):
+    plan = json.loads(wire_plan(path=str(FLINK_FIXTURES / "lazy" / "rocksdb-incremental"
+                                         / "chk-5"), operator="lazy", state="count"))
+    flink = plan["flink"]
+    databases = flink["rocksdb"]
+    assert len(databases) == 4 and len(plan["files"]) == 4
+
+    def changed(rocksdb: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+        return {**plan, "flink": {**flink, "rocksdb": rocksdb, **fields}}
+
+    second = databases[1]
+    cases = {
+        "flink.rocksdb[1] names files 0 on, 1 of them": changed(
+            [databases[0], {**second, "firstFile": 0}, *databases[2:]]),
+        "flink.rocksdb[3] names files 3 on, 2 of them": changed(
+            [*databases[:3], {**databases[3], "fileCount": 2}]),
+        "flink.rocksdb[0] names files 0 on, 0 of them": changed(
+            [{**databases[0], "fileCount": 0}, *databases[1:]]),
+        "field flink.rocksdb is not a list of databases of canonical, uncompressed key groups":
+            changed(databases, compressed=True),
+        "keyGroups.file[0] = 0 is not the first file of a database": changed(databases[1:]),
+        "field flink.source is missing": changed([{**second, "source": None}]),
+        "flink.rocksdb[0] has not one largest sequence number per file": changed(
+            [{**databases[0], "largestSeqnos": []}, *databases[1:]]),
     }
     answers = read_in_java(*(json.dumps(case) for case in cases.values()))
     for expected, answer in zip(cases, answers, strict=True):

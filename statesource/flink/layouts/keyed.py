@@ -161,6 +161,15 @@ def _state(header: KeyedHeader, reader: BinaryReader, state_id: int) -> StateInf
     return header.states[state_id]
 
 
+def unwalkable(info: StateInfo, error: IncompatibleCheckpointError
+               ) -> IncompatibleCheckpointError:
+    """The error of a native key group whose state ``info`` holds a value statesource cannot
+    read (``error``): nothing frames it, so neither it nor the states after it are found."""
+    return IncompatibleCheckpointError(
+        f"state {info.name!r} of a native snapshot: {error}; the states after it in each key"
+        " group cannot be found either")
+
+
 def _native(r: BinaryReader, header: KeyedHeader, wanted: Collection[int] | None,
             stop_at: Collection[int] = ()) -> dict[int, KeyGroupState]:
     """Every state section of the key group, up to the last wanted one.
@@ -180,9 +189,7 @@ def _native(r: BinaryReader, header: KeyedHeader, wanted: Collection[int] | None
         try:
             _native_section(r, header, info, out)
         except IncompatibleCheckpointError as error:
-            raise IncompatibleCheckpointError(
-                f"state {info.name!r} of a native snapshot: {error}; the states after it in"
-                " each key group cannot be found either") from None
+            raise unwalkable(info, error) from None
         out.size_bytes += r.pos - start
         if remaining is not None:
             remaining.discard(info.state_id)

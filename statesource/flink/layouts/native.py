@@ -4,8 +4,9 @@ and unframed ``(namespace, key, value)`` triples (see :mod:`keyed` for the bytes
 Decoded value by value by :mod:`keyed`, column-wise many key groups at once by
 :mod:`native_columns` (one key group alone is not worth it), and converted pair by pair
 into the pairs a canonical savepoint holds (:func:`native_pairs`). Nothing frames a
-value here: a state whose values statesource cannot delimit (Kryo) cannot be read, nor
-can the states after it in each key group (:meth:`NativeLayout.blockers`).
+value here: a state whose values statesource cannot delimit (Kryo, but Flink 1.x's of JDK
+classes: :mod:`~statesource.flink.serializers.kryo2_framing`) cannot be read, nor can the
+states after it in each key group (:meth:`NativeLayout.blockers`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Collection, Sequence
 
 import pyarrow as pa
 
-from statesource.errors import TypeMismatchError
+from statesource.errors import IncompatibleCheckpointError, TypeMismatchError
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.layouts.base import (
     ColumnsOf,
@@ -27,6 +28,7 @@ from statesource.flink.layouts.keyed import (
     KeyGroupState,
     decode_native,
     native_key_group_reader,
+    unwalkable,
     variable_int_bytes,
 )
 from statesource.flink.layouts.native_columns import native_tables
@@ -90,8 +92,10 @@ NATIVE = NativeLayout()
 
 
 def opaque_classes(flink_type: FlinkType) -> list[str]:
-    """Java classes of the Kryo values anywhere in a type (native snapshots cannot skip them)."""
-    return [t.java_class for t in flink_type.nested() if isinstance(t, OpaqueType)]
+    """Java classes of the Kryo values anywhere in a type that native snapshots cannot skip
+    (all but Flink 1.x's of JDK classes, :mod:`~statesource.flink.serializers.kryo2_framing`)."""
+    return [t.java_class for t in flink_type.nested()
+            if isinstance(t, OpaqueType) and not t.self_delimiting]
 
 
 def native_pairs(raw: bytes, source: str, base: int, key_group: int, header: KeyedHeader
@@ -112,7 +116,11 @@ def native_pairs(raw: bytes, source: str, base: int, key_group: int, header: Key
         state_id = r.i16()
         if not 0 <= state_id < len(header.states):
             raise r.error(f"unknown state id {state_id}", at)
-        sections.append((state_id, _section_pairs(r, header, header.states[state_id])))
+        info = header.states[state_id]
+        try:
+            sections.append((state_id, _section_pairs(r, header, info)))
+        except IncompatibleCheckpointError as error:
+            raise unwalkable(info, error) from None
     return sections
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -32,7 +32,7 @@ from statesource.errors import (
     UnsupportedFormatVersionError,
 )
 from statesource.flink.binary.reader import BinaryReader
-from statesource.flink.handles import KeyedHandle, RocksDBHandle, StreamHandle
+from statesource.flink.handles import KeyedHandle, RocksDBFile, RocksDBHandle, StreamHandle
 from statesource.flink.layouts.canonical_writer import (
     KeyGroupFramer,
     assemble_keyed_file,
@@ -44,8 +44,13 @@ from statesource.flink.layouts.legacy_timers import (
     holds_timers,
     read_legacy_timers,
 )
-from statesource.flink.rocksdb import SstFile, merged_entries, read_live_files
-from statesource.flink.rocksdb.coding import RangedFile, TableData
+from statesource.flink.rocksdb import (
+    SstFile,
+    merged_entries,
+    read_database_manifest,
+    read_live_files,
+)
+from statesource.flink.rocksdb.coding import RangedFile, TableData, corrupt
 from statesource.flink.rocksdb.lookup import BlockReads, prefix_end, range_entries
 from statesource.flink.statefiles.keyed_header import KeyedHeader, read_keyed_header
 from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
@@ -117,12 +122,7 @@ def canonical_handle(handle: RocksDBHandle, max_parallelism: int,
             header, compressed=False,
             states=header.states + timers.numbered(len(header.states))))
     streams = {file.name: file.stream for file in handle.files}
-
-    def named(name: str) -> str:
-        stream = streams.get(name)
-        return (f"{describe(stream)} (RocksDB's {name})" if stream is not None
-                else f"{name} of the RocksDB state of {meta_source}")
-
+    named = table_names(handle, describe)
     ranged = read_range is not None and selection is not None and selection.keys is not None
 
     def opener(name: str, stream: StreamHandle) -> Callable[[], TableData]:
@@ -132,8 +132,7 @@ def canonical_handle(handle: RocksDBHandle, max_parallelism: int,
                                       lambda offset, length: read_range(stream, offset, length))
         return lambda: read(stream)
 
-    source = (f"{meta_source} (the RocksDB state of key groups {handle.start}..{handle.end},"
-              " read from its files)")
+    source = database_source(handle, describe)
     try:
         if selection is not None and not selection.key_groups:
             key_groups = [b""] * handle.count
@@ -148,6 +147,84 @@ def canonical_handle(handle: RocksDBHandle, max_parallelism: int,
     data, offsets = assemble_keyed_file(header_bytes, key_groups)
     stream = StreamHandle(None, False, len(data), data, source)
     return KeyedHandle(handle.start, tuple(offsets), stream, savepoint=True), source
+
+
+def table_names(handle: RocksDBHandle, describe: Callable[[StreamHandle], str]
+                ) -> Callable[[str], str]:
+    """What errors call each file of ``handle``'s database, by its RocksDB name: its stream,
+    and that name."""
+    streams = {file.name: file.stream for file in handle.files}
+    meta_source = describe(handle.meta)
+
+    def named(name: str) -> str:
+        stream = streams.get(name)
+        return (f"{describe(stream)} (RocksDB's {name})" if stream is not None
+                else f"{name} of the RocksDB state of {meta_source}")
+    return named
+
+
+def database_source(handle: RocksDBHandle, describe: Callable[[StreamHandle], str]) -> str:
+    """What errors call the canonical file made of ``handle``'s database."""
+    return (f"{describe(handle.meta)} (the RocksDB state of key groups {handle.start}.."
+            f"{handle.end}, read from its files)")
+
+
+@dataclass(frozen=True)
+class LiveTable:
+    """A live table of a database: the handle's file, and the largest sequence number the
+    MANIFEST records of it (what an ingested table's entries have where it records none)."""
+
+    file: RocksDBFile
+    largest_seqno: int
+
+
+def live_tables(handle: RocksDBHandle, read: Callable[[StreamHandle], bytes],
+                describe: Callable[[StreamHandle], str]) -> dict[str, list[LiveTable]]:
+    """The live tables of each state of ``handle``'s database (by its column family's name),
+    from its ``CURRENT`` and MANIFEST alone (no table is opened), as :func:`canonical_handle`
+    would read them: the column families checked against the meta data's states, every live
+    file one of the handle's, of the size the MANIFEST records (by the size ``_metadata``
+    records of it: the file itself is checked by whoever opens it)."""
+    meta_source = describe(handle.meta)
+    header, _ = _header(read(handle.meta), meta_source)
+    named = table_names(handle, describe)
+    files = {file.name: file for file in handle.files}
+
+    def opener(file: RocksDBFile) -> Callable[[], TableData]:
+        return lambda: read(file.stream)
+
+    try:
+        manifest = read_database_manifest({name: opener(file) for name, file in files.items()},
+                                          named)
+    except UnsupportedFormatVersionError as error:
+        raise IncompatibleCheckpointError(f"{error}; statesource reads the RocksDB files Flink"
+                                          " writes") from None
+    check_families(header, manifest.column_families.values(), meta_source)
+    tables: dict[str, list[LiveTable]] = {info.name: [] for info in header.states}
+    for live in manifest.files:
+        name = live.name if live.name in files else live.name[:-4] + ".ldb"
+        if name not in files:
+            raise corrupt(manifest.source, live.added_at,
+                          f"live file {live.name} is missing from the snapshot")
+        if files[name].stream.size != live.size:
+            raise corrupt(named(name), 0, f"a file of {files[name].stream.size} bytes, where"
+                                          f" the MANIFEST says {live.size}")
+        family = manifest.column_families[live.column_family]
+        if family != DEFAULT_FAMILY:
+            tables[family].append(LiveTable(files[name], live.largest_seqno))
+    return tables
+
+
+def check_families(header: KeyedHeader, families: Iterable[str], meta_source: str) -> None:
+    """Refuse a database whose column families (but ``default``) are not the states its meta
+    data lists."""
+    states = {info.name for info in header.states}
+    found = set(families)
+    if found - {DEFAULT_FAMILY} != states:
+        raise CorruptCheckpointError(
+            f"{meta_source}: the RocksDB state's meta data lists the states"
+            f" {', '.join(sorted(states))}; its database's column families are"
+            f" {', '.join(sorted(found))}")
 
 
 def table_bytes(handles: Sequence[RocksDBHandle]) -> dict[int, int]:
@@ -183,12 +260,7 @@ def _key_groups(handle: RocksDBHandle, header: KeyedHeader,
                 selection: Selection | None, timers: LegacyTimers) -> list[bytes]:
     """The framed bytes of each key group of the handle's range (empty where none): the
     RocksDB states', then the heap timers' (each a key and an empty value)."""
-    states = {info.name: info.state_id for info in header.states}
-    if set(families) - {DEFAULT_FAMILY} != set(states):
-        raise CorruptCheckpointError(
-            f"{meta_source}: the RocksDB state's meta data lists the states"
-            f" {', '.join(sorted(states))}; its database's column families are"
-            f" {', '.join(sorted(families))}")
+    check_families(header, families, meta_source)
     framers: dict[int, KeyGroupFramer] = {}
     for info in header.states:  # state by state, in id order: as Flink writes a key group
         tables = families[info.name]

@@ -233,11 +233,14 @@ def _scanned(snapshot: FlinkSnapshot, states: list[StateMigration], report: Prog
              budget: KeptValues) -> tuple[tuple[StateMigration, ...],
                                           dict[str, list[ReencodedState]]]:
     """The plan once every value of the states to re-encode was read: those holding what
-    cannot be re-encoded become unmigratable; the others' staged states, by operator, with
-    what the scan decoded kept within ``budget`` for the write."""
+    cannot be re-encoded become unmigratable, and so does, whole, an operator whose native
+    key groups cannot be walked past a value (a Kryo value of a class statesource does not
+    parse, where nothing frames it); the others' staged states, by operator, with what the
+    scan decoded kept within ``budget`` for the write."""
     staged: dict[str, list[ReencodedState]] = {}
     refused: dict[tuple[str, str | None], str] = {}
     how: dict[tuple[str, str | None], str] = {}
+    walled: dict[str, str] = {}
     for op in snapshot.operators:
         names = {s.state for s in states
                  if s.operator == op.label and s.action == REENCODED and s.state is not None}
@@ -247,14 +250,21 @@ def _scanned(snapshot: FlinkSnapshot, states: list[StateMigration], report: Prog
         infos = [info for info in header.states if info.name in names]
         report(f"operator {op.label}: reading every value of {', '.join(sorted(names))} to"
                " re-encode")
-        staged[op.label], why, done = reencoded_states(snapshot, op, infos, budget)
+        try:
+            staged[op.label], why, done = reencoded_states(snapshot, op, infos, budget)
+        except IncompatibleCheckpointError as error:  # the walk itself: a native key group
+            walled[op.label] = f"{error}; a canonical 1.x savepoint can migrate"
+            continue
         refused.update({(op.label, name): reason for name, reason in why.items()})
         how.update({(op.label, name): text for name, text in done.items()})
-    return tuple(
+    whole = [StateMigration(label, None, "keyed", UNMIGRATABLE, reason)
+             for label, reason in walled.items()]
+    return (*whole, *(
         dataclasses.replace(s, action=UNMIGRATABLE, reason=refused[(s.operator, s.state)])
         if (s.operator, s.state) in refused else
         dataclasses.replace(s, reason=how[(s.operator, s.state)])
-        if (s.operator, s.state) in how else s for s in states), staged
+        if (s.operator, s.state) in how else s for s in states if s.operator not in walled)
+    ), staged
 
 
 def _kryo(root: FlinkType) -> str:

@@ -10,7 +10,7 @@ the job's Kryo configuration, which no declared type says, so it is never derive
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from statesource.errors import IncompatibleCheckpointError, TypeMismatchError
 from statesource.flink.binary.reader import BinaryReader
@@ -32,6 +32,10 @@ class OpaqueType(FlinkType):
     Its values are self-delimiting only to that serializer, so they can be read
     only where the file frames each value (a canonical savepoint's values).
     """
+
+    self_delimiting: ClassVar[bool] = False
+    """Whether :meth:`read` finds where a value ends where nothing frames it (a native
+    snapshot's values): :class:`~statesource.flink.serializers.kryo2_framing.Kryo2Framed`."""
 
     def __init__(self, serializer: str, java_class: str) -> None:
         self.serializer = serializer

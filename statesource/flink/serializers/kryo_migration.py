@@ -194,7 +194,7 @@ class Kryo2Collection(FlinkType):
         return extracted_map(self._element("key"), self._element("value"))
 
 
-def _substituted(root: FlinkType, replace: Callable[[FlinkType, str], FlinkType | None],
+def substituted(root: FlinkType, replace: Callable[[FlinkType, str], FlinkType | None],
                  field: str = "") -> FlinkType:
     """A copy of ``root`` with the types ``replace`` gives in place of theirs (told the name
     of the POJO field ``root`` is, if it is one)."""
@@ -205,13 +205,13 @@ def _substituted(root: FlinkType, replace: Callable[[FlinkType, str], FlinkType 
     pojo = isinstance(root, PojoFlinkType)
     for name, attribute in vars(root).items():
         if isinstance(attribute, FlinkType):
-            setattr(clone, name, _substituted(attribute, replace))
+            setattr(clone, name, substituted(attribute, replace))
         elif isinstance(attribute, list) and any(isinstance(a, (FlinkType, tuple))
                                                  for a in attribute):
             setattr(clone, name, [
-                (a[0], _substituted(a[1], replace, a[0] if pojo else "")) if isinstance(a, tuple)
+                (a[0], substituted(a[1], replace, a[0] if pojo else "")) if isinstance(a, tuple)
                 and isinstance(a[1], FlinkType) else
-                _substituted(a, replace) if isinstance(a, FlinkType) else a
+                substituted(a, replace) if isinstance(a, FlinkType) else a
                 for a in attribute])
     return clone
 
@@ -224,7 +224,7 @@ def reading_type(root: FlinkType, where: str) -> FlinkType:
         if field and node.java_class in COLLECTION_FIELDS:
             return Kryo2Collection(node, f"{where}, field {field!r}", field)
         return Kryo2Value(node)
-    return _substituted(root, replace)
+    return substituted(root, replace)
 
 
 def described(reading: FlinkType) -> str:
@@ -248,4 +248,4 @@ def writing_type(reading: FlinkType) -> FlinkType:
 
     def replace(node: FlinkType, field: str) -> FlinkType | None:
         return Kryo2Value(node) if isinstance(node, KryoType) else None
-    return _substituted(derived, replace)
+    return substituted(derived, replace)

@@ -44,9 +44,11 @@ from statesource.flink.layouts.base import KeyGroupData
 from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.layouts.keyed import KeyGroupState, check_key_group_range
 from statesource.flink.layouts.rocksdb_canonical import Selection, holds_any
+from statesource.flink.serializers.kryo2_framing import kryo2_framed
 from statesource.flink.snapshot.metadata import parse_metadata
 from statesource.flink.snapshot.publish import is_staging_name
 from statesource.flink.snapshot.rocksdb_conversions import RocksDBConversions
+from statesource.flink.snapshot.versions import metadata_layout
 from statesource.flink.statefiles.keyed_header import (
     KeyedHeader,
     StateInfo,
@@ -118,6 +120,9 @@ class FlinkSnapshot(RocksDBConversions):
         self._canonical: dict[RocksDBHandle, KeyedHandle] = {}
         self._header_only: dict[RocksDBHandle, KeyedHandle] = {}
         self._located: dict[StreamHandle, Location] = {}
+        self._flink_1x = metadata_layout(metadata.version, str(location)).flink_major == 1
+        """Written by Flink 1.x, whose Kryo values are Kryo 2's: delimited by parsing them
+        where nothing frames them (:mod:`~statesource.flink.serializers.kryo2_framing`)."""
 
     @classmethod
     def open(cls, path: PathOrLocation, *, checkpoint_id: int | None = None,
@@ -239,7 +244,8 @@ class FlinkSnapshot(RocksDBConversions):
             length = min(max(probe, 1), handle.stream.size)
             data = self.read_bytes(handle.stream, 0, length)
             try:
-                return read_keyed_header(BinaryReader(data, self.describe(handle.stream)))
+                header = read_keyed_header(BinaryReader(data, self.describe(handle.stream)))
+                return header.retyped(kryo2_framed) if self._flink_1x else header
             except CorruptCheckpointError:
                 if length >= handle.stream.size:  # the whole stream: the header is bad
                     raise

@@ -9,7 +9,8 @@ not the order the program declared its states in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from statesource.errors import IncompatibleCheckpointError, UnsupportedFormatVersionError
@@ -97,6 +98,15 @@ class KeyedHeader:
     key: FlinkType
     states: tuple[StateInfo, ...]
     data_start: int
+
+    def retyped(self, change: Callable[[FlinkType], FlinkType]) -> KeyedHeader:
+        """The header with ``change`` applied to each of its serializers (the key's, every
+        state's): how a reader that knows more of the values than their snapshots say (the
+        Flink release that wrote them) reads them."""
+        return dataclasses.replace(self, key=change(self.key), states=tuple(
+            dataclasses.replace(info, serializers={role: change(serializer) for role, serializer
+                                                   in info.serializers.items()})
+            for info in self.states))
 
 
 def read_state_info(r: BinaryReader, state_id: int) -> StateInfo:

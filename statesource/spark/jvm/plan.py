@@ -11,9 +11,9 @@ schema's first field; the JVM then reads the byte ranges itself, checks them
 as the Python reader does, and returns Arrow columnar batches.
 
 A keyed or timer state of a Flink savepoint or checkpoint is planned as its key
-groups' byte ranges and a type descriptor per column
-(:mod:`statesource.flink.jvm_layout`): the JVM decodes Flink's bytes itself,
-straight into Spark's column vectors.
+groups' byte ranges (of RocksDB state: its column family's live tables, per database)
+and a type descriptor per column (:mod:`statesource.flink.jvm_layout`): the JVM decodes
+Flink's bytes itself, straight into Spark's column vectors.
 
 A request the JVM reader does not serve (serializers its decoders lack, operator
 state, the change feed, a remote filesystem, nested collections, Arrow types
@@ -61,7 +61,7 @@ PYTHON_SOURCE_NAME = "flinkstate-python"
 PLAN_OPTION = "statesource.jvmplan"
 """Set (to anything) by the JVM provider to ask for a plan; Spark lower-cases option keys."""
 PLAN_METADATA = "statesource.jvmPlan"
-PLAN_VERSION = 4
+PLAN_VERSION = 5
 """The version of the plan's JSON; ReadPlan.VERSION in the shim reads this version only."""
 
 
@@ -129,7 +129,10 @@ def jvm_plan(target: ReadTarget,
     each file numbers its states: :func:`~statesource.flink.jvm_layout.jvm_layout`);
     its ``files`` are those holding the state, ``offset`` and ``length`` each key
     group's byte range in them, and ``fileSchema``, ``batchCount``, ``rows`` and
-    ``crc32`` are empty or zero.
+    ``crc32`` are empty or zero. Of RocksDB state (``flink.rocksdb``: each database a run
+    of ``files``, the live tables of the state's column family), each key group's
+    ``file`` is its database's first table and ``length`` its share of the tables' bytes
+    (what it holds is known only once its keys are read).
     """
     if isinstance(target, ChangeFeedTarget):
         return _unservable("the change feed is read by the Python source")

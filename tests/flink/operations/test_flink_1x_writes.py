@@ -66,11 +66,13 @@ def version_of(savepoint) -> int:
 
 @pytest.mark.parametrize("version, kind", [("flink-1.20", "canonical"),
                                            ("flink-1.20", "rocksdb-native"),
+                                           ("flink-1.20", "native"),
                                            ("flink-1.15", "rocksdb")])
 def test_a_new_max_parallelism_up_and_back_down_across_the_prefix_width(version, kind,
                                                                         tmp_path):
     """Up Snappy-compressed on request (as a 1.x job with snapshot-compression writes it),
-    down uncompressed on request: Flink 1.20 restores both."""
+    down uncompressed on request: Flink 1.20 restores both. The native savepoint's Kryo
+    ``UUID`` values are found where they end by parsing their Kryo 2 bytes."""
     up, down = tmp_path / "up", tmp_path / "down"
     rescale_max_parallelism(str(FIXTURES / version / kind), str(up), 256,  # 2-byte prefix
                             compression="snappy")

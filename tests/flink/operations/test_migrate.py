@@ -3,8 +3,9 @@
 The ``flink-1.20`` and ``flink-1.15`` fixtures (FixtureJob1x.java by a real Flink 1.20.5 and
 1.15.4) hold, besides plain states whose bytes and serializer snapshots 2.x reads as they
 are, a Kryo ``UUID`` state (``opaque``/``last_uuid``): Kryo 2 bytes, which Flink 2.x's Kryo 5
-does not read, so the plan re-encodes it. A native snapshot cannot be walked past it: there its
-operator cannot migrate, and the migration refuses unless told to leave it out. The output is
+does not read, so the plan re-encodes it. A native snapshot frames no value: there each UUID's
+end is found by parsing its Kryo 2 bytes, so it migrates from there too (what cannot be
+parsed walls its operator off: test_migrate_kryo_native.py). The output is
 a ``_metadata`` version 6 savepoint with the uids given, which Flink 2.3 restores with every key
 of the job's model (generate.py), the UUIDs included.
 """
@@ -18,7 +19,7 @@ import pytest
 from flink_fixture_checks import FIXTURES, check_fixture, fixture_spec
 from flink_restore import FlinkRestoreError, restore
 from statesource.cli import main
-from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
+from statesource.errors import InvalidArgumentError
 from statesource.flink.handles import operator_id_of
 from statesource.flink.operations.migrate import BYTES, REENCODED, migrate
 from statesource.flink.snapshot.directory import FlinkSnapshot
@@ -38,14 +39,12 @@ def test_the_plan_re_encodes_kryo_and_moves_the_rest():
     assert not plan.unmigratable
 
 
-def test_unmigratable_states_refuse_the_whole_migration(tmp_path):
-    with pytest.raises(IncompatibleCheckpointError,
-                       match="1 state of .* cannot migrate to Flink 2.3: operator"
-                             f" '{operator_id_of('opaque')}', the operator: state 'last_uuid'"
-                             " cannot move as its bytes, and a native snapshot cannot be"
-                             " walked past it"):
-        migrate(str(FIXTURES / "flink-1.20" / "native"), str(tmp_path / "out"))
-    assert list(tmp_path.iterdir()) == []
+@pytest.mark.parametrize("kind", ["native", "checkpoint"])
+def test_a_native_snapshot_is_walked_past_its_kryo_state(kind):
+    plan = migrate(str(FIXTURES / "flink-1.20" / kind), None, dry_run=True)
+    (kryo,) = [s for s in plan.states if s.action == REENCODED]
+    assert (kryo.operator, kryo.state) == (operator_id_of("opaque"), "last_uuid")
+    assert not plan.unmigratable
 
 
 @pytest.mark.parametrize("uids, problem", [
@@ -72,19 +71,13 @@ def test_a_migrated_savepoint_restores_in_flink_2_3(version, kind, tmp_path):
     output = tmp_path / "migrated"
     done = migrate(str(FIXTURES / version / kind), str(output), skip_unmigratable=True,
                    uids={operator_id_of(uid): uid for uid in UIDS})
-    # native: the operator whose Kryo state cannot be walked past goes whole
-    assert [s.state for s in done.unmigratable] == ([None] if kind == "native" else [])
+    assert not done.unmigratable
     metadata = FlinkSnapshot.open(str(output)).metadata
     assert metadata.version == 6
-    kept = set(UIDS) - ({"opaque"} if kind == "native" else set())
-    assert {op.uid for op in metadata.operators} == {*kept, None}  # the sources' none
+    assert {op.uid for op in metadata.operators} == {*UIDS, None}  # the sources' none
     truth = json.loads((FIXTURES / version / "expected.json").read_text())
-    spec = fixture_spec(128, flink1x=True)
-    for op in spec["operators"]:
-        op["allow_missing"] = op["uid"] not in kept
-    rows = restore(output, spec, java_sources=[CLASSES])
-    check_fixture(rows, truth, 2, dropped=set() if kind != "native" else {"last_uuid"},
-                  added=("last_ttl",))
+    rows = restore(output, fixture_spec(128, flink1x=True), java_sources=[CLASSES])
+    check_fixture(rows, truth, 2, dropped=set(), added=("last_ttl",))
 
 
 @pytest.mark.realflink
@@ -105,9 +98,6 @@ def test_the_command_plans_writes_and_names_uids(tmp_path, capsys):
             if s["operator"] == operator_id_of("opaque")} == {
         ("last_uuid", "re-encoded"), ("_timer_state/event_user-timers", "bytes"),
         ("_timer_state/processing_user-timers", "bytes")}
-    native = str(FIXTURES / "flink-1.20" / "native")
-    assert main(["migrate", native, "--output", str(tmp_path / "out")]) == 1
-    assert "--skip-unmigratable leaves them out" in capsys.readouterr().err
     assert main(["migrate", source, "--output", str(tmp_path / "out"),
                  "--uid", "stateful", "--uid", f"{operator_id_of('windows')}=windows"]) == 0
     assert "left out" not in capsys.readouterr().out

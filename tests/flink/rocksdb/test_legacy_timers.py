@@ -1,8 +1,10 @@
 """Heap timers of a RocksDB checkpoint: raw keyed state in Flink's legacy timer format.
 
-Truth: the real Flink 2.3 run of tests/fixtures/flink/incremental (``heap-timers``, a RocksDB
-job with ``timer-service.factory: HEAP``), whose timers the job's model lists (expected.json);
-hostile bytes are that run's raw keyed state truncated and bit-flipped.
+Truth: the real Flink 2.3 and Flink 1.20 runs of IncrementalJob.java
+(tests/fixtures/flink/incremental and incremental-1.20: ``heap-timers``, a RocksDB job with
+``timer-service.factory: HEAP``), whose timers the job's model lists (expected.json), and each
+Flink's own canonical savepoint of the same state; hostile bytes are the 2.3 run's raw keyed
+state truncated and bit-flipped.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flink_fixture_checks import FIXTURES
+from flink_fixture_checks import INCREMENTAL
 from statesource.errors import (
     CorruptCheckpointError,
     IncompatibleCheckpointError,
@@ -27,16 +29,20 @@ from statesource.flink.layouts.legacy_timers import read_legacy_timers
 from statesource.flink.operations.rescale import rescale_max_parallelism
 from statesource.flink.reader import FlinkCheckpoint
 
-RUN = FIXTURES / "incremental" / "heap-timers"
-TRUTH = json.loads((FIXTURES / "incremental" / "expected.json").read_text())
+TRUTHS = {version: json.loads((path / "expected.json").read_text())
+          for version, path in INCREMENTAL.items()}
+RUN = INCREMENTAL["2.3"] / "heap-timers"
+TRUTH = TRUTHS["2.3"]
 SECOND = TRUTH["checkpoints"]["heap-timers"][1]
 EVENT, PROCESSING = "_timer_state/event_user-timers", "_timer_state/processing_user-timers"
 
 
-def _raw(subtask: int = 0) -> tuple[KeyedHandle, bytes]:
-    op = FlinkCheckpoint.open(str(RUN / SECOND)).snapshot.operator("incr")
+def _raw(subtask: int = 0, version: str = "2.3") -> tuple[KeyedHandle, bytes]:
+    """A subtask's raw keyed state (its heap timers) in the second checkpoint of ``version``."""
+    second = INCREMENTAL[version] / "heap-timers" / TRUTHS[version]["checkpoints"]["heap-timers"][1]
+    op = FlinkCheckpoint.open(str(second)).snapshot.operator("incr")
     handle = op.subtasks[subtask].raw_keyed[0]
-    return handle, (RUN / SECOND / handle.stream.path).read_bytes()
+    return handle, (second / handle.stream.path).read_bytes()
 
 
 HANDLE, DATA = _raw()
@@ -58,15 +64,18 @@ def _timestamps(timers) -> dict[str, list[int]]:
     return {key: sorted(t) for key, t in found.items()}
 
 
-def test_the_decoder_gives_the_models_timers_of_the_subtasks_key_groups():
+@pytest.mark.parametrize("version", list(INCREMENTAL))
+def test_the_decoder_gives_the_models_timers_of_the_subtasks_key_groups(version):
     both = {}
     for subtask in (0, 1):
-        handle, data = _raw(subtask)
-        both.update(_timestamps(read_legacy_timers(
-            handle, data, "raw", range(handle.start, handle.start + len(handle.offsets)))))
-    assert both == {key: s["timers"] for key, s in TRUTH["second"].items()}
-    assert [s.name for s in DECODED.states] == [PROCESSING, EVENT]
-    assert all(s.is_timer and s.timer.key.data_type().name == "string" for s in DECODED.states)
+        handle, data = _raw(subtask, version)
+        decoded = read_legacy_timers(handle, data, "raw",
+                                     range(handle.start, handle.start + len(handle.offsets)))
+        both.update(_timestamps(decoded))
+        assert [s.name for s in decoded.states] == [PROCESSING, EVENT]
+        assert all(s.is_timer and s.timer.key.data_type().name == "string"
+                   for s in decoded.states)
+    assert both == {key: s["timers"] for key, s in TRUTHS[version]["second"].items()}
 
 
 def test_only_wanted_key_groups_keep_their_timers():
@@ -155,13 +164,15 @@ def _key_groups(handle: KeyedHandle, data: bytes, header) -> dict[int, dict[str,
     return found
 
 
+@pytest.mark.parametrize("version", list(INCREMENTAL))
 @pytest.mark.parametrize("run", ["heap-timers", "rocksdb-timers"])
-def test_the_canonical_file_of_each_subtask_is_flinks_own_canonical_savepoint(run):
+def test_the_canonical_file_of_each_subtask_is_flinks_own_canonical_savepoint(run, version):
     """Flink's canonical savepoint of the second checkpoint's state (the same run, after its
-    last event): the same header (the heap timers' queues after the RocksDB states) and the
-    same pairs in every key group; for RocksDB timers the same bytes."""
-    base = FIXTURES / "incremental" / run
-    checkpoint = FlinkCheckpoint.open(str(base / TRUTH["checkpoints"][run][1]))
+    last event; Flink 2.3's of its run, Flink 1.20's of its own): the same header (the heap
+    timers' queues after the RocksDB states) and the same pairs in every key group; for
+    RocksDB timers the same bytes."""
+    base = INCREMENTAL[version] / run
+    checkpoint = FlinkCheckpoint.open(str(base / TRUTHS[version]["checkpoints"][run][1]))
     savepoint = FlinkCheckpoint.open(str(base / "savepoint"))
     ours_op = checkpoint.snapshot.operator("incr")
     theirs_op = savepoint.snapshot.operator("incr")

@@ -11,10 +11,12 @@ writes in order, and by statesource.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from sst_echo import Echo, directory_tables, python_scans, random_ranges, start_echo
 
 from flink_restore import FLINK_1X_VERSION
 from flink_rocksdb import VERSIONS, dumped, hexed, run
@@ -155,3 +157,23 @@ def test_flink_defaults_are_the_tables_flink_writes(databases):
     assert {t.properties.merge_operator for t in tables} == {"StringAppendTESTOperator"}
     assert {t.properties.compression for t in tables} <= {"Snappy", "NoCompression"}
     assert sum(len(t.range_deletions()) for t in tables) > 0
+
+
+@pytest.fixture(scope="module")
+def echo(tmp_path_factory) -> Iterator[Echo]:
+    """The JVM reader's SST tables (tests/flink/rocksdb/sst_echo.py)."""
+    yield from start_echo(tmp_path_factory.mktemp("sst-echo"))
+
+
+def test_the_jvm_reader_reads_what_rocksdb_reads(databases, echo):
+    """RocksColumnFamily.java, whole: what RocksDB read; by random key ranges: what the Python
+    reader reads of them."""
+    rng = random.Random(databases[0])
+    for one, checkpoint, rocksdb_read in databases[1]:
+        python = read_directory(checkpoint)
+        for name, tables in directory_tables(checkpoint).items():
+            ranges = random_ranges(KEYS + SINGLE_DELETE_KEYS, rng, 10)
+            found = echo.scan(tables, ranges)
+            assert not isinstance(found, str), found
+            assert dict(found[0]) == rocksdb_read.get(name, {}), (one.name, name)
+            assert found == python_scans(python[name], ranges), (one.name, name)

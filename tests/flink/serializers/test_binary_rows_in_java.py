@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import struct
 import subprocess
 from collections.abc import Iterator
@@ -24,19 +23,18 @@ import pytest
 from binary_rows_truth import write_row
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jvm_echo import jvm_echo
 from test_binary_row_columns import COLUMNAR_LEAVES, LYING_ROWS, _ascii
 from test_sql_rows import sql_type, values_of
 
 from statesource.errors import (
     CorruptCheckpointError,
     IncompatibleCheckpointError,
-    JvmShimUnavailableError,
 )
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.jvm_layout import _descriptor
 from statesource.flink.serializers.binary_row_columns import row_columns
 from statesource.flink.serializers.binary_rows import RowReader
-from statesource.jvm import ensure_jar, find_javac, spark_jars_dir
 from statesource.types import RowKind, SqlType
 
 ECHO = Path(__file__).parents[2] / "jvm" / "BinaryRowEcho.java"
@@ -66,21 +64,8 @@ class Echo:
 
 @pytest.fixture(scope="module")
 def echo(tmp_path_factory) -> Iterator[Echo]:
-    try:
-        javac = find_javac()
-    except JvmShimUnavailableError as error:
-        pytest.skip(f"the JVM decoder needs a JDK to build the shim, and there is none: {error}")
-    classes = tmp_path_factory.mktemp("echo")
-    classpath = os.pathsep.join([str(ensure_jar()), str(spark_jars_dir() / "*")])
-    subprocess.run([str(javac), "-nowarn", "-cp", classpath, "-d", str(classes), str(ECHO)],
-                   check=True, capture_output=True)
-    process = subprocess.Popen([str(javac.parent / "java"), "-cp",
-                                os.pathsep.join([str(classes), classpath]),
-                                "org.statesource.shim.BinaryRowEcho"],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    yield Echo(process)
-    process.stdin.close()  # type: ignore[union-attr]
-    process.wait(timeout=60)
+    for process in jvm_echo(ECHO, tmp_path_factory.mktemp("echo")):
+        yield Echo(process)
 
 
 def _as_spark_keeps(sql: SqlType, value: Any) -> Any:

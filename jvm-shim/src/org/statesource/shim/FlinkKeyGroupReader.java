@@ -18,9 +18,10 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * Reads one partition's key groups of a Flink savepoint: each key group's byte range (Snappy
- * unframed where compressed), decoded by {@link FlinkKeyGroupDecoder} into reused on-heap
- * vectors, one batch per key group, with the state numbering of its file. A batch is valid
- * until the next call to {@link #next()}.
+ * unframed where compressed), or, of RocksDB state, its entries framed as a canonical key group
+ * ({@link RocksKeyGroupSource}), decoded by {@link FlinkKeyGroupDecoder} into reused on-heap
+ * vectors, one batch per non-empty key group, with the state numbering of its file. A batch is
+ * valid until the next call to {@link #next()}.
  *
  * <p>The plan's byte ranges and file sizes are checked before anything is read or allocated,
  * and every fault in the bytes is refused naming the file and the byte offset.
@@ -44,6 +45,8 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
   private FileChannel channel;
   private int channelFile = -1;
   private ColumnarBatch current;
+  /** RocksDB state's key groups, framed from its tables; null for a keyed-state file's. */
+  private final RocksKeyGroupSource rocks;
 
   FlinkKeyGroupReader(ReadPlan plan, StructType required, int[] entries) {
     this.plan = plan;
@@ -53,6 +56,7 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
     this.decoder = new FlinkKeyGroupDecoder(state);
     this.slots = new WritableColumnVector[2 + state.valueColumns()];
     this.slotOf = new int[required.size()];
+    this.rocks = state.databases == null ? null : new RocksKeyGroupSource(plan);
     StructField[] fields = required.fields();
     for (int i = 0; i < fields.length; i++) {
       int column = java.util.Arrays.asList(plan.columns).indexOf(fields[i].name());
@@ -97,12 +101,27 @@ final class FlinkKeyGroupReader implements PartitionReader<ColumnarBatch> {
     if (channel != null) {
       channel.close();
     }
+    if (rocks != null) {
+      rocks.close();
+    }
   }
 
   private int readKeyGroup(int entry) throws IOException {
     for (WritableColumnVector slot : slots) {
       if (slot != null) {
         slot.reset();
+      }
+    }
+    if (rocks != null) {
+      int size = rocks.frame(entry);
+      try {
+        return size == 0 ? 0 : decoder.decode(rocks.buffer(), size, plan.keyGroup[entry],
+            state.variantOf(plan.file[entry]), slots);
+      } catch (FlinkDataException fault) {
+        throw new IllegalStateException("CorruptCheckpointError: " + rocks.source()
+            + ": state '" + state.stateName + "': " + fault.getMessage() + " at byte "
+            + fault.position + " of key group " + plan.keyGroup[entry] + " as framed from"
+            + " its tables");
       }
     }
     int length = read(entry);

@@ -26,7 +26,11 @@ import java.io.Serializable;
  * state of a file by the file's own id (a job that obtains states lazily writes files that
  * lack states or number them otherwise; each file is decoded with its own numbering, and one
  * without the wanted state is not in the plan), and {@code fileVariants}, per entry of the
- * plan's {@code files}, its variant; and,
+ * plan's {@code files}, its variant; where the key groups are RocksDB databases' (neither
+ * native nor compressed), {@code rocksdb}: each database a run of the plan's {@code files}, the
+ * live tables of the state's column family, {@code {firstFile, fileCount, largestSeqnos,
+ * source}} ({@link Database}), and each key group's entry names its database's first file
+ * (its bytes are the framed pairs of its range of keys: {@link RocksKeyGroupSource}); and,
  * where the read options name the snapshot directly, {@code stamp}: its {@code _metadata}'s
  * real {@code path}, {@code sizeBytes} and {@code modifiedNs}, for {@link FlinkPlanCache}.
  */
@@ -61,6 +65,8 @@ final class FlinkStatePlan implements Serializable {
   /** The plan itself only: each file's index into {@link #variants}. */
   private final int[] fileVariants;
   final Stamp stamp;
+  /** The plan itself only, of RocksDB state: its databases; else null. */
+  final Database[] databases;
 
   /** The {@code _metadata} a plan was made from, as it was. */
   record Stamp(String path, long sizeBytes, long modifiedNs) implements Serializable {
@@ -71,6 +77,16 @@ final class FlinkStatePlan implements Serializable {
    * id (the id its key groups carry), and {@code stateId}, the wanted state's own id.
    */
   record Variant(int[] ids, int stateId) implements Serializable {
+  }
+
+  /**
+   * One RocksDB database: the plan's files {@code firstFile} on, {@code fileCount} of them (the
+   * live tables of the state's column family), the largest sequence number the MANIFEST records
+   * of each (an ingested table's entries have it where the table records none), and what errors
+   * call it.
+   */
+  record Database(int firstFile, int fileCount, long[] largestSeqnos, String source)
+      implements Serializable {
   }
 
   /** The plan of a read of {@code files} data files. */
@@ -112,6 +128,8 @@ final class FlinkStatePlan implements Serializable {
     stamp = stamped == null || stamped.isNull() ? null : new Stamp(
         required(stamped, "path").asText(), required(stamped, "sizeBytes").asLong(),
         required(stamped, "modifiedNs").asLong());
+    JsonNode rocksdb = whole ? node.get("rocksdb") : null;
+    databases = rocksdb == null || rocksdb.isNull() ? null : databases(rocksdb, files);
     if (prefixBytes != 1 && prefixBytes != 2) {
       throw new IllegalStateException("flinkstate plan: prefixBytes " + prefixBytes);
     }
@@ -196,6 +214,64 @@ final class FlinkStatePlan implements Serializable {
     return found;
   }
 
+  /**
+   * The databases, each checked: runs of the files in order, none empty, none overlapping, one
+   * variant for all of a database's files; only of a plan neither native nor compressed.
+   */
+  private Database[] databases(JsonNode listed, int files) {
+    if (!listed.isArray() || nativeFormat || compressed) {
+      throw new IllegalStateException("flinkstate plan: field flink.rocksdb is not a list of"
+          + " databases of canonical, uncompressed key groups: " + listed);
+    }
+    Database[] found = new Database[listed.size()];
+    int next = 0;
+    for (int d = 0; d < found.length; d++) {
+      JsonNode entry = listed.get(d);
+      String where = "flinkstate plan: flink.rocksdb[" + d + "] ";
+      if (!entry.isObject()) {
+        throw new IllegalStateException(where + "is not an object: " + entry);
+      }
+      int first = required(entry, "firstFile").asInt(-1);
+      int count = required(entry, "fileCount").asInt(-1);
+      if (first < next || count < 1 || (long) first + count > files) {
+        throw new IllegalStateException(where + "names files " + first + " on, " + count
+            + " of them: not a run of the " + files + " files after those of the databases"
+            + " before it");
+      }
+      for (int f = first; f < first + count; f++) {
+        if (fileVariants[f] != fileVariants[first]) {
+          throw new IllegalStateException(where + "has files of two variants");
+        }
+      }
+      JsonNode seqnos = required(entry, "largestSeqnos");
+      if (!seqnos.isArray() || seqnos.size() != count) {
+        throw new IllegalStateException(where + "has not one largest sequence number per"
+            + " file: " + seqnos);
+      }
+      long[] largest = new long[count];
+      for (int f = 0; f < count; f++) {
+        if (!seqnos.get(f).canConvertToLong() || seqnos.get(f).asLong() < 0) {
+          throw new IllegalStateException(where + "has the largest sequence number "
+              + seqnos.get(f));
+        }
+        largest[f] = seqnos.get(f).asLong();
+      }
+      found[d] = new Database(first, count, largest, required(entry, "source").asText());
+      next = first + count;
+    }
+    return found;
+  }
+
+  /** The database whose first file is {@code file} (RocksDB state only), or null. */
+  Database databaseAt(int file) {
+    for (Database database : databases) {
+      if (database.firstFile() == file) {
+        return database;
+      }
+    }
+    return null;
+  }
+
   /** How file {@code file} of the plan numbers its states. */
   Variant variantOf(int file) {
     return variants[fileVariants[file]];
@@ -248,6 +324,18 @@ final class FlinkStatePlan implements Serializable {
       ArrayNode files = out.putArray("fileVariants");
       for (int variant : fileVariants) {
         files.add(variant);
+      }
+    }
+    if (databases != null) {
+      ArrayNode listed = out.putArray("rocksdb");
+      for (Database database : databases) {
+        ObjectNode described = listed.addObject().put("firstFile", database.firstFile())
+            .put("fileCount", database.fileCount());
+        ArrayNode seqnos = described.putArray("largestSeqnos");
+        for (long seqno : database.largestSeqnos()) {
+          seqnos.add(seqno);
+        }
+        described.put("source", database.source());
       }
     }
     if (stamp != null) {

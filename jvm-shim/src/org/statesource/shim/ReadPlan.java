@@ -41,7 +41,10 @@ import java.util.function.Predicate;
  *       ({@link FlinkStatePlan}: also how each file numbers its states); then {@code files}
  *       are the snapshot's files holding the state, {@code length} is each key group's byte
  *       range in its file, and {@code fileSchema}, {@code batchCount}, {@code rows} and
- *       {@code crc32} carry nothing (rows are counted only by decoding).
+ *       {@code crc32} carry nothing (rows are counted only by decoding); of RocksDB state
+ *       ({@code flink.rocksdb}), {@code files} are the databases' live tables, each key group's
+ *       {@code file} its database's first table, and {@code length} its share of the tables'
+ *       bytes (a weight: what a key group holds is known only once read).
  * </ul>
  *
  * <p>Every field of a servable plan is required and type-checked; a plan that lacks one is refused
@@ -53,7 +56,7 @@ final class ReadPlan implements Serializable {
   private static final long serialVersionUID = 2L;
 
   /** The plan version this shim reads: PLAN_VERSION in statesource/spark/jvm/plan.py. */
-  static final int VERSION = 4;
+  static final int VERSION = 5;
 
   private static final String[] GROUP_FIELDS =
       {"keyGroup", "file", "batchCount", "offset", "length", "rows", "crc32"};
@@ -179,6 +182,12 @@ final class ReadPlan implements Serializable {
     JsonNode flinkPart = root.get("flink");
     flink = flinkPart == null || flinkPart.isNull() ? null
         : new FlinkStatePlan(flinkPart, filePaths.length);
+    for (int i = 0; flink != null && flink.databases != null && i < file.length; i++) {
+      if (flink.databaseAt(file[i]) == null) {
+        throw refused("keyGroups.file[" + i + "] = " + file[i] + " is not the first file of a"
+            + " database of flink.rocksdb");
+      }
+    }
   }
 
   static ReadPlan parse(String json) {
