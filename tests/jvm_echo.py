@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -16,9 +16,10 @@ from statesource.errors import JvmShimUnavailableError
 from statesource.jvm import ensure_jar, find_javac, spark_jars_dir
 
 
-def jvm_echo(source: Path, work: Path) -> Iterator[subprocess.Popen]:
+def jvm_echo(source: Path, work: Path, jvm_options: Sequence[str] = ()
+             ) -> Iterator[subprocess.Popen]:
     """The main class of ``source`` (package org.statesource.shim), compiled into ``work`` and
-    running with text pipes to its stdin and stdout."""
+    running with text pipes to its stdin and stdout (``jvm_options``: e.g. a small heap)."""
     try:
         javac = find_javac()
     except JvmShimUnavailableError as error:
@@ -26,7 +27,7 @@ def jvm_echo(source: Path, work: Path) -> Iterator[subprocess.Popen]:
     classpath = os.pathsep.join([str(ensure_jar()), str(spark_jars_dir() / "*")])
     subprocess.run([str(javac), "-nowarn", "-cp", classpath, "-d", str(work), str(source)],
                    check=True, capture_output=True)
-    process = subprocess.Popen([str(javac.parent / "java"), "-cp",
+    process = subprocess.Popen([str(javac.parent / "java"), *jvm_options, "-cp",
                                 os.pathsep.join([str(work), classpath]),
                                 f"org.statesource.shim.{source.stem}"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -78,9 +78,9 @@ class Echo:
         return [int(h) for h in self._ask({"xxh3": [d.hex() for d in data]})["hashes"]]
 
 
-def start_echo(work: Path) -> Iterator[Echo]:
+def start_echo(work: Path, jvm_options: Sequence[str] = ()) -> Iterator[Echo]:
     """SstEcho compiled against the shim's jar and started (skips where there is no JDK)."""
-    for process in jvm_echo(ECHO, work):
+    for process in jvm_echo(ECHO, work, jvm_options):
         yield Echo(process)
 
 

@@ -47,9 +47,14 @@ SNAPSHOTS = ["flink-1.20/rocksdb-checkpoint", "flink-1.20/rocksdb-native",
 incremental and full checkpoints)."""
 
 
+HEAP = "-Xmx128m"
+"""The echo's heap: a block claiming more than this is refused before it is allocated, or the
+JVM dies of it and the test with it."""
+
+
 @pytest.fixture(scope="module")
 def echo(tmp_path_factory) -> Iterator[Echo]:
-    yield from start_echo(tmp_path_factory.mktemp("sst-echo"))
+    yield from start_echo(tmp_path_factory.mktemp("sst-echo"), [HEAP])
 
 
 def _databases(snapshot: Path) -> Iterator[tuple[dict[str, list[Table]], dict]]:
@@ -234,6 +239,33 @@ def test_random_damage_without_checksums_is_refused_as_in_python(echo, unchecked
         damaged[data.draw(st.integers(0, len(damaged) - 1))] = data.draw(st.integers(0, 255))
     with tempfile.TemporaryDirectory() as scratch:
         _agrees(echo, bytes(damaged), Path(scratch))
+
+
+def test_a_bzip2_block_claiming_a_gigabyte_is_refused_without_allocating_it(echo, tmp_path):
+    """bzip2 has no useful bound on its expansion, so nothing of the size a block claims may be
+    allocated up front: a few bytes claiming 1 GiB would exhaust the heap."""
+    table = write_table(tmp_path / "b.sst", ROWS, TableOptions(
+        compression="bz2", format_version=5, checksum="no_checksum")).read_bytes()
+    offset, size = _first_data_block(table)
+    assert table[offset + size] == 3  # bzip2
+    block = table[offset:offset + size]
+    stream = block[next(i for i, b in enumerate(block) if b < 0x80) + 1:]  # past its size
+    claim = bytes([0x80, 0x80, 0x80, 0x80, 0x04])  # varint32 of 1 << 30
+    damaged = table[:offset] + (claim + stream)[:size] + table[offset + size:]
+    assert _agrees(echo, damaged, tmp_path) == "CorruptCheckpointError"
+
+
+def test_many_small_tables_read_in_a_small_heap(echo, tmp_path):
+    """A table's buffers are what it holds, not a fixed read-ahead window and decompression
+    buffer each (about 320 KiB): 600 tables of one entry each are read in 128 MiB."""
+    tables, python = [], []
+    for number in range(600):
+        path = write_table(tmp_path / f"{number}.sst", {b"%04d" % number: b"v" * 40},
+                           TableOptions(compression="snappy"))
+        tables.append(Table(str(path), path.name, path.stat().st_size))
+        python.append(SstFile(path.read_bytes(), path.name))
+    ranges = [(b"", None), (b"0100", b"0105")]
+    assert echo.scan(tables, ranges) == python_scans(python, ranges)
 
 
 def test_damaged_restart_arrays_and_indexes_are_refused(echo, tmp_path):

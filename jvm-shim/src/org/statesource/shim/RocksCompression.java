@@ -3,6 +3,7 @@ package org.statesource.shim;
 import com.github.luben.zstd.Zstd;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
+import java.util.Arrays;
 import java.util.zip.DataFormatException;
 import java.util.zip.Inflater;
 import net.jpountz.lz4.LZ4Factory;
@@ -15,8 +16,9 @@ import org.xerial.snappy.Snappy;
  * (statesource/flink/rocksdb/compression.py): Snappy (1, its own length preamble), and, after
  * a varint32 uncompressed size, zlib (2, raw deflate as RocksDB writes it), bzip2 (3), LZ4 and
  * LZ4HC (4, 5), ZSTD (7 and 0x40). The size a block claims is checked against a ceiling and
- * against the most its codec can expand the bytes there before anything is allocated, and the
- * codec must produce exactly that many bytes.
+ * against the most its codec can expand the bytes there before anything is allocated (bzip2,
+ * which has no useful bound, grows its buffer as it decompresses), and the codec must produce
+ * exactly that many bytes.
  */
 final class RocksCompression {
   static final int NONE = 0;
@@ -32,7 +34,8 @@ final class RocksCompression {
   private static final LZ4SafeDecompressor LZ4_DECOMPRESSOR =
       LZ4Factory.fastestInstance().safeDecompressor();
 
-  private byte[] out = new byte[1 << 16];
+  /** Decompressed blocks, grown to the largest one (nothing for a table stored uncompressed). */
+  private byte[] out = new byte[0];
 
   /**
    * The contents of the block stored as {@code place}'s bytes with compression {@code kind},
@@ -64,8 +67,8 @@ final class RocksCompression {
       throw place.error(0, name + " block of " + stored + " bytes claims " + expected
           + " uncompressed, more than it can hold");
     }
-    if (out.length < expected) {
-      out = new byte[Math.max(expected, (int) Math.min(MAX_BLOCK_BYTES, out.length * 2L))];
+    if (kind != BZIP2) {
+      room(expected);
     }
     byte[] data = place.data;
     long written;
@@ -149,12 +152,27 @@ final class RocksCompression {
     }
   }
 
+  /** Makes {@link #out} hold at least {@code needed} bytes, at least doubling it. */
+  private void room(int needed) {
+    if (out.length < needed) {
+      out = Arrays.copyOf(out, Math.max(needed, (int) Math.min(MAX_BLOCK_BYTES,
+          out.length * 2L)));
+    }
+  }
+
+  /**
+   * bzip2 has no useful bound on how far it expands the bytes there, so its output buffer
+   * grows as the bytes arrive rather than to the size the block claims.
+   */
   private long bunzip(byte[] data, int at, int length, int expected) throws IOException {
     try (BZip2CompressorInputStream in = new BZip2CompressorInputStream(
         new ByteArrayInputStream(data, at, length), false)) {
       int written = 0;
       while (written < expected) {
-        int read = in.read(out, written, expected - written);
+        if (written == out.length) {
+          room(written + 1);
+        }
+        int read = in.read(out, written, Math.min(expected, out.length) - written);
         if (read < 0) {
           break;
         }

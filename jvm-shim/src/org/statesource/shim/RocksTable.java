@@ -172,7 +172,7 @@ final class RocksTable implements Closeable {
     if (window == null || offset < windowStart || offset + length > windowStart + windowLength) {
       int wanted = (int) Math.max(length, Math.min(READ_AHEAD, footer.offset - offset));
       if (window == null || window.length < wanted) {
-        window = new byte[Math.max(wanted, READ_AHEAD)];
+        window = new byte[wanted];  // a small table's is the table's size
       }
       readFully(offset, window, 0, wanted);
       windowStart = offset;
