@@ -38,6 +38,11 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "flink"
 INCREMENTAL = {"2.3": FIXTURES / "incremental", "1.20": FIXTURES / "incremental-1.20"}
 """Per Flink version, the fixture its run of IncrementalJob.java made (generate.py
 ``--only-incremental``, ``--incremental-1x``), each with its ``expected.json``."""
+RESCALED = {"2.3": FIXTURES / "rescaled", "1.20": FIXTURES / "rescaled-1.20"}
+"""Per Flink version, its rescaled run of IncrementalJob.java (generate.py ``--only-rescaled``,
+``--rescaled-1x``): ``first/`` at parallelism 2, ``second/`` restored from it at 3."""
+INCREMENTAL_STATES = ["count", "seen", "tags", "_timer_state/event_user-timers",
+                      "_timer_state/processing_user-timers"]
 WINDOW = 100_000
 STATEFUL_STATES = ["total", "max_id", "avg", "events", "per_user", "last"]
 
@@ -253,11 +258,11 @@ CASES_1X = [(version, kind) for version in FLINK_1X
 SNAPSHOTS_1X = [f"{version}/{kind}" for version, kind in CASES_1X]
 
 KEY_TYPES: dict[str, DataType] = {"stateful": LONG, "opaque": LONG,
-                                  "windows": TupleType((STRING, INT))}
+                                  "windows": TupleType((STRING, INT)), "incr": STRING}
 KRYO_TAG = 2
 """Kryo's class tag before a value's own bytes (the model holds what follows it)."""
 _NOT_VALUES = {"key_group", "operator_index", "key", "namespace", "ttl_timestamp"}
-_ORDERED = {"events"}  # list states: their elements in order
+_ORDERED = {"events", "seen"}  # list states: their elements in order
 
 
 def varint(value: int) -> bytes:
@@ -322,6 +327,51 @@ def expected_keyed(truth: dict, flink1x: bool) -> dict[tuple[str, str], dict[str
         found[(operator, f"_timer_state/processing_{service}-timers")] = {}  # none registered
     return {state: {key: _order(state[1], entries) for key, entries in by_key.items()}
             for state, by_key in found.items()}
+
+
+def incremental_keyed(model: dict) -> dict[str, dict[str, list]]:
+    """Every state of IncrementalJob.java's operator ``incr`` (:data:`INCREMENTAL_STATES`) as
+    ``model`` (an ``expected.json``'s ``first`` or ``second``) holds it, in the form of
+    :func:`found_keyed`."""
+    found = {
+        "count": _entries({k: [{"value": s["count"]}] for k, s in model.items() if "count" in s}),
+        "seen": _entries({k: [{"list_element": i} for i in s["seen"]] for k, s in model.items()}),
+        "tags": _entries({k: [{"user_key": tag, "user_value": i} for tag, i in s["tags"].items()]
+                          for k, s in model.items() if s["tags"]}),
+        "_timer_state/event_user-timers": _entries(
+            {k: [{"timestamp": t} for t in s["timers"]] for k, s in model.items() if s["timers"]}),
+        "_timer_state/processing_user-timers": {}}
+    return {state: {key: _order(state, entries) for key, entries in by_key.items()}
+            for state, by_key in found.items()}
+
+
+def incremental_spec(backend: str, max_parallelism: int = 256, parallelism: int = 3,
+                     timer_service: str | None = None) -> dict:
+    """IncrementalJob.java's operator ``incr`` declared as the job declares it, for a restore."""
+    states = [{"name": "count", "kind": "value", "value": "Long"},
+              {"name": "seen", "kind": "list", "element": "Long"},
+              {"name": "tags", "kind": "map", "user_key": "String", "user_value": "Long"}]
+    return {"max_parallelism": max_parallelism, "parallelism": parallelism,
+            "state_backend": backend,
+            **({"timer_service": timer_service} if timer_service else {}),
+            "operators": [{"uid": "incr", "key": "String", "keyed_states": states,
+                           "timers": [{"name": "user-timers"}]}]}
+
+
+def check_incremental_restore(rows: list[dict], model: dict, erased: tuple[str, ...] = ()
+                              ) -> None:
+    """Every key and timer of ``incr`` a real Flink restored (:func:`incremental_spec`) equals
+    ``model`` (an ``expected.json``'s ``first`` or ``second``), but for the keys ``erased``."""
+    kept = {key: held for key, held in model.items() if key not in erased}
+    for state in ("count", "seen", "tags"):
+        restored = values(rows, "incr", state)
+        if state == "tags":
+            restored = {key: dict(pairs) for key, pairs in restored.items()}
+        assert restored == {key: held[state] for key, held in kept.items()
+                            if state in held and held[state] != {}}, state
+    restored_timers = {key: [timestamp for _, timestamp in entries]
+                       for key, entries in timers(rows, "incr", "user-timers").items()}
+    assert restored_timers == {key: held["timers"] for key, held in kept.items()}
 
 
 def _order(state: str, entries: list[dict]) -> list[dict]:

@@ -15,8 +15,8 @@ import json
 
 import pytest
 
-from flink_fixture_checks import INCREMENTAL
-from flink_restore import FLINK_1X_VERSION, restore, timers, values
+from flink_fixture_checks import INCREMENTAL, check_incremental_restore, incremental_spec
+from flink_restore import FLINK_1X_VERSION, restore
 from statesource.flink.handles import RocksDBHandle
 from statesource.flink.operations.edit import drop_state, erase_keys
 from statesource.flink.operations.rescale import rescale_max_parallelism
@@ -134,16 +134,6 @@ def test_a_lookup_in_the_second_checkpoint_equals_the_model(version):
     assert not source.snapshot._canonical
 
 
-def _spec(backend: str, timer_service: str | None = None) -> dict:
-    states = [{"name": "count", "kind": "value", "value": "Long"},
-              {"name": "seen", "kind": "list", "element": "Long"},
-              {"name": "tags", "kind": "map", "user_key": "String", "user_value": "Long"}]
-    return {"max_parallelism": 256, "parallelism": 3, "state_backend": backend,
-            **({"timer_service": timer_service} if timer_service else {}),
-            "operators": [{"uid": "incr", "key": "String", "keyed_states": states,
-                           "timers": [{"name": "user-timers"}]}]}
-
-
 @pytest.mark.realflink
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize(("run", "backend", "timer_service"), [
@@ -155,25 +145,9 @@ def test_a_new_max_parallelism_of_the_second_checkpoint_restores_every_key(
     its raw keyed state, which the rescale writes as timer states."""
     rescale_max_parallelism(_checkpoint(run, "second", version), str(tmp_path / "out"), 256)
     flink = {"1.20": {"flink": FLINK_1X_VERSION}}.get(version, {})
-    rows = restore(tmp_path / "out", _spec(backend, timer_service), **flink)
-    _assert_restored_as_the_model(rows, version=version)
-
-
-def _assert_restored_as_the_model(rows: list, erased: tuple[str, ...] = (),
-                                  version: str = "2.3") -> None:
-    """Every key and timer a real Flink restored equals the second phase's model (but for
-    the keys ``erased``)."""
-    def kept(model: dict) -> dict:
-        return {key: value for key, value in model.items() if key not in erased}
-
-    for state in ("count", "seen", "tags"):
-        restored = values(rows, "incr", state)
-        if state == "tags":
-            restored = {key: dict(pairs) for key, pairs in restored.items()}
-        assert restored == kept(_model("second", state, version)), state
-    restored_timers = {key: [timestamp for _, timestamp in entries]
-                       for key, entries in timers(rows, "incr", "user-timers").items()}
-    assert restored_timers == kept(_model("second", "timers", version))
+    rows = restore(tmp_path / "out", incremental_spec(backend, timer_service=timer_service),
+                   **flink)
+    check_incremental_restore(rows, TRUTHS[version]["second"])
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -228,5 +202,5 @@ def test_an_erase_and_a_drop_take_heap_timers_as_timer_states(version, tmp_path)
 def test_a_real_flink_restores_an_erase_of_a_heap_timer_checkpoint_without_its_keys(tmp_path):
     erased = ("k0", "k3")
     erase_keys(_checkpoint("heap-timers", "second"), str(tmp_path / "out"), "incr", erased)
-    rows = restore(tmp_path / "out", {**_spec("rocksdb", "HEAP"), "max_parallelism": 128})
-    _assert_restored_as_the_model(rows, erased)
+    rows = restore(tmp_path / "out", incremental_spec("rocksdb", 128, timer_service="HEAP"))
+    check_incremental_restore(rows, TRUTHS["2.3"]["second"], erased)

@@ -7,12 +7,15 @@ Every state of every fixture reads the same rows on both readers
 JVM reader does not read a state its plan serves; which states those are:
 tests/flink/rocksdb/test_rocksdb_jvm_plan.py); the 1.20 and lazy fixtures read as their jobs'
 models on the JVM reader (test_flink_snapshots.py, test_flink_lazy_states.py). Here: the
-incremental checkpoints sharing tables against their job's model, pushdown, and tables
-damaged or removed.
+incremental checkpoints sharing tables against their job's model, databases of two-byte
+key-group prefixes rebuilt by a rescaled restore (their tables holding keys of other
+subtasks' key groups under range deletions) against their model and Flink's canonical
+savepoints, pushdown, and tables damaged or removed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -20,8 +23,12 @@ from pathlib import Path
 import pytest
 from conftest import jvm_reader_loaded
 
+from flink_fixture_checks import INCREMENTAL_STATES, RESCALED, found_keyed, incremental_keyed
+from statesource.flink.handles import RocksDBHandle
 from statesource.flink.jvm_layout import jvm_layout
 from statesource.flink.reader import FlinkCheckpoint
+from statesource.flink.snapshot.metadata import parse_metadata
+from statesource.flink.snapshot.metadata_writer import write_metadata
 from statesource.keygroups import assign_to_key_group
 from statesource.spark.jvm.plan import FlinkStatePythonSource
 from statesource.types import LONG
@@ -83,6 +90,47 @@ def test_incremental_checkpoints_sharing_tables_read_as_the_model(jvm, run, phas
         on_jvm = state != EVENT_TIMERS or run == "rocksdb-timers"
         assert (JVM_SCAN in _executed(df)) == on_jvm, (state, _executed(df))
         assert _by_key(state, (r.asDict() for r in df.collect())) == _model(phase, state), state
+
+
+@pytest.mark.parametrize("version", list(RESCALED))
+def test_rescaled_databases_read_as_the_model(jvm, version):
+    """tests/flink/test_rocksdb_rescaled_checkpoints.py's fixtures (max parallelism 1000 and
+    256), both checkpoints, every state on the JVM; the model is what the Python reader reads
+    of Flink's canonical savepoints of their state (there), which read the same on both
+    readers (test_jvm_flink.py)."""
+    truth = json.loads((RESCALED[version] / "expected.json").read_text())
+    for phase in ("first", "second"):
+        shape = {"max_parallelism": truth["max_parallelism"],
+                 "parallelism": truth["parallelism"][phase]}
+        expected = incremental_keyed(truth[phase])
+        for state in INCREMENTAL_STATES:
+            df = _load(jvm, RESCALED[version] / phase / truth["checkpoints"][phase], "incr",
+                       state)
+            assert JVM_SCAN in _executed(df), (phase, state, _executed(df))
+            rows = [r.asDict(recursive=True) for r in df.collect()]
+            assert found_keyed(rows, "incr", state, shape) == expected[state], (phase, state)
+
+
+def test_keys_outside_a_handles_key_groups_are_no_state_on_either_reader(jvm, tmp_path):
+    """As Flink reads a rescaled restore's database (its old tables hold keys of the key groups
+    it gave away): a handle narrowed to key groups 0..15 of its 0..63 reads those alone."""
+    copy = tmp_path / "copy"
+    shutil.copytree(NATIVE_1X, copy)
+    metadata = parse_metadata((copy / "_metadata").read_bytes(), "x")
+    narrowed = dataclasses.replace(metadata, operators=tuple(
+        dataclasses.replace(op, subtasks=tuple(dataclasses.replace(s, keyed=tuple(
+            dataclasses.replace(h, count=16) if isinstance(h, RocksDBHandle) and h.start == 0
+            else h for h in s.keyed)) for s in op.subtasks)) for op in metadata.operators))
+    (copy / "_metadata").write_bytes(write_metadata(narrowed))
+    whole, jvm_rows, python_rows = (
+        sorted(json.dumps(r.asDict(), default=repr) for r in
+               _load(jvm, path, "stateful", "per_user", fmt).collect())
+        for path, fmt in ((NATIVE_1X, "flinkstate"), (copy, "flinkstate"),
+                          (copy, "flinkstate-python")))
+    assert jvm_rows == python_rows == [
+        r for r in whole if not 16 <= json.loads(r)["key_group"] < 64]
+    assert jvm_rows != whole
+    assert JVM_SCAN in _executed(_load(jvm, copy, "stateful", "per_user"))
 
 
 def test_key_and_key_group_filters_read_what_the_python_source_reads(jvm):

@@ -183,12 +183,15 @@ def section_body(key_group: int, max_parallelism: int, key_tails: Iterable[tuple
     A state's pairs can thus be framed where they are made (a Spark task) and placed under
     whatever id the state gets in the file's header later.
     """
-    framer = KeyGroupFramer(key_group, max_parallelism)
-    for key_tail, value in key_tails:
-        framer.add(0, key_tail, value)
-    if not framer._sections:
+    prefix = key_group_prefix(key_group, max_parallelism)
+    pack, size = _INT.pack, len(prefix)
+    parts: list[bytes] = []
+    for key_tail, value in key_tails:  # framed as KeyGroupFramer.add frames a pair
+        parts += (pack(size + len(key_tail)), prefix, key_tail, pack(len(value)), value)
+    if not parts:
         return b""
-    return framer.getvalue()[_SHORT.size:-len(_END)]
+    parts[-4] = bytes([prefix[0] | META_DATA_FOLLOWS]) + prefix[1:]  # the last key's first byte
+    return b"".join(parts)
 
 
 def assemble_keyed_file(header: bytes, key_groups: Sequence[bytes]) -> tuple[bytes, list[int]]:

@@ -1,14 +1,17 @@
 """The keyed states ``migrate`` re-encodes: Kryo 2 values as Flink 2.x writes them.
 
 A state with Kryo inside (:mod:`~statesource.flink.serializers.kryo_migration`) is read
-while planning, every value decoded, so that the plan knows what each state holds before
-anything is written (a class statesource does not re-encode refuses the state; a POJO
-collection field's element type is inferred from every value). What the scan decoded is
-kept, up to a :class:`KeptValues` budget: re-encoded already where the state's 2.x type is
-known before the scan (no POJO collection field), else decoded. The write re-encodes what
-was kept, and reads and decodes the rest from the source again; each state is handed to
-the rewrite as a staged state (:class:`ReencodedState`) with the meta info Flink 2.x
-writes for it.
+while planning, every value, so that the plan knows what each state holds before anything
+is written (a class statesource does not re-encode refuses the state; a POJO collection
+field's element type is inferred from every value). A value is re-encoded by the fast path
+(:mod:`~statesource.flink.serializers.kryo_transcode`: Kryo 2 bytes to 2.x bytes directly,
+in worker processes where the state is large: :mod:`.reencode_workers`), else by the exact
+path (decoded into Java objects, then written). What the scan made is kept, up to a
+:class:`KeptValues` budget: as 2.x bytes, or decoded where the exact path read a value
+whose 2.x type is known only after the scan (a POJO collection field). The write settles
+what was kept, and reads and re-encodes the rest from the source again; each state is
+handed to the rewrite as a staged state (:class:`ReencodedState`) with the meta info Flink
+2.x writes for it.
 """
 
 from __future__ import annotations
@@ -23,16 +26,21 @@ from typing import Any
 
 from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.binary.reader import BinaryReader
+from statesource.flink.binary.snappy import unframe
 from statesource.flink.binary.writer import BinaryWriter
 from statesource.flink.handles import OperatorSnapshot
-from statesource.flink.layouts.base import KeyGroupData
+from statesource.flink.layouts.base import KeyGroupData, KeyGroupLayout
+from statesource.flink.layouts.canonical import CanonicalLayout
 from statesource.flink.layouts.canonical_writer import prefix_bytes, section_body
 from statesource.flink.layouts.dispatch import layout_of
+from statesource.flink.layouts.framing import canonical_sections
 from statesource.flink.layouts.keyed import check_key_group_range
+from statesource.flink.operations.reencode_workers import in_workers, worker_count
 from statesource.flink.operations.staged import StagedState
 from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.collections import ListType, MapType
 from statesource.flink.serializers.encoding import encoder_of
+from statesource.flink.serializers.kryo_columns import batched
 from statesource.flink.serializers.kryo_migration import (
     Kryo2Collection,
     described,
@@ -41,8 +49,9 @@ from statesource.flink.serializers.kryo_migration import (
     reading_type,
     writing_type,
 )
+from statesource.flink.serializers.kryo_transcode import remembering, transcoder
 from statesource.flink.snapshot.directory import FlinkSnapshot
-from statesource.flink.statefiles.keyed_header import StateInfo
+from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
 from statesource.model import StateKind
 
 LIST_DELIMITER = 0x2C
@@ -101,6 +110,10 @@ class Kept:
         return groups
 
 
+def _no_fast_path(value: bytes) -> None:
+    return None
+
+
 def refusal(info: StateInfo) -> str:
     """Why a keyed state with Kryo inside cannot be re-encoded, from its header alone."""
     if has_kryo(info.namespace):
@@ -126,6 +139,17 @@ class StateRecoder:
         settled = not any(isinstance(n, Kryo2Collection) for n in self.reading.nested())
         self.early = encoder_of(self.part(self.reading)).write if settled else None
         """The 2.x writer where it is known before the scan: values are kept re-encoded."""
+        self.fast = transcoder(self.part(self.reading), self.kind is StateKind.MAP,
+                               self.kind is StateKind.LIST)
+        """Kryo 2 bytes to 2.x bytes directly, where the shape has a fast path: a value it
+        does not take goes the exact path (decoded, then written)."""
+        self.transcoded = remembering(self.fast) if self.fast is not None else _no_fast_path
+        self.batch = batched(self.part(self.reading), self.kind is StateKind.MAP,
+                             self.kind is StateKind.LIST, self.transcoded)
+        """The fast path of a chunk of values (``UUID`` s column-wise)."""
+        self.collections = [node for node in self.reading.nested()
+                            if isinstance(node, Kryo2Collection)]
+        """The POJO collection fields, whose element classes the scan records."""
 
     def part(self, whole: FlinkType) -> FlinkType:
         """The type of what one value of the pair holds (a list's element, a map's value)."""
@@ -137,21 +161,28 @@ class StateRecoder:
             return whole.value
         return whole
 
-    def scan(self, key_group: int, pairs: Pairs, source: str) -> None:
-        """Decode one key group's values (recording what a collection field holds), and keep
-        them for the write while the budget allows."""
-        decoded = [(body, self.decoded(value, source)) for body, value in pairs]
+    def scan(self, key_group: int, pairs: Pairs, source: str,
+             transcoded: list[bytes | None] | None = None) -> None:
+        """Read one key group's values (recording what a collection field holds), and keep
+        them for the write while the budget allows: as 2.x bytes where the fast path took
+        them or the 2.x writer is known already, else decoded. ``transcoded``: what worker
+        processes' fast paths made of the values already (None: values they left)."""
+        if transcoded is None:
+            transcoded = self.batch([value for _, value in pairs])
+        bodies = [body for body, _ in pairs]
+        kept: list[tuple[bytes, Any]]
+        if None not in transcoded:  # the fast path took every value: no object per pair
+            kept = list(zip(bodies, transcoded))
+            size = (sum(map(len, bodies)) + sum(map(len, transcoded))  # type: ignore[arg-type]
+                    + PAIR_OVERHEAD * len(pairs))
+        else:
+            kept = [(body, self.exact(value, source) if written is None else written)
+                    for (body, value), written in zip(pairs, transcoded)]
+            size = sum(len(body) + PAIR_OVERHEAD + (len(value) if type(value) is bytes
+                                                    else len(raw) * DECODED_FACTOR)
+                       for (body, value), (_, raw) in zip(kept, pairs))
         if self.kept.groups is None:
             return
-        if self.early is not None:
-            write = self.early
-            kept: list[tuple[bytes, Any]] = [(body, self.written(write, value))
-                                             for body, value in decoded]
-            size = sum(len(body) + len(value) + PAIR_OVERHEAD for body, value in kept)
-        else:
-            kept = decoded
-            size = sum(len(body) + len(value) * DECODED_FACTOR + PAIR_OVERHEAD
-                       for body, value in pairs)
         if self.budget.take(size):
             self.kept.groups.append((key_group, kept))
             self.kept.held += size
@@ -163,6 +194,12 @@ class StateRecoder:
         self.kept.groups = None
         self.budget.left += self.kept.held
         self.kept.held = 0
+
+    def exact(self, value: bytes, source: str) -> bytes | Decoded:
+        """A value the fast path left, as the scan keeps it: its 2.x bytes where the 2.x
+        writer is known already, else decoded."""
+        decoded = self.decoded(value, source)
+        return decoded if self.early is None else self.written(self.early, decoded)
 
     def decoded(self, value: bytes, source: str) -> Decoded:
         r = BinaryReader(value, f"{source}, {self.where}, in a value")
@@ -199,10 +236,11 @@ class StateRecoder:
         write = encoder_of(self.part(writing)).write
 
         def recode(value: bytes, source: str) -> bytes:
-            return self.written(write, self.decoded(value, source))
+            fast = self.transcoded(value)
+            return fast if fast is not None else self.written(write, self.decoded(value, source))
 
         def settle(kept: Any) -> bytes:
-            return kept if self.early is not None else self.written(write, kept)
+            return kept if type(kept) is bytes else self.written(write, kept)
         info = dataclasses.replace(self.info, serializers={**self.info.serializers,
                                                            "VALUE_SERIALIZER": writing})
         return info, recode, settle
@@ -218,13 +256,36 @@ def state_pairs(snapshot: FlinkSnapshot, op: OperatorSnapshot, names: set[str]
         name = snapshot.describe(handle.stream)
         data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
         layout = layout_of(handle)
+        wanted = {info.state_id for info in header.states if info.name in names}
         for key_group, begin, end in check_key_group_range(
                 handle.offsets, handle.start, handle.stream.size, header.data_start, name):
             piece = KeyGroupData(key_group, data[begin:end], name, begin)
-            for state_id, pairs in layout.pairs(piece, header, old_prefix):
-                state = header.states[state_id].name
-                if state in names and pairs:
-                    yield state, key_group, f"{name} (key group {key_group})", pairs
+            for state_id, pairs in _pairs(layout, piece, header, old_prefix, wanted):
+                if state_id in wanted and pairs:
+                    yield (header.states[state_id].name, key_group,
+                           f"{name} (key group {key_group})", pairs)
+
+
+def _pairs(layout: KeyGroupLayout, piece: KeyGroupData, header: KeyedHeader, old_prefix: int,
+           wanted: set[int]) -> list[tuple[int, Pairs]]:
+    """A key group's pairs per state id, at least those of the ``wanted`` states. In a
+    canonical savepoint's heap file they are framed by numpy
+    (:func:`~statesource.flink.layouts.framing.canonical_sections`, which checks what the
+    layout checks), up to the last wanted state's section: the states after it are not
+    walked pair by pair here (the rewrite reads and checks them). Else, or where that
+    framing declines, by the layout, which names a fault."""
+    if type(layout) is CanonicalLayout and wanted:
+        data = unframe(piece.data, piece.source, piece.base) if header.compressed else piece.data
+        sections = canonical_sections(data, piece.key_group, old_prefix, len(header.states),
+                                      wanted)
+        if sections is not None:
+            return [(s.state_id, list(zip(
+                map(data.__getitem__, map(slice, (s.key_start + old_prefix).tolist(),
+                                          s.key_end.tolist())),
+                map(data.__getitem__, map(slice, s.value_start.tolist(),
+                                          s.value_end.tolist())))))
+                for s in sections if s.state_id in wanted]
+    return layout.pairs(piece, header, old_prefix)
 
 
 @dataclass(frozen=True)
@@ -283,11 +344,14 @@ def reencoded_states(snapshot: FlinkSnapshot, op: OperatorSnapshot, infos: list[
     recoders = {info.name: StateRecoder(info, f"operator {op.label!r}, state {info.name!r}",
                                         budget) for info in infos}
     refused: dict[str, str] = {}
-    for state, key_group, source, pairs in state_pairs(snapshot, op, set(recoders)):
+    fast = {name: (r.batch, r.collections) for name, r in recoders.items() if r.fast is not None}
+    workers = worker_count(sum(h.stream.size for h in snapshot.keyed_handles(op)))
+    for state, key_group, source, pairs, transcoded in in_workers(
+            state_pairs(snapshot, op, set(recoders)), fast, workers):
         if state in refused:
             continue
         try:
-            recoders[state].scan(key_group, pairs, source)
+            recoders[state].scan(key_group, pairs, source, transcoded)
         except IncompatibleCheckpointError as error:
             refused[state] = str(error)
             recoders[state].drop()

@@ -1,0 +1,81 @@
+"""``migrate``'s scan in worker processes (the fast path of re-encoding on every core).
+
+An operator's keyed state below ``WORKER_BYTES`` is scanned in one process, so the fixture's
+are; here the threshold is lowered to 0: the savepoint written must still be, state by
+state, what Flink 2.3 writes itself (test_migrate_kryo.py's comparison), also where a
+worker dies mid-scan (the parent scans what it left), and a corrupt value must still refuse
+the migration naming the state, with nothing written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from kryo_fixture import KRYO
+from test_migrate_kryo import assert_as_flink_2_3_writes, uids
+
+from statesource.errors import CorruptCheckpointError
+from statesource.flink.operations import reencode_workers
+from statesource.flink.operations.migrate import migrate
+
+UUID_VALUE = bytes.fromhex("5401e3bece9d80889fe00d89eda281ee8d8792fc")
+"""A ``last_uuid`` value of the canonical 1.20 savepoint, as Kryo 2 wrote it."""
+
+
+@pytest.fixture
+def submitted(monkeypatch):
+    """Workers for every operator (at least two), and the chunks handed to them."""
+    calls: list[str] = []
+    monkeypatch.setattr(reencode_workers, "WORKER_BYTES", 0)
+    monkeypatch.setattr(reencode_workers.os, "sched_getaffinity", lambda _: {0, 1},
+                        raising=False)
+    monkeypatch.setattr(reencode_workers.threading, "active_count", lambda: 1)
+
+    class Counted(reencode_workers.ProcessPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            calls.append(args[0])
+            return super().submit(fn, *args, **kwargs)
+    monkeypatch.setattr(reencode_workers, "ProcessPoolExecutor", Counted)
+    return calls
+
+
+@pytest.mark.parametrize("backend", ["canonical", "rocksdb"])
+def test_a_scan_in_workers_writes_what_flink_2_3_writes(backend, submitted, tmp_path):
+    migrate(str(KRYO / "flink-1.20" / backend), str(tmp_path / "out"), uids=uids(),
+            skip_unmigratable=True)
+    assert {"profile", "last_uuid", "bag"} <= set(submitted)
+    assert_as_flink_2_3_writes(str(tmp_path / "out"), backend)
+
+
+def _dying(state, values):
+    os._exit(3)
+
+
+def test_what_a_dead_worker_left_is_scanned_by_the_parent(submitted, monkeypatch, tmp_path):
+    monkeypatch.setattr(reencode_workers, "_transcode", _dying)  # forked: the workers' too
+    migrate(str(KRYO / "flink-1.20" / "canonical"), str(tmp_path / "out"), uids=uids(),
+            skip_unmigratable=True)
+    assert submitted
+    assert_as_flink_2_3_writes(str(tmp_path / "out"), "canonical")
+
+
+def test_a_corrupt_value_refuses_the_migration_naming_the_state(submitted, tmp_path):
+    """One ``UUID``'s reference marker made a null: the workers leave it, the parent's exact
+    path refuses it; nothing is written."""
+    copy = tmp_path / "canonical"
+    shutil.copytree(KRYO / "flink-1.20" / "canonical", copy)
+    (held,) = [f for f in copy.iterdir() if UUID_VALUE in f.read_bytes()]
+    held.write_bytes(held.read_bytes().replace(UUID_VALUE, UUID_VALUE[:1] + b"\x00"
+                                               + UUID_VALUE[2:]))
+    with pytest.raises(CorruptCheckpointError,
+                       match="state 'last_uuid'.*a null reference after a class"):
+        migrate(str(copy), str(tmp_path / "out"), uids=uids(), skip_unmigratable=True)
+    assert submitted and not (tmp_path / "out").exists()
+
+
+def test_a_small_operator_or_a_threaded_process_scans_in_one_process(monkeypatch):
+    assert reencode_workers.worker_count(reencode_workers.WORKER_BYTES - 1) == 0
+    monkeypatch.setattr(reencode_workers.threading, "active_count", lambda: 2)
+    assert reencode_workers.worker_count(1 << 40) == 0
