@@ -38,6 +38,14 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "flink"
 INCREMENTAL = {"2.3": FIXTURES / "incremental", "1.20": FIXTURES / "incremental-1.20"}
 """Per Flink version, the fixture its run of IncrementalJob.java made (generate.py
 ``--only-incremental``, ``--incremental-1x``), each with its ``expected.json``."""
+FULL_CHECKPOINT = "full-checkpoint"
+"""Flink 2.3's run of IncrementalJob.java with incremental checkpointing off, under
+``INCREMENTAL["2.3"]`` beside the incremental runs (generate.py ``--only-full-checkpoint``)."""
+INCREMENTAL_RUNS = [(version, run) for version in INCREMENTAL
+                    for run in ("rocksdb-timers", "heap-timers")] + [("2.3", FULL_CHECKPOINT)]
+"""(Flink version, run) of every run of IncrementalJob.java under :data:`INCREMENTAL`: each
+checkpoint's model is its ``expected.json``'s, and Flink's canonical savepoint of the second
+checkpoint's state is the run's ``savepoint``."""
 RESCALED = {"2.3": FIXTURES / "rescaled", "1.20": FIXTURES / "rescaled-1.20"}
 """Per Flink version, its rescaled run of IncrementalJob.java (generate.py ``--only-rescaled``,
 ``--rescaled-1x``): ``first/`` at parallelism 2, ``second/`` restored from it at 3."""
@@ -258,7 +266,10 @@ CASES_1X = [(version, kind) for version in FLINK_1X
 SNAPSHOTS_1X = [f"{version}/{kind}" for version, kind in CASES_1X]
 
 KEY_TYPES: dict[str, DataType] = {"stateful": LONG, "opaque": LONG,
-                                  "windows": TupleType((STRING, INT)), "incr": STRING}
+                                  "windows": TupleType((STRING, INT))}
+"""The key type of each keyed operator of FixtureJob.java (and its 1.x twin)."""
+FOUND_KEY_TYPES: dict[str, DataType] = {**KEY_TYPES, "incr": STRING}
+"""What :func:`found_keyed` checks keys with: also IncrementalJob.java's operator."""
 KRYO_TAG = 2
 """Kryo's class tag before a value's own bytes (the model holds what follows it)."""
 _NOT_VALUES = {"key_group", "operator_index", "key", "namespace", "ttl_timestamp"}
@@ -392,7 +403,7 @@ def found_keyed(rows: Iterable[Mapping[str, Any]], operator: str, state: str, tr
     """``rows`` of one keyed or timer state in the model's form, after checking that each is in
     its key's key group (and operator index, where the rows have one) and that a TTL state's
     rows have a TTL timestamp."""
-    key_type, max_parallelism = KEY_TYPES[operator], truth["max_parallelism"]
+    key_type, max_parallelism = FOUND_KEY_TYPES[operator], truth["max_parallelism"]
     found: dict[str, list] = {}
     for row in map(_plain, rows):
         key = row["key"]

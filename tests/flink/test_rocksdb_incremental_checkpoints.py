@@ -2,7 +2,9 @@
 first's SST files, with RocksDB timers and with heap timers: IncrementalJob.java run by Flink 2.3
 (tests/fixtures/flink/incremental, generate.py ``--only-incremental``) and by Flink 1.20
 (``incremental-1.20``, ``--incremental-1x``), whose heap timers are raw keyed state in 1.20's
-legacy timer format.
+legacy timer format. Beside them, Flink 2.3's run of the same job with incremental
+checkpointing off (``incremental/full-checkpoint``, generate.py ``--only-full-checkpoint``): two
+checkpoints each holding its whole databases in its own directory.
 
 Truth: the job's model of its state after each phase (expected.json, from the events alone),
 and a real Flink of the same version restoring a new max parallelism of the second checkpoint,
@@ -12,10 +14,17 @@ every key compared.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from flink_fixture_checks import INCREMENTAL, check_incremental_restore, incremental_spec
+from flink_fixture_checks import (
+    FULL_CHECKPOINT,
+    INCREMENTAL,
+    INCREMENTAL_RUNS,
+    check_incremental_restore,
+    incremental_spec,
+)
 from flink_restore import FLINK_1X_VERSION, restore
 from statesource.flink.handles import RocksDBHandle
 from statesource.flink.operations.edit import drop_state, erase_keys
@@ -58,8 +67,7 @@ def _model(phase: str, state: str, version: str = "2.3") -> dict:
     return {key: s[state] for key, s in held.items() if state in s}
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize(("version", "run"), INCREMENTAL_RUNS)
 @pytest.mark.parametrize("phase", ["first", "second"])
 def test_every_state_of_each_checkpoint_reads_as_the_model(version, run, phase):
     source = FlinkCheckpoint.open(_checkpoint(run, phase, version))
@@ -91,6 +99,23 @@ def test_the_second_checkpoint_shares_sst_files_of_the_first(version, run):
     assert second - first  # and tables of its own: the second phase's writes
 
 
+@pytest.mark.parametrize("phase", ["first", "second"])
+def test_a_full_checkpoint_holds_its_whole_databases_in_its_own_directory(phase):
+    """Incremental checkpointing off, Flink 2.3 records no shared file: every file of each
+    subtask's database, its SST files among them, is the checkpoint's own, named relative to
+    its directory (so no other checkpoint holds it), and the job's ``shared/`` stays empty."""
+    directory = Path(_checkpoint(FULL_CHECKPOINT, phase))
+    handles = _rocksdb_handles(FULL_CHECKPOINT, phase, "2.3")
+    assert len(handles) == TRUTHS["2.3"]["parallelism"]
+    for _, handle in handles:
+        assert not handle.shared
+        assert sum(f.name.endswith(".sst") for f in handle.private) >= 2
+        for file in handle.private:
+            assert file.stream.relative and file.stream.path is not None
+            assert (directory / file.stream.path).is_file(), file
+    assert not any((directory.parent / "shared").glob("*"))
+
+
 def _seen_operand_keys(run: str, phase: str, version: str) -> list[list[set[bytes]]]:
     """Per subtask, per live table of ``seen``, the keys it holds merge operands of."""
     found = []
@@ -103,8 +128,7 @@ def _seen_operand_keys(run: str, phase: str, version: str) -> list[list[set[byte
     return found
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize(("version", "run"), INCREMENTAL_RUNS)
 def test_a_list_states_appends_lie_as_operands_in_several_tables(version, run):
     """So the reader's merge across tables is what makes the lists the model's: in some
     subtask's database of the run's checkpoints, keys of ``seen`` whose merge operands are
@@ -135,10 +159,12 @@ def test_a_lookup_in_the_second_checkpoint_equals_the_model(version):
 
 
 @pytest.mark.realflink
-@pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize(("run", "backend", "timer_service"), [
-    ("rocksdb-timers", "hashmap", None), ("rocksdb-timers", "rocksdb", None),
-    ("heap-timers", "rocksdb", "HEAP"), ("heap-timers", "hashmap", None)])
+@pytest.mark.parametrize(("version", "run", "backend", "timer_service"), [
+    *((version, run, backend, timer_service) for version in VERSIONS
+      for run, backend, timer_service in (
+          ("rocksdb-timers", "hashmap", None), ("rocksdb-timers", "rocksdb", None),
+          ("heap-timers", "rocksdb", "HEAP"), ("heap-timers", "hashmap", None))),
+    ("2.3", FULL_CHECKPOINT, "rocksdb", None), ("2.3", FULL_CHECKPOINT, "hashmap", None)])
 def test_a_new_max_parallelism_of_the_second_checkpoint_restores_every_key(
         version, run, backend, timer_service, tmp_path):
     """Each Flink restores the rescale of its own checkpoint, Flink 1.20 the heap timers of

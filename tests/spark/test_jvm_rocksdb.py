@@ -7,7 +7,8 @@ Every state of every fixture reads the same rows on both readers
 JVM reader does not read a state its plan serves; which states those are:
 tests/flink/rocksdb/test_rocksdb_jvm_plan.py); the 1.20 and lazy fixtures read as their jobs'
 models on the JVM reader (test_flink_snapshots.py, test_flink_lazy_states.py). Here: the
-incremental checkpoints sharing tables against their job's model, databases of two-byte
+incremental checkpoints sharing tables, and the same job's non-incremental ones, against their
+job's model, databases of two-byte
 key-group prefixes rebuilt by a rescaled restore (their tables holding keys of other
 subtasks' key groups under range deletions) against their model and Flink's canonical
 savepoints, pushdown, and tables damaged or removed.
@@ -23,7 +24,13 @@ from pathlib import Path
 import pytest
 from conftest import jvm_reader_loaded
 
-from flink_fixture_checks import INCREMENTAL_STATES, RESCALED, found_keyed, incremental_keyed
+from flink_fixture_checks import (
+    FULL_CHECKPOINT,
+    INCREMENTAL_STATES,
+    RESCALED,
+    found_keyed,
+    incremental_keyed,
+)
 from statesource.flink.handles import RocksDBHandle
 from statesource.flink.jvm_layout import jvm_layout
 from statesource.flink.reader import FlinkCheckpoint
@@ -79,15 +86,16 @@ def _by_key(state: str, rows) -> dict:
     return {key: sorted(v) if isinstance(v, list) else v for key, v in found.items()}
 
 
-@pytest.mark.parametrize("run", ["rocksdb-timers", "heap-timers"])
+@pytest.mark.parametrize("run", ["rocksdb-timers", "heap-timers", FULL_CHECKPOINT])
 @pytest.mark.parametrize("phase", ["first", "second"])
-def test_incremental_checkpoints_sharing_tables_read_as_the_model(jvm, run, phase):
-    """Shared tables named by the absolute paths of the machine that wrote them; heap timers
-    (raw keyed state) are left to the Python source, and read right there too."""
+def test_checkpoints_incremental_or_not_read_as_the_model(jvm, run, phase):
+    """Shared tables named by the absolute paths of the machine that wrote them (a full
+    checkpoint's tables: by paths relative to it); heap timers (raw keyed state) are left to
+    the Python source, and read right there too."""
     path = INCREMENTAL / run / TRUTH["checkpoints"][run][0 if phase == "first" else 1]
     for state in ("count", "seen", "tags", EVENT_TIMERS):
         df = _load(jvm, path, "incr", state)
-        on_jvm = state != EVENT_TIMERS or run == "rocksdb-timers"
+        on_jvm = state != EVENT_TIMERS or run != "heap-timers"
         assert (JVM_SCAN in _executed(df)) == on_jvm, (state, _executed(df))
         assert _by_key(state, (r.asDict() for r in df.collect())) == _model(phase, state), state
 
