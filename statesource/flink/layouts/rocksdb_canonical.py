@@ -50,7 +50,8 @@ from statesource.flink.rocksdb import (
     read_database_manifest,
     read_live_files,
 )
-from statesource.flink.rocksdb.coding import RangedFile, TableData, corrupt
+from statesource.flink.rocksdb.coding import RangedFile, TableData
+from statesource.flink.rocksdb.database import check_size, live_name
 from statesource.flink.rocksdb.lookup import BlockReads, prefix_end, range_entries
 from statesource.flink.statefiles.keyed_header import KeyedHeader, read_keyed_header
 from statesource.flink.statefiles.keyed_header_writer import write_keyed_header
@@ -202,13 +203,8 @@ def live_tables(handle: RocksDBHandle, read: Callable[[StreamHandle], bytes],
     check_families(header, manifest.column_families.values(), meta_source)
     tables: dict[str, list[LiveTable]] = {info.name: [] for info in header.states}
     for live in manifest.files:
-        name = live.name if live.name in files else live.name[:-4] + ".ldb"
-        if name not in files:
-            raise corrupt(manifest.source, live.added_at,
-                          f"live file {live.name} is missing from the snapshot")
-        if files[name].stream.size != live.size:
-            raise corrupt(named(name), 0, f"a file of {files[name].stream.size} bytes, where"
-                                          f" the MANIFEST says {live.size}")
+        name = live_name(files, live, manifest)
+        check_size(named(name), files[name].stream.size, live)
         family = manifest.column_families[live.column_family]
         if family != DEFAULT_FAMILY:
             tables[family].append(LiveTable(files[name], live.largest_seqno))

@@ -169,6 +169,11 @@ class StateRecoder:
         processes' fast paths made of the values already (None: values they left)."""
         if transcoded is None:
             transcoded = self.batch([value for _, value in pairs])
+        if self.kept.groups is None:  # nothing kept: what the fast path left is only checked
+            for (_, value), written in zip(pairs, transcoded):
+                if written is None:
+                    self.decoded(value, source)
+            return
         bodies = [body for body, _ in pairs]
         kept: list[tuple[bytes, Any]]
         if None not in transcoded:  # the fast path took every value: no object per pair
@@ -181,8 +186,6 @@ class StateRecoder:
             size = sum(len(body) + PAIR_OVERHEAD + (len(value) if type(value) is bytes
                                                     else len(raw) * DECODED_FACTOR)
                        for (body, value), (_, raw) in zip(kept, pairs))
-        if self.kept.groups is None:
-            return
         if self.budget.take(size):
             self.kept.groups.append((key_group, kept))
             self.kept.held += size

@@ -12,7 +12,7 @@ family its properties name.
 from __future__ import annotations
 
 import mmap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from pathlib import Path
 
 from statesource.errors import CorruptCheckpointError
@@ -61,17 +61,28 @@ def read_directory(directory: str | Path) -> dict[str, list[SstFile]]:
     return read_live_files(files, lambda name: str(root / name))
 
 
-def _open_table(files: Mapping[str, Opener], live: LiveFile, manifest: Manifest,
-                describe: Callable[[str], str]) -> SstFile:
+def live_name(files: Container[str], live: LiveFile, manifest: Manifest) -> str:
+    """The name ``files`` hold the live table ``live`` under: its own, or its LevelDB-style
+    ``.ldb`` one (which RocksDB opens too); refused where the snapshot lacks it."""
     name = live.name if live.name in files else live.name[:-4] + ".ldb"
     if name not in files:
         raise corrupt(manifest.source, live.added_at,
                       f"live file {live.name} is missing from the snapshot")
+    return name
+
+
+def check_size(source: str, size: int, live: LiveFile) -> None:
+    """Refuse a live table of another size than the MANIFEST records."""
+    if size != live.size:
+        raise corrupt(source, 0, f"a file of {size} bytes, where the MANIFEST says {live.size}")
+
+
+def _open_table(files: Mapping[str, Opener], live: LiveFile, manifest: Manifest,
+                describe: Callable[[str], str]) -> SstFile:
+    name = live_name(files, live, manifest)
     source = describe(name)
     data = _bytes(files, name, describe)
-    if len(data) != live.size:
-        raise corrupt(source, 0, f"a file of {len(data)} bytes, where the MANIFEST says"
-                                 f" {live.size}")
+    check_size(source, len(data), live)
     table = SstFile(data, source, live.largest_seqno)
     family = manifest.column_families[live.column_family]
     recorded = table.properties

@@ -37,7 +37,7 @@ def batched(part_type: FlinkType, map_value: bool, list_elements: bool,
     ``UUID`` s all at once where ``part_type`` reads them."""
     if map_value or list_elements or not isinstance(part_type, Kryo2Value):
         return lambda values: list(map(each, values))
-    tag = {name: class_id for class_id, name in part_type.registry.ids.items()}[jdk.UUID] + 2
+    tag = jdk.BASE_IDS[jdk.UUID] + 2  # Flink registers UUID itself: in every registry
 
     def batch(values: list[bytes]) -> list[bytes | None]:
         if len(values) < COLUMNS:

@@ -68,11 +68,11 @@ def _flink_varint(value: int) -> bytes:
     return w.getvalue()
 
 
-def _element_tags(registry: jdk.KryoRegistry) -> dict[int, str]:
-    """The class tags a POJO collection field's elements are handled for here."""
-    ids = {name: class_id for class_id, name in registry.ids.items()}
-    return {ids[name] + 2: name for name in (jdk.STRING, jdk.LONG, jdk.INTEGER, jdk.SHORT,
-                                             jdk.BYTE, jdk.BOOLEAN) if name in ids}
+_ELEMENT_TAGS = {jdk.BASE_IDS[name] + 2: name for name in (
+    jdk.STRING, jdk.LONG, jdk.INTEGER, jdk.SHORT, jdk.BYTE, jdk.BOOLEAN)}
+"""The class tags a POJO collection field's elements are handled for here (ids Flink
+registers itself: the same in every registry)."""
+_STRING_TAG, _LONG_TAG = jdk.BASE_IDS[jdk.STRING] + 2, jdk.BASE_IDS[jdk.LONG] + 2
 
 
 def _heads(graph: KryoGraph, accepted: frozenset[str]) -> list[tuple[bytes, bool]]:
@@ -91,9 +91,7 @@ def _collection_field(node: Kryo2Collection) -> Part:
     serializer writes it, each element as the serializer of its class (the classes met are
     recorded in ``node``, which refuses the state unless there is one per role)."""
     graph = KryoGraph(node.registry)
-    tags = _element_tags(node.registry)
-    string_tag = next(tag for tag, name in tags.items() if name == jdk.STRING)
-    long_tag = next(tag for tag, name in tags.items() if name == jdk.LONG)
+    tags, string_tag, long_tag = _ELEMENT_TAGS, _STRING_TAG, _LONG_TAG
     accepted = FIELD_CLASSES[node.kind]
     heads = _heads(graph, accepted)
     is_map = node.kind == "map"
