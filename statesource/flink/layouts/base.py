@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -93,10 +94,11 @@ class KeyGroupLayout(ABC):
         per state id in file order: what a rescale re-keys and an edit filters."""
 
     @abstractmethod
-    def regroup(self, piece: KeyGroupData, header: KeyedHeader, regrouper: Regrouper
-                ) -> list[Moved] | None:
+    def regroup(self, piece: KeyGroupData, header: KeyedHeader, regrouper: Regrouper,
+                skipped: AbstractSet[int] = frozenset()) -> list[Moved] | None:
         """The key group's pairs moved to the key groups of another max parallelism all at
-        once; None where the layout declines (then :meth:`pairs` are moved one by one)."""
+        once, but for the states ``skipped`` (by id: states a rewrite replaces); None where
+        the layout declines (then :meth:`pairs` are moved one by one)."""
 
     @abstractmethod
     def blockers(self, header: KeyedHeader) -> dict[str, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Collection, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 import pyarrow as pa
@@ -97,9 +98,10 @@ class CanonicalLayout(KeyGroupLayout):
         return canonical_pairs(piece.data, piece.source, piece.base, piece.key_group, header,
                                prefix_bytes)
 
-    def regroup(self, piece: KeyGroupData, header: KeyedHeader, regrouper: Regrouper
-                ) -> list[Moved] | None:
-        return regrouper.regroup(_plain(piece, header), piece.key_group, header.states)
+    def regroup(self, piece: KeyGroupData, header: KeyedHeader, regrouper: Regrouper,
+                skipped: AbstractSet[int] = frozenset()) -> list[Moved] | None:
+        return regrouper.regroup(_plain(piece, header), piece.key_group, header.states,
+                                 skipped)
 
     def blockers(self, header: KeyedHeader) -> dict[str, str]:
         return {}

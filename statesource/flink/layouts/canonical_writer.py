@@ -174,6 +174,25 @@ class KeyGroupFramer:
         return b"".join([*self._sections.values(), _END])
 
 
+class _Heads(dict[int, bytes]):
+    """What goes before a key or value of each length: the int length (counting the
+    key-group prefix) and the prefix, packed once per length, since lengths repeat."""
+
+    def __init__(self, prefix: bytes) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def __missing__(self, length: int) -> bytes:
+        head = self[length] = _INT.pack(len(self.prefix) + length) + self.prefix
+        return head
+
+
+_FEW_PAIRS = 64
+"""Up to how many pairs a section is framed pair by pair: beyond, :func:`section_columns`
+is cheaper (measured: even near 60 pairs, 1.5 times as fast at 2,000; numpy's scatter was
+no faster than the loop, its conversions from Python objects costing as much)."""
+
+
 def section_body(key_group: int, max_parallelism: int, key_tails: Iterable[tuple[bytes, bytes]]
                  ) -> bytes:
     """One state's pairs of one key group framed as a section without its state id, the last
@@ -181,16 +200,61 @@ def section_body(key_group: int, max_parallelism: int, key_tails: Iterable[tuple
     key group's prefix; no pairs give no bytes.
 
     A state's pairs can thus be framed where they are made (a Spark task) and placed under
-    whatever id the state gets in the file's header later.
+    whatever id the state gets in the file's header later. Many pairs (``migrate`` frames
+    thousands a key group) are framed column by column (:func:`section_columns`).
     """
+    pairs = key_tails if isinstance(key_tails, list) else list(key_tails)
+    if len(pairs) > _FEW_PAIRS:
+        return section_columns(key_group, max_parallelism, [key_tail for key_tail, _ in pairs],
+                               [value for _, value in pairs])
     prefix = key_group_prefix(key_group, max_parallelism)
     pack, size = _INT.pack, len(prefix)
     parts: list[bytes] = []
-    for key_tail, value in key_tails:  # framed as KeyGroupFramer.add frames a pair
+    for key_tail, value in pairs:  # framed as KeyGroupFramer.add frames a pair
         parts += (pack(size + len(key_tail)), prefix, key_tail, pack(len(value)), value)
+    return _flagged(prefix, parts)
+
+
+def section_columns(key_group: int, max_parallelism: int, key_tails: Sequence[bytes],
+                    values: Sequence[bytes]) -> bytes:
+    """:func:`section_body` of the pairs ``zip(key_tails, values)``, given as two sequences
+    of one length (where pairs come as columns, no pair need be made). Many are framed column
+    by column, each step a loop in C: the heads of the keys and of the values by length,
+    slotted with them into one list, joined."""
+    if len(key_tails) != len(values):
+        raise InvalidArgumentError(
+            f"{len(key_tails)} keys and {len(values)} values in key group {key_group}: a"
+            " section frames pairs")
+    if len(values) <= _FEW_PAIRS:
+        return section_body(key_group, max_parallelism, list(zip(key_tails, values)))
+    prefix = key_group_prefix(key_group, max_parallelism)
+    parts = [b""] * (4 * len(values))
+    parts[0::4] = map(_Heads(prefix).__getitem__, map(len, key_tails))
+    parts[1::4] = key_tails
+    parts[2::4] = map(_Heads(b"").__getitem__, map(len, values))
+    parts[3::4] = values
+    return _flagged(prefix, parts)
+
+
+def section_revalued(data: bytes, pair_starts: Sequence[int], key_ends: Sequence[int],
+                     values: Sequence[bytes]) -> bytes:
+    """A state's section of the canonical key group ``data`` (its state id not included)
+    with new ``values``: each pair's key length and key (its prefix, the last one flagged
+    already) as ``data`` holds them from ``pair_starts`` to ``key_ends``, then its value's
+    length and value. No pair is framed again: a migration's key groups keep their keys."""
+    parts = [b""] * (3 * len(values))
+    parts[0::3] = map(data.__getitem__, map(slice, pair_starts, key_ends))
+    parts[1::3] = map(_Heads(b"").__getitem__, map(len, values))
+    parts[2::3] = values
+    return b"".join(parts)
+
+
+def _flagged(prefix: bytes, parts: list[bytes]) -> bytes:
+    """A section's parts joined, the last key's first byte flagged: the key group's prefix
+    ends the part fourth from last (alone, or after the key's length)."""
     if not parts:
         return b""
-    parts[-4] = bytes([prefix[0] | META_DATA_FOLLOWS]) + prefix[1:]  # the last key's first byte
+    parts[-4] = parts[-4][:-len(prefix)] + bytes([prefix[0] | META_DATA_FOLLOWS]) + prefix[1:]
     return b"".join(parts)
 
 

@@ -12,6 +12,7 @@ states after it in each key group (:meth:`NativeLayout.blockers`).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from collections.abc import Set as AbstractSet
 
 import pyarrow as pa
 
@@ -71,8 +72,8 @@ class NativeLayout(KeyGroupLayout):
               ) -> list[tuple[int, Pairs]]:
         return native_pairs(piece.data, piece.source, piece.base, piece.key_group, header)
 
-    def regroup(self, piece: KeyGroupData, header: KeyedHeader, regrouper: Regrouper
-                ) -> list[Moved] | None:
+    def regroup(self, piece: KeyGroupData, header: KeyedHeader, regrouper: Regrouper,
+                skipped: AbstractSet[int] = frozenset()) -> list[Moved] | None:
         return None
 
     def blockers(self, header: KeyedHeader) -> dict[str, str]:

@@ -17,6 +17,7 @@ what is wrong with it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,10 +55,12 @@ class Regrouper:
         self.new_prefix = prefix_bytes(new_max)
         self.timer_key_offset = timer_key_offset
 
-    def regroup(self, data: bytes, key_group: int, states: Sequence[StateInfo]
-                ) -> list[Moved] | None:
+    def regroup(self, data: bytes, key_group: int, states: Sequence[StateInfo],
+                skipped: AbstractSet[int] = frozenset()) -> list[Moved] | None:
         """The pairs of the (uncompressed) key group ``data`` of a file of ``states``, by
-        state in file order, then by new key group ascending; None for the per-pair path."""
+        state in file order, then by new key group ascending, but for the states
+        ``skipped`` (their framing checked, their keys not read); None for the per-pair
+        path."""
         sections = canonical_sections(data, key_group, self.old_prefix, len(states))
         if sections is None:
             return None
@@ -65,6 +68,8 @@ class Regrouper:
         moved: list[Moved] = []
         try:
             for section in sections:
+                if section.state_id in skipped:
+                    continue
                 timer = states[section.state_id].is_timer
                 moved += self._section(buf, key_group, section, timer)
         except NotColumnar:

@@ -18,29 +18,37 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.binary.snappy import unframe
 from statesource.flink.binary.writer import BinaryWriter
-from statesource.flink.handles import OperatorSnapshot
+from statesource.flink.handles import KeyedHandle, OperatorSnapshot
 from statesource.flink.layouts.base import KeyGroupData, KeyGroupLayout
 from statesource.flink.layouts.canonical import CanonicalLayout
-from statesource.flink.layouts.canonical_writer import prefix_bytes, section_body
+from statesource.flink.layouts.canonical_writer import (
+    prefix_bytes,
+    section_body,
+    section_columns,
+    section_revalued,
+)
 from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.layouts.framing import canonical_sections
 from statesource.flink.layouts.keyed import check_key_group_range
-from statesource.flink.operations.reencode_workers import in_workers, worker_count
+from statesource.flink.operations.reencode_workers import Run, in_workers, runs, worker_count
 from statesource.flink.operations.staged import StagedState
 from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.collections import ListType, MapType
 from statesource.flink.serializers.encoding import encoder_of
-from statesource.flink.serializers.kryo_columns import batched
+from statesource.flink.serializers.kryo_columns import Values, batched
 from statesource.flink.serializers.kryo_migration import (
     Kryo2Collection,
     described,
@@ -55,7 +63,6 @@ from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
 from statesource.model import StateKind
 
 LIST_DELIMITER = 0x2C
-Pairs = list[tuple[bytes, bytes]]
 Decoded = tuple[int | None, list[Any]]
 """A value as :meth:`StateRecoder.decoded` reads it: a map entry's null flag, the parts."""
 KEPT_BYTES = 512 << 20
@@ -95,16 +102,21 @@ class KeptValues:
         return True
 
 
+Recoded = tuple[int, bytes | list[tuple[bytes, Any]], int]
+"""A key group of one state re-encoded: ``(key group, pairs, count)``, the pairs framed as
+its section already (every value Flink 2.x's bytes, the source's key groups disjoint), else
+``[(key bytes, value)]`` in the source's order, each value 2.x's bytes or :data:`Decoded`."""
+
+
 @dataclass(eq=False)
 class Kept:
-    """One state's key groups as its scan left them: ``(key group, [(key bytes, value)])``
-    in the order the source holds them, each value Flink 2.x's bytes already or
-    :data:`Decoded`; None once the budget ran out (the write reads the source again)."""
+    """One state's key groups as its scan left them (:data:`Recoded`); None once the budget
+    ran out (the write reads the source again)."""
 
-    groups: deque[tuple[int, list[tuple[bytes, Any]]]] | None
+    groups: deque[Recoded] | None
     held: int = 0
 
-    def take(self) -> deque[tuple[int, list[tuple[bytes, Any]]]] | None:
+    def take(self) -> deque[Recoded] | None:
         """The groups, once: a second write reads the source again."""
         groups, self.groups = self.groups, None
         return groups
@@ -129,8 +141,12 @@ def refusal(info: StateInfo) -> str:
 class StateRecoder:
     """One state's values: read as Flink 1.x wrote them, written as Flink 2.x does."""
 
-    def __init__(self, info: StateInfo, where: str, budget: KeptValues) -> None:
+    def __init__(self, info: StateInfo, where: str, budget: KeptValues,
+                 max_parallelism: int | None = None) -> None:
         self.info = info
+        self.max_parallelism = max_parallelism
+        """Of the sections a key group's pairs are framed as once re-encoded (None: the
+        source's key groups are not disjoint, and their pairs are kept as pairs)."""
         self.kind = info.kind
         self.reading = reading_type(info.value, where)
         self.where = where
@@ -146,7 +162,7 @@ class StateRecoder:
         self.transcoded = remembering(self.fast) if self.fast is not None else _no_fast_path
         self.batch = batched(self.part(self.reading), self.kind is StateKind.MAP,
                              self.kind is StateKind.LIST, self.transcoded)
-        """The fast path of a chunk of values (``UUID`` s column-wise)."""
+        """The fast path of a chunk of values (``UUID`` s and POJOs column-wise)."""
         self.collections = [node for node in self.reading.nested()
                             if isinstance(node, Kryo2Collection)]
         """The POJO collection fields, whose element classes the scan records."""
@@ -161,36 +177,53 @@ class StateRecoder:
             return whole.value
         return whole
 
-    def scan(self, key_group: int, pairs: Pairs, source: str,
-             transcoded: list[bytes | None] | None = None) -> None:
+    def scan(self, key_group: int, keys: Values, values: Values, source: str) -> None:
         """Read one key group's values (recording what a collection field holds), and keep
-        them for the write while the budget allows: as 2.x bytes where the fast path took
-        them or the 2.x writer is known already, else decoded. ``transcoded``: what worker
-        processes' fast paths made of the values already (None: values they left)."""
-        if transcoded is None:
-            transcoded = self.batch([value for _, value in pairs])
+        them re-encoded for the write while the budget allows."""
+        written, left = self.batch(values)
         if self.kept.groups is None:  # nothing kept: what the fast path left is only checked
-            for (_, value), written in zip(pairs, transcoded):
-                if written is None:
-                    self.decoded(value, source)
+            for index in left.tolist():
+                self.decoded(values.value(index), source)
             return
-        bodies = [body for body, _ in pairs]
-        kept: list[tuple[bytes, Any]]
-        if None not in transcoded:  # the fast path took every value: no object per pair
-            kept = list(zip(bodies, transcoded))
-            size = (sum(map(len, bodies)) + sum(map(len, transcoded))  # type: ignore[arg-type]
-                    + PAIR_OVERHEAD * len(pairs))
+        pairs = self.recoded(key_group, keys, values, written, left, source)
+        if isinstance(pairs, bytes):
+            size = len(pairs) + PAIR_OVERHEAD
         else:
-            kept = [(body, self.exact(value, source) if written is None else written)
-                    for (body, value), written in zip(pairs, transcoded)]
             size = sum(len(body) + PAIR_OVERHEAD + (len(value) if type(value) is bytes
-                                                    else len(raw) * DECODED_FACTOR)
-                       for (body, value), (_, raw) in zip(kept, pairs))
+                                                    else len(values.value(index))
+                                                    * DECODED_FACTOR)
+                       for index, (body, value) in enumerate(pairs))
         if self.budget.take(size):
-            self.kept.groups.append((key_group, kept))
+            self.kept.groups.append((key_group, pairs, len(keys)))
             self.kept.held += size
         else:
             self.drop()
+
+    def recoded(self, key_group: int, keys: Values, values: Values, written: Values,
+                left: np.ndarray, source: str) -> bytes | list[tuple[bytes, Any]]:
+        """A key group's pairs with the values the fast path ``written`` (and those it
+        ``left``, by the exact path): as their section where every value is 2.x's bytes
+        and sections are framed at once, else as pairs."""
+        if not len(left) and self.max_parallelism is not None:
+            if keys.pair_starts is not None:  # the source's keys framed: kept as they are
+                return section_revalued(keys.data, keys.pair_starts.tolist(),
+                                        keys.ends.tolist(), written.listed())
+            return section_columns(key_group, self.max_parallelism, keys.listed(),
+                                   written.listed())
+        exact = {index: self.exact(values.value(index), source) for index in left.tolist()}
+        return [(body, exact.get(index, value)) for index, (body, value)
+                in enumerate(zip(keys.listed(), written.listed()))]
+
+    def adopt(self, groups: deque[Recoded] | None, held: int) -> None:
+        """What a worker's scan of the next key groups kept (None: nothing, past its share
+        of the budget), after what this one kept."""
+        if self.kept.groups is None:
+            return
+        if groups is None or not self.budget.take(held):
+            self.drop()
+            return
+        self.kept.groups.extend(groups)
+        self.kept.held += held
 
     def drop(self) -> None:
         """Keep nothing of this state (refused, or past the budget)."""
@@ -231,48 +264,64 @@ class StateRecoder:
             write(w, part)
         return w.getvalue()
 
-    def finished(self) -> tuple[StateInfo, Callable[[bytes, str], bytes],
-                                Callable[[Any], bytes]]:
-        """Once every value was scanned: the meta info Flink 2.x writes, the re-encoder of
-        a value read from the source, and the writer of a kept one."""
+    def finished(self) -> tuple[StateInfo, Callable[[Any], bytes]]:
+        """Once every value was scanned: the meta info Flink 2.x writes, and the writer of
+        a value of :meth:`recoded`'s pairs."""
         writing = writing_type(self.reading)
         write = encoder_of(self.part(writing)).write
-
-        def recode(value: bytes, source: str) -> bytes:
-            fast = self.transcoded(value)
-            return fast if fast is not None else self.written(write, self.decoded(value, source))
 
         def settle(kept: Any) -> bytes:
             return kept if type(kept) is bytes else self.written(write, kept)
         info = dataclasses.replace(self.info, serializers={**self.info.serializers,
                                                            "VALUE_SERIALIZER": writing})
-        return info, recode, settle
+        return info, settle
 
 
-def state_pairs(snapshot: FlinkSnapshot, op: OperatorSnapshot, names: set[str]
-                ) -> Iterator[tuple[str, int, str, Pairs]]:
-    """``(state, key group, source, pairs)`` of the keyed states ``names`` of ``op``, by
-    key group within each file, as the rewrite walks them."""
+def key_group_sizes(snapshot: FlinkSnapshot, op: OperatorSnapshot) -> list[int]:
+    """The bytes of each key group of ``op``'s files, in the order :func:`state_pairs`
+    reads them."""
+    return [end - begin for handle in snapshot.keyed_handles(op)
+            for _, begin, end in _key_groups(snapshot, op, handle)]
+
+
+def _key_groups(snapshot: FlinkSnapshot, op: OperatorSnapshot, handle: KeyedHandle
+                ) -> list[tuple[int, int, int]]:
+    header = snapshot.handle_header(op, handle)
+    return list(check_key_group_range(handle.offsets, handle.start, handle.stream.size,
+                                      header.data_start, snapshot.describe(handle.stream)))
+
+
+def state_pairs(snapshot: FlinkSnapshot, op: OperatorSnapshot, names: set[str],
+                run: Run | None = None) -> Iterator[tuple[str, int, str, Values, Values]]:
+    """``(state, key group, source, keys, values)`` of the keyed states ``names`` of ``op``
+    (keys without the key group's prefix), by key group within each file, as the rewrite
+    walks them; only those of the key groups ``run`` (numbered in that order) where given."""
     old_prefix = prefix_bytes(op.max_parallelism)
+    first, end_of_run = run or (0, sys.maxsize)
+    before = 0  # key groups in the files before this one
     for handle in snapshot.keyed_handles(op):
+        groups = _key_groups(snapshot, op, handle)
+        chosen = groups[max(first - before, 0):max(end_of_run - before, 0)]
+        before += len(groups)
+        if not chosen:
+            continue
         header = snapshot.handle_header(op, handle)
         name = snapshot.describe(handle.stream)
         data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
         layout = layout_of(handle)
         wanted = {info.state_id for info in header.states if info.name in names}
-        for key_group, begin, end in check_key_group_range(
-                handle.offsets, handle.start, handle.stream.size, header.data_start, name):
+        for key_group, begin, end in chosen:
             piece = KeyGroupData(key_group, data[begin:end], name, begin)
-            for state_id, pairs in _pairs(layout, piece, header, old_prefix, wanted):
-                if state_id in wanted and pairs:
+            for state_id, keys, values in _pairs(layout, piece, header, old_prefix, wanted):
+                if state_id in wanted and len(keys):
                     yield (header.states[state_id].name, key_group,
-                           f"{name} (key group {key_group})", pairs)
+                           f"{name} (key group {key_group})", keys, values)
 
 
 def _pairs(layout: KeyGroupLayout, piece: KeyGroupData, header: KeyedHeader, old_prefix: int,
-           wanted: set[int]) -> list[tuple[int, Pairs]]:
-    """A key group's pairs per state id, at least those of the ``wanted`` states. In a
-    canonical savepoint's heap file they are framed by numpy
+           wanted: set[int]) -> list[tuple[int, Values, Values]]:
+    """A key group's keys and values per state id, at least those of the ``wanted`` states.
+    In a canonical savepoint's heap file they are framed by numpy
     (:func:`~statesource.flink.layouts.framing.canonical_sections`, which checks what the
     layout checks), up to the last wanted state's section: the states after it are not
     walked pair by pair here (the rewrite reads and checks them). Else, or where that
@@ -282,13 +331,13 @@ def _pairs(layout: KeyGroupLayout, piece: KeyGroupData, header: KeyedHeader, old
         sections = canonical_sections(data, piece.key_group, old_prefix, len(header.states),
                                       wanted)
         if sections is not None:
-            return [(s.state_id, list(zip(
-                map(data.__getitem__, map(slice, (s.key_start + old_prefix).tolist(),
-                                          s.key_end.tolist())),
-                map(data.__getitem__, map(slice, s.value_start.tolist(),
-                                          s.value_end.tolist())))))
-                for s in sections if s.state_id in wanted]
-    return layout.pairs(piece, header, old_prefix)
+            return [(s.state_id, Values(data, s.key_start + old_prefix, s.key_end,
+                                        s.key_start - 4),
+                     Values(data, s.value_start, s.value_end))
+                    for s in sections if s.state_id in wanted]
+    return [(state_id, Values.of([body for body, _ in pairs]),
+             Values.of([value for _, value in pairs]))
+            for state_id, pairs in layout.pairs(piece, header, old_prefix)]
 
 
 @dataclass(frozen=True)
@@ -297,43 +346,43 @@ class ReencodedState(StagedState):
 
     snapshot: FlinkSnapshot | None = None
     op: OperatorSnapshot | None = None
-    recode: Callable[[bytes, str], bytes] | None = None
+    recoder: StateRecoder | None = None
     settle: Callable[[Any], bytes] | None = None
-    kept: Kept | None = None
 
-    def _recoded(self) -> Iterator[tuple[int, Pairs]]:
-        """Each key group's pairs in the source's order, re-encoded: from what the scan kept,
-        else read and decoded again."""
-        assert self.snapshot is not None and self.op is not None and self.recode is not None
-        kept = self.kept.take() if self.kept is not None else None
+    def _recoded(self) -> Iterator[Recoded]:
+        """Each key group's pairs in the source's order, re-encoded: what the scan kept,
+        else read and re-encoded again."""
+        assert self.snapshot is not None and self.op is not None and self.recoder is not None
+        recoder = self.recoder
+        kept = recoder.kept.take()
         if kept is not None:
-            assert self.settle is not None
-            settle = self.settle
             while kept:
-                key_group, pairs = kept.popleft()
-                yield key_group, [(body, settle(value)) for body, value in pairs]
+                yield kept.popleft()
             return
-        recode = self.recode
-        for _, key_group, source, pairs in state_pairs(self.snapshot, self.op,
-                                                       {self.info.name}):
-            yield key_group, [(body, recode(value, source)) for body, value in pairs]
+        for _, key_group, source, keys, values in state_pairs(self.snapshot, self.op,
+                                                              {self.info.name}):
+            written, left = recoder.batch(values)
+            yield key_group, recoder.recoded(key_group, keys, values, written, left,
+                                             source), len(keys)
 
     def sections(self) -> Iterator[tuple[int, bytes, int]]:
         """Each key group's section, as soon as it is re-encoded where the source's files
         hold disjoint key groups (a canonical savepoint's do); else once all were read."""
-        assert self.snapshot is not None and self.op is not None
-        max_parallelism = self.op.max_parallelism
-        handles = sorted(self.snapshot.keyed_handles(self.op), key=lambda h: h.start)
-        disjoint = all(a.end < b.start for a, b in zip(handles, handles[1:]))
-        groups: dict[int, Pairs] = {}
-        for key_group, recoded in self._recoded():
-            if disjoint:
-                yield key_group, section_body(key_group, max_parallelism, recoded), len(recoded)
+        assert self.op is not None and self.settle is not None
+        max_parallelism, settle = self.op.max_parallelism, self.settle
+        groups: dict[int, list[tuple[bytes, bytes]]] = {}
+        for key_group, pairs, count in self._recoded():
+            if isinstance(pairs, bytes):
+                yield key_group, pairs, count
+            elif self.recoder is not None and self.recoder.max_parallelism is not None:
+                yield key_group, section_body(key_group, max_parallelism, [
+                    (body, settle(value)) for body, value in pairs]), count
             else:
-                groups.setdefault(key_group, []).extend(recoded)
+                groups.setdefault(key_group, []).extend(
+                    (body, settle(value)) for body, value in pairs)
         for key_group in sorted(groups):
-            pairs = groups.pop(key_group)
-            yield key_group, section_body(key_group, max_parallelism, pairs), len(pairs)
+            settled = groups.pop(key_group)
+            yield key_group, section_body(key_group, max_parallelism, settled), len(settled)
 
 
 def reencoded_states(snapshot: FlinkSnapshot, op: OperatorSnapshot, infos: list[StateInfo],
@@ -344,31 +393,85 @@ def reencoded_states(snapshot: FlinkSnapshot, op: OperatorSnapshot, infos: list[
     re-encoding does to each of the others. What the scan decoded is kept for the write
     within ``budget`` (None: nothing kept)."""
     budget = budget or KeptValues(0)
+    handles = sorted(snapshot.keyed_handles(op), key=lambda h: h.start)
+    disjoint = all(a.end < b.start for a, b in zip(handles, handles[1:]))
     recoders = {info.name: StateRecoder(info, f"operator {op.label!r}, state {info.name!r}",
-                                        budget) for info in infos}
+                                        budget, op.max_parallelism if disjoint else None)
+                for info in infos}
     refused: dict[str, str] = {}
-    fast = {name: (r.batch, r.collections) for name, r in recoders.items() if r.fast is not None}
-    workers = worker_count(sum(h.stream.size for h in snapshot.keyed_handles(op)))
-    for state, key_group, source, pairs, transcoded in in_workers(
-            state_pairs(snapshot, op, set(recoders)), fast, workers):
-        if state in refused:
-            continue
-        try:
-            recoders[state].scan(key_group, pairs, source, transcoded)
-        except IncompatibleCheckpointError as error:
-            refused[state] = str(error)
-            recoders[state].drop()
+    sizes = key_group_sizes(snapshot, op)
+    parts = runs(sizes, worker_count(sum(sizes)))
+    if len(parts) < 2:
+        _scan(snapshot, op, recoders, refused, (0, len(sizes)))
+    else:
+        share = budget.left // len(parts)
+
+        def scan_run(first: int, end: int) -> dict[str, Scanned]:
+            budget.left = share  # a worker's: each its own share
+            return _scanned(snapshot, op, recoders, (first, end))
+        for part, scanned in zip(parts, in_workers(scan_run, parts)):
+            if scanned is None:  # the worker failed: scanned here, where a fault is named
+                _scan(snapshot, op, recoders, refused, part)
+            else:
+                _merge(recoders, refused, scanned)
     staged = []
     for name, recoder in recoders.items():
         if name in refused:
             continue
         try:
-            info, recode, settle = recoder.finished()
+            info, settle = recoder.finished()
         except IncompatibleCheckpointError as error:
             refused[name] = str(error)
             recoder.drop()
             continue
         staged.append(ReencodedState(info, "", (), replaces_info=True, snapshot=snapshot,
-                                     op=op, recode=recode, settle=settle, kept=recoder.kept))
+                                     op=op, recoder=recoder, settle=settle))
     return staged, refused, {name: described(r.reading) for name, r in recoders.items()
                              if name not in refused}
+
+
+Scanned = tuple["str | None", "deque[Recoded] | None", int, list[dict[str, set[str]]]]
+"""A state after a worker's scan of a run: why it was refused (None: it was not), what was
+kept (None: nothing) and its size, and the classes of each POJO collection field met."""
+
+
+def _scan(snapshot: FlinkSnapshot, op: OperatorSnapshot, recoders: dict[str, StateRecoder],
+          refused: dict[str, str], run: Run) -> None:
+    """Scan the key groups ``run``: a state refused is not read further."""
+    for state, key_group, source, keys, values in state_pairs(snapshot, op, set(recoders),
+                                                              run):
+        if state in refused:
+            continue
+        try:
+            recoders[state].scan(key_group, keys, values, source)
+        except IncompatibleCheckpointError as error:
+            refused[state] = str(error)
+            recoders[state].drop()
+
+
+def _scanned(snapshot: FlinkSnapshot, op: OperatorSnapshot, recoders: dict[str, StateRecoder],
+             run: Run) -> dict[str, Scanned]:
+    """A worker's scan of the key groups ``run``, by state."""
+    refused: dict[str, str] = {}
+    _scan(snapshot, op, recoders, refused, run)
+    return {name: (refused.get(name), recoder.kept.groups, recoder.kept.held,
+                   [node.classes for node in recoder.collections])
+            for name, recoder in recoders.items()}
+
+
+def _merge(recoders: dict[str, StateRecoder], refused: dict[str, str],
+           scanned: dict[str, Scanned]) -> None:
+    """A worker's scan after the key groups before it (a state refused there stays so)."""
+    for name, (refusal, groups, held, classes) in scanned.items():
+        if name in refused:
+            continue
+        recoder = recoders[name]
+        if refusal is not None:
+            refused[name] = refusal
+            recoder.drop()
+            continue
+        for node, found in zip(recoder.collections, classes):
+            for role, met in found.items():
+                node.classes[role] |= met
+        recoder.adopt(groups, held)
+

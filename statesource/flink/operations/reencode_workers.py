@@ -1,18 +1,19 @@
-"""A migration's scan on every core: the fast path of re-encoding in worker processes.
+"""A migration's scan on every core: runs of an operator's key groups in worker processes.
 
-Transcoding Kryo 2 values (:mod:`~statesource.flink.serializers.kryo_transcode`) is pure
-Python: one process, one core. Where the keyed state of an operator to re-encode is large,
-its key groups' values go, in chunks, to worker processes, each running the states' fast
-paths (with their own memory of values met). The parent reads the source and takes the
-results back in the order it read them, so what the scan keeps, the element classes it
-records of POJO collection fields and the first fault it reports are those of a scan in
-one process. What the fast path leaves, the exact path's values and every fault, stays the
-parent's.
+Re-encoding Kryo 2 values (:mod:`~statesource.flink.serializers.kryo_columns`) is Python
+and numpy: one process, one core. Where the keyed state of an operator to re-encode is
+large, its key groups are cut into contiguous runs of about equal bytes, and each run is
+scanned whole by a worker process (reading its key groups from the files itself, framing,
+transcoding and keeping what it made), so that nothing but what it kept crosses between
+processes. The parent takes the runs' results in their order, so what the scan keeps, the
+classes recorded and the states refused are those of a scan in one process.
 
-Workers are forked, not spawned (a spawned worker would import statesource first: a second
-or more), and only from a process with a single thread (forking a threaded process, a Spark
-driver's, can leave a lock held forever in the child). Else, on one core, or for a small
-operator, the scan stays in one process. A worker that dies leaves the rest to the parent.
+A run whose worker failed (a fault in its values, which the parent must name as a scan in
+one process would; a worker that died; a result that could not be handed back) is scanned
+again by the parent. Workers are forked, not spawned (a spawned worker would import
+statesource first: a second or more), and only from a process with a single thread
+(forking a threaded process, a Spark driver's, can leave a lock held forever in the
+child). Else, on one core, or for a small operator, the scan stays in one process.
 """
 
 from __future__ import annotations
@@ -20,51 +21,20 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-from collections import deque
-from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, TypeVar
 
-from statesource.flink.serializers.kryo_columns import Batch
-from statesource.flink.serializers.kryo_migration import Kryo2Collection
-
+T = TypeVar("T")
+Run = tuple[int, int]
+"""Key groups ``[first, end)`` of an operator, in the order a scan reads them."""
 WORKER_BYTES = 4 << 20
 """An operator's keyed state smaller than this is scanned in one process (starting
-workers, and handing values over, costs more than it saves)."""
+workers costs more than it saves)."""
 MAX_WORKERS = 8
-CHUNK = 4096
-"""Values handed to a worker at once (a key group of more is split)."""
-IN_FLIGHT = 3
-"""Chunks queued per worker while the parent reads on."""
 
-Pairs = list[tuple[bytes, bytes]]
-Fast = dict[str, tuple[Batch, list[Kryo2Collection]]]
-"""Per state: its fast path (of a chunk of values), and the POJO collection fields whose
-classes it records."""
-Scanned = tuple[str, int, str, Pairs, "list[bytes | None] | None"]
-"""``(state, key group, source, pairs, transcoded)``: transcoded None where no worker ran."""
-Found = tuple[list["bytes | None"], list[dict[str, set[str]]]]
-
-_STATES: Fast = {}
-"""A worker's fast paths, by state (set once, as it starts: forked, each its own copy and
-its own memory of the values met)."""
-
-
-def _start(fast: Fast) -> None:
-    _STATES.update(fast)
-
-
-def _transcode(state: str, values: list[bytes]) -> Found:
-    """A chunk's 2.x bytes (None: left to the exact path), and the element classes its
-    values showed of each collection field (forgotten here once told)."""
-    batch, fields = _STATES[state]
-    written = batch(values)
-    found = [{role: set(classes) for role, classes in field.classes.items()}
-             for field in fields]
-    for field in fields:
-        for classes in field.classes.values():
-            classes.clear()
-    return written, found
+_SCAN: list[Callable[[int, int], Any]] = []
+"""What a worker runs (set before the workers are forked: each has its own copy)."""
 
 
 def worker_count(size: int) -> int:
@@ -79,50 +49,39 @@ def worker_count(size: int) -> int:
     return workers if workers > 1 else 0
 
 
-def in_workers(items: Iterator[tuple[str, int, str, Pairs]], fast: Fast, workers: int
-               ) -> Iterator[Scanned]:
-    """``items`` in their order, each with what the workers' fast paths made of its values
-    (element classes recorded into ``fast``'s fields as each item is handed on)."""
-    if workers < 2 or not fast:
-        for item in items:
-            yield (*item, None)
-        return
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_start, initargs=(fast,))
-    pending: deque[tuple[tuple[str, int, str, Pairs], list[Future[Found]] | None]] = deque()
-    broken = False
+def runs(sizes: list[int], count: int) -> list[Run]:
+    """``count`` contiguous runs (at most) of the key groups of ``sizes`` bytes, each of
+    about the same bytes."""
+    total = sum(sizes)
+    if count < 2 or not total:
+        return [(0, len(sizes))] if sizes else []
+    cuts, done = [0], 0
+    for index, size in enumerate(sizes):
+        done += size
+        if done * count >= total * len(cuts) and index + 1 < len(sizes):
+            cuts.append(index + 1)
+    cuts.append(len(sizes))
+    return [(first, end) for first, end in zip(cuts, cuts[1:]) if end > first]
+
+
+def in_workers(scan: Callable[[int, int], T], parts: list[Run]) -> list[T | None]:
+    """``scan`` of each run, each in a forked worker, in the runs' order; None where the
+    worker failed (the caller scans that run itself)."""
+    _SCAN[:] = [scan]
+    pool = ProcessPoolExecutor(len(parts), mp_context=multiprocessing.get_context("fork"))
     try:
-        for item in items:
-            state, _, _, pairs = item
-            chunks = None
-            if state in fast and not broken:
-                try:
-                    chunks = [pool.submit(_transcode, state, [v for _, v in pairs[at:at + CHUNK]])
-                              for at in range(0, len(pairs), CHUNK)]
-                except BrokenProcessPool:
-                    broken = True
-            pending.append((item, chunks))
-            while len(pending) > IN_FLIGHT * workers:
-                yield _taken(*pending.popleft(), fast)
-        while pending:
-            yield _taken(*pending.popleft(), fast)
+        futures = [pool.submit(_scan, first, end) for first, end in parts]
+        results: list[T | None] = []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except Exception:  # noqa: BLE001 - any failure: the parent scans the run again
+                results.append(None)
+        return results
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        _SCAN.clear()
 
 
-def _taken(item: tuple[str, int, str, Pairs], chunks: list[Future[Found]] | None,
-           fast: Fast) -> Scanned:
-    if chunks is None:
-        return (*item, None)
-    written: list[bytes | None] = []
-    fields = fast[item[0]][1]
-    try:
-        for chunk in chunks:
-            values, found = chunk.result()
-            written += values
-            for field, roles in zip(fields, found):
-                for role, classes in roles.items():
-                    field.classes[role] |= classes
-    except BrokenProcessPool:  # a worker died: this item is the parent's, as it was read
-        return (*item, None)
-    return (*item, written)
+def _scan(first: int, end: int) -> Any:
+    return _SCAN[0](first, end)

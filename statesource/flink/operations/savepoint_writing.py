@@ -262,6 +262,9 @@ def write_rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: Opera
     removed: dict[str, int] = {}
     regrouper = _regrouper(plan, header.key)
     for source in plan.inputs:
+        replaced = frozenset(i for i, target in enumerate(source.state_ids) if target == REPLACED)
+        if len(replaced) == len(source.state_ids):
+            continue  # the staged states are all of this file: none of its bytes is used
         handle = source.handle
         name = snapshot.describe(handle.stream)
         data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
@@ -273,7 +276,7 @@ def write_rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: Opera
             rekey.start_key_group(key_group, name)
             piece = KeyGroupData(key_group, data[begin:end], name, begin)
             moved = (None if regrouper is None else
-                     layout.regroup(piece, source.header, regrouper))
+                     layout.regroup(piece, source.header, regrouper, replaced))
             for part in moved or ():
                 target = source.state_ids[part.state_id]
                 if target == REPLACED:

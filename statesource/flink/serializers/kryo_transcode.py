@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from statesource.flink.binary.writer import BinaryWriter
 from statesource.flink.serializers import kryo_classes as jdk
@@ -53,6 +53,7 @@ from statesource.flink.serializers.primitives import PrimitiveType
 Part = Callable[[bytes, int], tuple[int, "bytes | None"]]
 """One part of a value at an offset: the offset after it and its 2.x bytes (None: a null,
 which its owner writes as its own null flag)."""
+T = TypeVar("T")
 LIST_DELIMITER = 0x2C
 _LONG, _INT = struct.Struct(">q"), struct.Struct(">i")
 _TEXT_HEADS = [b"\x00" + bytes((count,)) for count in range(0x80)]
@@ -75,15 +76,15 @@ registers itself: the same in every registry)."""
 _STRING_TAG, _LONG_TAG = jdk.BASE_IDS[jdk.STRING] + 2, jdk.BASE_IDS[jdk.LONG] + 2
 
 
-def _heads(graph: KryoGraph, accepted: frozenset[str]) -> list[tuple[bytes, bool]]:
+def heads(graph: KryoGraph, accepted: frozenset[str]) -> list[tuple[bytes, bool]]:
     """The bytes of each accepted class as the first class of a value (by id where
     registered, else by name, the value's first), and whether it is sorted."""
-    heads = []
+    found = []
     for name in sorted(accepted):
         tag = next((varint(t) for t, n in graph.by_tag.items() if n == name), None)
         head = tag or b"\x01\x00" + name[:-1].encode("ascii") + ONE[ord(name[-1]) | 0x80]
-        heads.append((head, name in jdk.SORTED))
-    return heads
+        found.append((head, name in jdk.SORTED))
+    return found
 
 
 def _collection_field(node: Kryo2Collection) -> Part:
@@ -93,7 +94,7 @@ def _collection_field(node: Kryo2Collection) -> Part:
     graph = KryoGraph(node.registry)
     tags, string_tag, long_tag = _ELEMENT_TAGS, _STRING_TAG, _LONG_TAG
     accepted = FIELD_CLASSES[node.kind]
-    heads = _heads(graph, accepted)
+    known_heads = heads(graph, accepted)
     is_map = node.kind == "map"
     classes = node.classes
 
@@ -173,7 +174,7 @@ def _collection_field(node: Kryo2Collection) -> Part:
     items, per_item = (mapped, 2) if is_map else (listed, 1)
 
     def part(data: bytes, pos: int) -> tuple[int, bytes | None]:
-        for known, is_sorted in heads:  # the common case: the class's bytes as expected
+        for known, is_sorted in known_heads:  # the common case: the class's bytes as expected
             if data.startswith(known, pos):
                 at, sorted_ = pos + len(known), is_sorted
                 break
@@ -239,14 +240,23 @@ def _floating(width: int) -> Part:
     return part
 
 
-def _pojo(node: PojoFlinkType) -> Part | None:
+def pojo_fields(node: PojoFlinkType, field_of: Callable[[FlinkType], T | None]
+                ) -> list[T] | None:
+    """The parts of a POJO's fields, in the order 1.x and 2.x write them (None where the
+    field names are not in the order 2.x writes them, or a field has no part)."""
     names = [name for name, _ in node.fields]
-    if names != sorted(names, key=java_string_order):  # 2.x writes them in this order
+    if names != sorted(names, key=java_string_order):
         return None
-    fields = [_field(field) for _, field in node.fields]
+    fields = [field_of(field) for _, field in node.fields]
     if any(field is None for field in fields):
         return None
-    parts: list[Part] = [field for field in fields if field is not None]
+    return [field for field in fields if field is not None]
+
+
+def _pojo(node: PojoFlinkType) -> Part | None:
+    parts = pojo_fields(node, _field)
+    if parts is None:
+        return None
 
     def part(data: bytes, pos: int) -> tuple[int, bytes | None]:
         if data[pos] != 2:  # a POJO that is not null and of the declared class

@@ -1,9 +1,9 @@
-"""``migrate``'s scan in worker processes (the fast path of re-encoding on every core).
+"""``migrate``'s scan in worker processes (runs of key groups scanned on every core).
 
 An operator's keyed state below ``WORKER_BYTES`` is scanned in one process, so the fixture's
 are; here the threshold is lowered to 0: the savepoint written must still be, state by
 state, what Flink 2.3 writes itself (test_migrate_kryo.py's comparison), also where a
-worker dies mid-scan (the parent scans what it left), and a corrupt value must still refuse
+worker dies mid-scan (the parent scans its run), and a corrupt value must still refuse
 the migration naming the state, with nothing written.
 """
 
@@ -26,8 +26,8 @@ UUID_VALUE = bytes.fromhex("5401e3bece9d80889fe00d89eda281ee8d8792fc")
 
 @pytest.fixture
 def submitted(monkeypatch):
-    """Workers for every operator (at least two), and the chunks handed to them."""
-    calls: list[str] = []
+    """Workers for every operator (at least two), and the runs handed to them."""
+    calls: list[tuple[int, int]] = []
     monkeypatch.setattr(reencode_workers, "WORKER_BYTES", 0)
     monkeypatch.setattr(reencode_workers.os, "sched_getaffinity", lambda _: {0, 1},
                         raising=False)
@@ -35,7 +35,7 @@ def submitted(monkeypatch):
 
     class Counted(reencode_workers.ProcessPoolExecutor):
         def submit(self, fn, /, *args, **kwargs):
-            calls.append(args[0])
+            calls.append(args)
             return super().submit(fn, *args, **kwargs)
     monkeypatch.setattr(reencode_workers, "ProcessPoolExecutor", Counted)
     return calls
@@ -45,16 +45,16 @@ def submitted(monkeypatch):
 def test_a_scan_in_workers_writes_what_flink_2_3_writes(backend, submitted, tmp_path):
     migrate(str(KRYO / "flink-1.20" / backend), str(tmp_path / "out"), uids=uids(),
             skip_unmigratable=True)
-    assert {"profile", "last_uuid", "bag"} <= set(submitted)
+    assert len(submitted) >= 2 * 2  # two runs of each of the operators re-encoded
     assert_as_flink_2_3_writes(str(tmp_path / "out"), backend)
 
 
-def _dying(state, values):
+def _dying(first, end):
     os._exit(3)
 
 
 def test_what_a_dead_worker_left_is_scanned_by_the_parent(submitted, monkeypatch, tmp_path):
-    monkeypatch.setattr(reencode_workers, "_transcode", _dying)  # forked: the workers' too
+    monkeypatch.setattr(reencode_workers, "_scan", _dying)  # forked: the workers' too
     migrate(str(KRYO / "flink-1.20" / "canonical"), str(tmp_path / "out"), uids=uids(),
             skip_unmigratable=True)
     assert submitted
@@ -79,3 +79,14 @@ def test_a_small_operator_or_a_threaded_process_scans_in_one_process(monkeypatch
     assert reencode_workers.worker_count(reencode_workers.WORKER_BYTES - 1) == 0
     monkeypatch.setattr(reencode_workers.threading, "active_count", lambda: 2)
     assert reencode_workers.worker_count(1 << 40) == 0
+
+
+@pytest.mark.parametrize("sizes, count", [
+    ([5] * 10, 2), ([1, 100, 1, 1], 2), ([0, 0, 0], 3), ([7], 4), ([], 2), ([3, 3, 3], 1),
+    ([1] * 7, 3)])
+def test_runs_cover_every_key_group_once_in_order(sizes, count):
+    parts = reencode_workers.runs(sizes, count)
+    assert [i for first, end in parts for i in range(first, end)] == list(range(len(sizes)))
+    assert len(parts) <= max(count, 1) and all(end > first for first, end in parts)
+    if count > 1 and len(sizes) >= count and all(s == sizes[0] for s in sizes) and sizes[0]:
+        assert len(parts) == count  # equal key groups: equal runs
