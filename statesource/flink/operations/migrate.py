@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.handles import OperatorSnapshot, operator_id_of
-from statesource.flink.layouts.dispatch import blockers
+from statesource.flink.layouts.canonical import CanonicalLayout
+from statesource.flink.layouts.dispatch import blockers, layout_of
 from statesource.flink.operations.reencode import (
     KeptValues,
     ReencodedState,
@@ -253,7 +254,10 @@ def _scanned(snapshot: FlinkSnapshot, states: list[StateMigration], report: Prog
         try:
             staged[op.label], why, done = reencoded_states(snapshot, op, infos, budget)
         except IncompatibleCheckpointError as error:  # the walk itself: a native key group
-            walled[op.label] = f"{error}; a canonical 1.x savepoint can migrate"
+            native = any(type(layout_of(h)) is not CanonicalLayout
+                         for h in snapshot.keyed_handles(op))
+            walled[op.label] = str(error) + ("; a canonical 1.x savepoint can migrate"
+                                             if native else "")
             continue
         refused.update({(op.label, name): reason for name, reason in why.items()})
         how.update({(op.label, name): text for name, text in done.items()})

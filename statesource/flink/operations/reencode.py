@@ -25,8 +25,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.binary.snappy import unframe
@@ -180,12 +178,11 @@ class StateRecoder:
     def scan(self, key_group: int, keys: Values, values: Values, source: str) -> None:
         """Read one key group's values (recording what a collection field holds), and keep
         them re-encoded for the write while the budget allows."""
-        written, left = self.batch(values)
         if self.kept.groups is None:  # nothing kept: what the fast path left is only checked
-            for index in left.tolist():
+            for index in self.batch(values, None)[1].tolist():
                 self.decoded(values.value(index), source)
             return
-        pairs = self.recoded(key_group, keys, values, written, left, source)
+        pairs = self.recoded(key_group, keys, values, source)
         if isinstance(pairs, bytes):
             size = len(pairs) + PAIR_OVERHEAD
         else:
@@ -199,16 +196,20 @@ class StateRecoder:
         else:
             self.drop()
 
-    def recoded(self, key_group: int, keys: Values, values: Values, written: Values,
-                left: np.ndarray, source: str) -> bytes | list[tuple[bytes, Any]]:
-        """A key group's pairs with the values the fast path ``written`` (and those it
-        ``left``, by the exact path): as their section where every value is 2.x's bytes
-        and sections are framed at once, else as pairs."""
-        if not len(left) and self.max_parallelism is not None:
+    def recoded(self, key_group: int, keys: Values, values: Values, source: str
+                ) -> bytes | list[tuple[bytes, Any]]:
+        """A key group's pairs re-encoded (by the fast path, else by the exact path): as
+        their section where every value is 2.x's bytes and sections are framed at once,
+        else as pairs."""
+        max_parallelism = self.max_parallelism
+        written, left = self.batch(values, None if max_parallelism is None else keys)
+        if isinstance(written, bytes):  # every value taken column-wise, framed with its key
+            return written
+        if not len(left) and max_parallelism is not None:
             if keys.pair_starts is not None:  # the source's keys framed: kept as they are
                 return section_revalued(keys.data, keys.pair_starts.tolist(),
                                         keys.ends.tolist(), written.listed())
-            return section_columns(key_group, self.max_parallelism, keys.listed(),
+            return section_columns(key_group, max_parallelism, keys.listed(),
                                    written.listed())
         exact = {index: self.exact(values.value(index), source) for index in left.tolist()}
         return [(body, exact.get(index, value)) for index, (body, value)
@@ -361,9 +362,7 @@ class ReencodedState(StagedState):
             return
         for _, key_group, source, keys, values in state_pairs(self.snapshot, self.op,
                                                               {self.info.name}):
-            written, left = recoder.batch(values)
-            yield key_group, recoder.recoded(key_group, keys, values, written, left,
-                                             source), len(keys)
+            yield key_group, recoder.recoded(key_group, keys, values, source), len(keys)
 
     def sections(self) -> Iterator[tuple[int, bytes, int]]:
         """Each key group's section, as soon as it is re-encoded where the source's files

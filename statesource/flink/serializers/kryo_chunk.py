@@ -157,18 +157,32 @@ class Chunk:
         if len(rows):
             self.seen.append((classes, java_class, rows))
 
-    def finished(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def finished(self, heads: tuple[np.ndarray, np.ndarray] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The 2.x bytes of the values taken, one after another, each value's size (0: not
-        taken), and which are taken (the classes recorded are those of the values taken)."""
+        taken), and which are taken (the classes recorded are those of the values taken).
+        Where every value is taken and ``heads`` are given (ranges of the chunk's bytes, a
+        value each), each value comes after its head and its size (a big-endian int): a
+        canonical section, if the heads are its pairs' key lengths and keys."""
         taken = self.taken & (self.pos == self.ends)
         for classes, java_class, rows in self.seen:
             if taken[rows].any():
                 classes.add(java_class)
         sizes = np.where(taken, self.written, 0)
-        offsets = np.cumsum(sizes) - sizes
+        copies = self.copies
+        if heads is not None and taken.all():
+            head_sizes = heads[1] - heads[0]
+            sizes = head_sizes + 4 + sizes
+            everyone = np.arange(len(sizes))
+            copies = [(everyone, -4 - head_sizes, heads[0] + _PAD, head_sizes), *copies]
+            self.pieces.setdefault(4, []).append((everyone, np.full(len(sizes), -4), (
+                self.written.astype(">i4").view(np.uint8).reshape(-1, 4))))
+            offsets = np.cumsum(sizes) - self.written
+        else:
+            offsets = np.cumsum(sizes) - sizes
         out = np.zeros(int(sizes.sum()), np.uint8)
-        if self.copies:
-            rows, at, start, length = (np.concatenate(column) for column in zip(*self.copies))
+        if copies:
+            rows, at, start, length = (np.concatenate(column) for column in zip(*copies))
             keep = taken[rows]
             at, start, length = offsets[rows[keep]] + at[keep], start[keep], length[keep]
             before = np.cumsum(length) - length
@@ -384,8 +398,10 @@ def _zigzag(raw: np.ndarray) -> np.ndarray:
     return ((raw >> np.uint64(1)) ^ (np.uint64(0) - (raw & np.uint64(1)))).astype(np.int64)
 
 
-Columns = Callable[[bytes, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
-"""The values at ``[starts, ends)`` of some bytes: what :meth:`Chunk.finished` gives."""
+Columns = Callable[[bytes, np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray] | None"],
+                  tuple[np.ndarray, np.ndarray, np.ndarray]]
+"""The values at ``[starts, ends)`` of some bytes (each after its head, where heads are
+given): what :meth:`Chunk.finished` gives."""
 
 
 def chunk_reader(part_type: FlinkType, map_value: bool, list_elements: bool) -> Columns | None:
@@ -403,7 +419,8 @@ def chunk_reader(part_type: FlinkType, map_value: bool, list_elements: bool) -> 
         return None
     whole = read
 
-    def columns(data: bytes, starts: np.ndarray, ends: np.ndarray
+    def columns(data: bytes, starts: np.ndarray, ends: np.ndarray,
+                heads: tuple[np.ndarray, np.ndarray] | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         chunk = Chunk(data, starts, ends)
         rows = np.arange(len(starts))
@@ -412,5 +429,5 @@ def chunk_reader(part_type: FlinkType, map_value: bool, list_elements: bool) -> 
             chunk.copy(rows, chunk.pos.copy(), np.ones(len(rows), np.int64))
             _advance(chunk, rows, 1)
         whole(chunk, chunk.live(rows))
-        return chunk.finished()
+        return chunk.finished(heads)
     return columns

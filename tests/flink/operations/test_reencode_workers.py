@@ -9,8 +9,10 @@ the migration naming the state, with nothing written.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
+from collections import deque
 
 import pytest
 from kryo_fixture import KRYO
@@ -19,6 +21,9 @@ from test_migrate_kryo import assert_as_flink_2_3_writes, uids
 from statesource.errors import CorruptCheckpointError
 from statesource.flink.operations import reencode_workers
 from statesource.flink.operations.migrate import migrate
+from statesource.flink.operations.reencode import KeptValues, StateRecoder, _merge
+from statesource.flink.serializers import kryo_columns
+from statesource.flink.snapshot.directory import FlinkSnapshot
 
 UUID_VALUE = bytes.fromhex("5401e3bece9d80889fe00d89eda281ee8d8792fc")
 """A ``last_uuid`` value of the canonical 1.20 savepoint, as Kryo 2 wrote it."""
@@ -90,3 +95,47 @@ def test_runs_cover_every_key_group_once_in_order(sizes, count):
     assert len(parts) <= max(count, 1) and all(end > first for first, end in parts)
     if count > 1 and len(sizes) >= count and all(s == sizes[0] for s in sizes) and sizes[0]:
         assert len(parts) == count  # equal key groups: equal runs
+
+
+def test_runs_merge_as_one_scan_reads_them():
+    """What workers' runs hand back, in their order: a state refused in a run stays refused
+    whatever a later run read of it; kept key groups follow each other within the budget,
+    a run that kept nothing leaves nothing kept; collection fields' classes add up."""
+    snapshot = FlinkSnapshot.open(str(KRYO / "flink-1.20" / "canonical"))
+    infos = {info.name: info for op in snapshot.operators if snapshot.header(op) is not None
+             for info in snapshot.header(op).states}
+    budget = KeptValues(100)
+    recoders = {name: StateRecoder(infos[name], name, budget, 128)
+                for name in ("profile", "last_uuid", "bag")}
+    classes = [{role: set() for role in node.classes} for node in recoders["profile"].collections]
+    first, second = [copy.deepcopy(classes) for _ in "ab"]
+    first[0]["element"].add("java.lang.String")
+    second[0]["element"].add("java.lang.Long")
+    refused: dict[str, str] = {}
+    _merge(recoders, refused, {
+        "profile": (None, deque([(1, b"p1", 1)]), 10, first),
+        "last_uuid": (None, None, 0, []),
+        "bag": ("a Double in it", None, 0, [])})
+    _merge(recoders, refused, {
+        "profile": (None, deque([(2, b"p2", 1)]), 10, second),
+        "last_uuid": (None, deque([(2, b"u2", 1)]), 10, []),
+        "bag": (None, deque([(2, b"b2", 1)]), 10, [])})
+    assert refused == {"bag": "a Double in it"}
+    assert list(recoders["profile"].kept.groups) == [(1, b"p1", 1), (2, b"p2", 1)]
+    assert recoders["last_uuid"].kept.groups is None and recoders["bag"].kept.groups is None
+    assert budget.left == 80
+    assert recoders["profile"].collections[0].classes["element"] == {
+        "java.lang.String", "java.lang.Long"}
+    _merge(recoders, refused, {"profile": (None, deque([(3, b"p3", 1)]), 81, second)})
+    assert recoders["profile"].kept.groups is None and budget.left == 100  # past the budget
+
+
+@pytest.mark.parametrize("backend", ["canonical", "rocksdb"])
+def test_key_groups_read_column_wise_write_what_flink_2_3_writes(backend, monkeypatch, tmp_path):
+    """The fixture's key groups hold a value or two of a state, which go value by value;
+    with every chunk read column-wise (a canonical key group framed as the values are
+    written), the savepoint is still, state by state, what Flink 2.3 writes."""
+    monkeypatch.setattr(kryo_columns, "COLUMNS", 1)
+    migrate(str(KRYO / "flink-1.20" / backend), str(tmp_path / "out"), uids=uids(),
+            skip_unmigratable=True)
+    assert_as_flink_2_3_writes(str(tmp_path / "out"), backend)
