@@ -41,7 +41,13 @@ from statesource.flink.layouts.canonical_writer import (
 from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.layouts.framing import canonical_sections
 from statesource.flink.layouts.keyed import check_key_group_range
-from statesource.flink.operations.reencode_workers import Run, in_workers, runs, worker_count
+from statesource.flink.operations.reencode_workers import (
+    RUNS_PER_WORKER,
+    Run,
+    in_workers,
+    runs,
+    worker_count,
+)
 from statesource.flink.operations.staged import StagedState
 from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.collections import ListType, MapType
@@ -399,7 +405,8 @@ def reencoded_states(snapshot: FlinkSnapshot, op: OperatorSnapshot, infos: list[
                 for info in infos}
     refused: dict[str, str] = {}
     sizes = key_group_sizes(snapshot, op)
-    parts = runs(sizes, worker_count(sum(sizes)))
+    workers = worker_count(sum(sizes))
+    parts = runs(sizes, RUNS_PER_WORKER * workers)
     if len(parts) < 2:
         _scan(snapshot, op, recoders, refused, (0, len(sizes)))
     else:
@@ -408,7 +415,7 @@ def reencoded_states(snapshot: FlinkSnapshot, op: OperatorSnapshot, infos: list[
         def scan_run(first: int, end: int) -> dict[str, Scanned]:
             budget.left = share  # a worker's: each its own share
             return _scanned(snapshot, op, recoders, (first, end))
-        for part, scanned in zip(parts, in_workers(scan_run, parts)):
+        for part, scanned in zip(parts, in_workers(scan_run, parts, workers)):
             if scanned is None:  # the worker failed: scanned here, where a fault is named
                 _scan(snapshot, op, recoders, refused, part)
             else:
@@ -450,7 +457,13 @@ def _scan(snapshot: FlinkSnapshot, op: OperatorSnapshot, recoders: dict[str, Sta
 
 def _scanned(snapshot: FlinkSnapshot, op: OperatorSnapshot, recoders: dict[str, StateRecoder],
              run: Run) -> dict[str, Scanned]:
-    """A worker's scan of the key groups ``run``, by state."""
+    """A worker's scan of the key groups ``run``, by state (from nothing kept and no class
+    met: a worker scans run after run)."""
+    for recoder in recoders.values():
+        recoder.kept = Kept(deque())
+        for node in recoder.collections:
+            for classes in node.classes.values():
+                classes.clear()
     refused: dict[str, str] = {}
     _scan(snapshot, op, recoders, refused, run)
     return {name: (refused.get(name), recoder.kept.groups, recoder.kept.held,

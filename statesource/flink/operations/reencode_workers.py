@@ -32,6 +32,9 @@ WORKER_BYTES = 4 << 20
 """An operator's keyed state smaller than this is scanned in one process (starting
 workers costs more than it saves)."""
 MAX_WORKERS = 8
+RUNS_PER_WORKER = 4
+"""Runs a worker scans one after another: what it kept of one is handed back (and taken
+in by the parent) while it scans the next."""
 
 _SCAN: list[Callable[[int, int], Any]] = []
 """What a worker runs (set before the workers are forked: each has its own copy)."""
@@ -64,11 +67,12 @@ def runs(sizes: list[int], count: int) -> list[Run]:
     return [(first, end) for first, end in zip(cuts, cuts[1:]) if end > first]
 
 
-def in_workers(scan: Callable[[int, int], T], parts: list[Run]) -> list[T | None]:
-    """``scan`` of each run, each in a forked worker, in the runs' order; None where the
-    worker failed (the caller scans that run itself)."""
+def in_workers(scan: Callable[[int, int], T], parts: list[Run], workers: int
+               ) -> list[T | None]:
+    """``scan`` of each run, in ``workers`` forked workers, in the runs' order; None where
+    the worker failed (the caller scans that run itself)."""
     _SCAN[:] = [scan]
-    pool = ProcessPoolExecutor(len(parts), mp_context=multiprocessing.get_context("fork"))
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
     try:
         futures = [pool.submit(_scan, first, end) for first, end in parts]
         results: list[T | None] = []

@@ -65,6 +65,11 @@ class Chunk:
         self.data = np.frombuffer(b"".join((bytes(_PAD), data, bytes(_PAD))), np.uint8)
         self.last = len(self.data) - 1
         self.taken = np.ones(count, bool)
+        """Values still taken: each must lie after the one before it, so that what is
+        copied of them lies in the order it is written (a value's parts are read
+        forwards)."""
+        if not (starts[1:] >= ends[:-1]).all():
+            self.taken[:] = False
         self.written = np.zeros(count, np.int64)
         self.copies: list[tuple[Rows, np.ndarray, np.ndarray, np.ndarray]] = []
         self.pieces: dict[int, list[tuple[Rows, np.ndarray, np.ndarray]]] = {}
@@ -162,8 +167,10 @@ class Chunk:
         """The 2.x bytes of the values taken, one after another, each value's size (0: not
         taken), and which are taken (the classes recorded are those of the values taken).
         Where every value is taken and ``heads`` are given (ranges of the chunk's bytes, a
-        value each), each value comes after its head and its size (a big-endian int): a
-        canonical section, if the heads are its pairs' key lengths and keys."""
+        value each, each between its value and the one before), each value comes after its
+        head and its size (a big-endian int): a canonical section, if the heads are its
+        pairs' key lengths and keys. What is copied lies in the order it is written: two
+        masks move it, not an index a byte."""
         taken = self.taken & (self.pos == self.ends)
         for classes, java_class, rows in self.seen:
             if taken[rows].any():
@@ -184,16 +191,23 @@ class Chunk:
         if copies:
             rows, at, start, length = (np.concatenate(column) for column in zip(*copies))
             keep = taken[rows]
-            at, start, length = offsets[rows[keep]] + at[keep], start[keep], length[keep]
-            before = np.cumsum(length) - length
-            step = np.arange(int(length.sum()))
-            out[np.repeat(at - before, length) + step] = self.data[
-                np.repeat(start - before, length) + step]
+            _copied(out, offsets[rows[keep]] + at[keep], self.data, start[keep], length[keep])
         for width, pieces in self.pieces.items():
             for rows, at, piece in pieces:  # in their order: an overwrite after its copy
                 keep = taken[rows]
                 out[(offsets[rows[keep]] + at[keep])[:, None] + np.arange(width)] = piece[keep]
         return out, sizes, taken
+
+
+def _copied(out: np.ndarray, at: np.ndarray, data: np.ndarray, starts: np.ndarray,
+            lengths: np.ndarray) -> None:
+    """Copies the ranges ``[starts, starts + lengths)`` of ``data`` to ``at`` in ``out``,
+    by an index of every byte (int32: a chunk is far smaller than 2 GiB)."""
+    lengths = lengths.astype(np.int32)
+    before = np.cumsum(lengths, dtype=np.int32) - lengths
+    step = np.arange(int(lengths.sum()), dtype=np.int32)
+    out[np.repeat((at - before).astype(np.int32), lengths) + step] = data[
+        np.repeat((starts - before).astype(np.int32), lengths) + step]
 
 
 def _advance(chunk: Chunk, rows: Rows, by: int | np.ndarray) -> None:

@@ -49,8 +49,12 @@ class Values:
 
     def heads(self, values: Values) -> tuple[np.ndarray, np.ndarray] | None:
         """Of these keys, the ranges from each pair's start to its key's end, where they and
-        ``values`` lie in one canonical key group: what precedes each value in a section."""
+        ``values`` lie in one canonical key group, each between its value and the value
+        before: what precedes each value in a section."""
         if self.pair_starts is None or self.data is not values.data:
+            return None
+        if not ((self.ends <= values.starts).all()
+                and (self.pair_starts[1:] >= values.ends[:-1]).all()):
             return None
         return self.pair_starts, self.ends
 

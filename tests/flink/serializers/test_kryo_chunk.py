@@ -144,3 +144,17 @@ def test_the_fixture_states_are_taken_whole():
             written, left = batch(values)
             assert calls == [] and not len(left), info.name
             assert written.listed() == [each(v) for v in values.listed()]
+
+
+def test_values_out_of_order_go_to_the_per_value_path(profile):
+    """Values whose ranges do not follow each other (none of the scan's do) are not read
+    column-wise: what is copied of them would not lie in the order it is written."""
+    text = JavaObject(jdk.STRING, "ab")
+    values = [_pojo(profile, None, f"n{index}", JavaObject("java.util.ArrayList", [text]), 1)
+              for index in range(COLUMNS)]
+    forwards = Values.of(values)
+    backwards = Values(forwards.data, forwards.starts[::-1].copy(), forwards.ends[::-1].copy())
+    batch, _, each, _, calls = _paths(profile)
+    written, left = batch(backwards)
+    assert not len(left) and written.listed() == [each(v) for v in values[::-1]]
+    assert len(calls) == COLUMNS
