@@ -314,11 +314,12 @@ def state_pairs(snapshot: FlinkSnapshot, op: OperatorSnapshot, names: set[str],
             continue
         header = snapshot.handle_header(op, handle)
         name = snapshot.describe(handle.stream)
-        data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
+        low = min(begin for _, begin, _ in chosen)  # only the bytes of the run's key groups
+        data = snapshot.read_bytes(handle.stream, low, max(end for *_, end in chosen) - low)
         layout = layout_of(handle)
         wanted = {info.state_id for info in header.states if info.name in names}
         for key_group, begin, end in chosen:
-            piece = KeyGroupData(key_group, data[begin:end], name, begin)
+            piece = KeyGroupData(key_group, data[begin - low:end - low], name, begin)
             for state_id, keys, values in _pairs(layout, piece, header, old_prefix, wanted):
                 if state_id in wanted and len(keys):
                     yield (header.states[state_id].name, key_group,

@@ -169,8 +169,7 @@ class Chunk:
         Where every value is taken and ``heads`` are given (ranges of the chunk's bytes, a
         value each, each between its value and the one before), each value comes after its
         head and its size (a big-endian int): a canonical section, if the heads are its
-        pairs' key lengths and keys. What is copied lies in the order it is written: two
-        masks move it, not an index a byte."""
+        pairs' key lengths and keys."""
         taken = self.taken & (self.pos == self.ends)
         for classes, java_class, rows in self.seen:
             if taken[rows].any():
@@ -188,15 +187,29 @@ class Chunk:
         else:
             offsets = np.cumsum(sizes) - sizes
         out = np.zeros(int(sizes.sum()), np.uint8)
+        every = bool(taken.all())
         if copies:
-            rows, at, start, length = (np.concatenate(column) for column in zip(*copies))
-            keep = taken[rows]
-            _copied(out, offsets[rows[keep]] + at[keep], self.data, start[keep], length[keep])
-        for width, pieces in self.pieces.items():
-            for rows, at, piece in pieces:  # in their order: an overwrite after its copy
-                keep = taken[rows]
-                out[(offsets[rows[keep]] + at[keep])[:, None] + np.arange(width)] = piece[keep]
+            rows, at, start, length = _kept(taken, every, *(
+                np.concatenate(column) for column in zip(*copies)))
+            _copied(out, offsets[rows] + at, self.data, start, length)
+        for width, pieces in self.pieces.items():  # after the copies: an overwrite last
+            rows, at, piece = _kept(taken, every, *(
+                np.concatenate(column) for column in zip(*pieces)))
+            where = offsets[rows] + at
+            if width == 1:
+                out[where] = piece[:, 0]
+            else:
+                out[where[:, None] + np.arange(width)] = piece
         return out, sizes, taken
+
+
+def _kept(taken: np.ndarray, every: bool, rows: np.ndarray, *columns: np.ndarray
+          ) -> tuple[np.ndarray, ...]:
+    """``rows`` and their ``columns`` (a row each) where the row's value is taken."""
+    if every:
+        return (rows, *columns)
+    keep = taken[rows]
+    return (rows[keep], *(column[keep] for column in columns))
 
 
 def _copied(out: np.ndarray, at: np.ndarray, data: np.ndarray, starts: np.ndarray,
