@@ -1,7 +1,7 @@
 """``statesource migrate`` of a Flink 1.20 savepoint against a rescale of it, same run.
 
 Run: python bench/migrate.py [--entries 10000000] [--repeats 2] [--max-parallelism 256]
-         [--kryo-keys 300000] [--kryo-events 600000] [--flink-1x .venv/flink-1.20]
+         [--kryo-keys 1100000] [--kryo-events 2200000] [--flink-1x .venv/flink-1.20]
 
 The savepoint is bench/flink_generated.py's (``--entries`` pairs of a value, a list and a
 map state, String keys) written for Flink 1.20 (``_metadata`` version 4) and kept in the
@@ -12,11 +12,13 @@ most 1.5x. ``--entries 0`` skips this part.
 
 Then the same for a savepoint whose values are re-encoded: a canonical savepoint that a real
 Flink 1.20 (the jars of ``--flink-1x``; Java 17) takes of tests/fixtures/flink/KryoJob.java
-after ``--kryo-events`` events over ``--kryo-keys`` keys, kept in the system's temp directory.
-Per key it holds a POJO whose ``List`` and ``Map`` fields are Kryo 2 bytes, a Kryo ``UUID``
-and a Kryo ``HashMap``: about four Kryo values a key, each decoded and written as Flink 2.x's
-bytes. Its ``notes`` state (a user class under Kryo) cannot migrate, so ``migrate`` is timed
-with ``skip_unmigratable``. ``--kryo-keys 0`` skips this part.
+after ``--kryo-events`` events over ``--kryo-keys`` keys, made once (a minute or two) and
+kept in the system's temp directory. Per key it holds a POJO whose ``List`` and ``Map``
+fields are Kryo 2 bytes, a Kryo ``UUID`` and a Kryo ``HashMap``: about four Kryo values a
+key, each decoded and written as Flink 2.x's bytes; by default 9.9 million entries in all
+(1.1 million keys: 3.3 million re-encoded values, a ``total``, two ``per_tag`` entries, two
+timers and a ``note`` each). Its ``notes`` state (a user class under Kryo) cannot migrate,
+so ``migrate`` is timed with ``skip_unmigratable``. ``--kryo-keys 0`` skips this part.
 """
 
 from __future__ import annotations
@@ -88,8 +90,8 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=10_000_000)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--max-parallelism", type=int, default=256)
-    parser.add_argument("--kryo-keys", type=int, default=300_000)
-    parser.add_argument("--kryo-events", type=int, default=600_000)
+    parser.add_argument("--kryo-keys", type=int, default=1_100_000)
+    parser.add_argument("--kryo-events", type=int, default=2_200_000)
     parser.add_argument("--flink-1x", type=Path, default=ROOT / ".venv" / "flink-1.20",
                         help="a directory holding Flink 1.20's jars under pyflink/lib")
     args = parser.parse_args()
