@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,20 +26,14 @@ from typing import Any
 
 from statesource.errors import IncompatibleCheckpointError
 from statesource.flink.binary.reader import BinaryReader
-from statesource.flink.binary.snappy import unframe
 from statesource.flink.binary.writer import BinaryWriter
-from statesource.flink.handles import KeyedHandle, OperatorSnapshot
-from statesource.flink.layouts.base import KeyGroupData, KeyGroupLayout
-from statesource.flink.layouts.canonical import CanonicalLayout
+from statesource.flink.handles import OperatorSnapshot
 from statesource.flink.layouts.canonical_writer import (
-    prefix_bytes,
     section_body,
     section_columns,
     section_revalued,
 )
-from statesource.flink.layouts.dispatch import layout_of
-from statesource.flink.layouts.framing import canonical_sections
-from statesource.flink.layouts.keyed import check_key_group_range
+from statesource.flink.operations.reencode_pairs import key_group_sizes, state_pairs
 from statesource.flink.operations.reencode_workers import (
     RUNS_PER_WORKER,
     Run,
@@ -63,7 +56,7 @@ from statesource.flink.serializers.kryo_migration import (
 )
 from statesource.flink.serializers.kryo_transcode import remembering, transcoder
 from statesource.flink.snapshot.directory import FlinkSnapshot
-from statesource.flink.statefiles.keyed_header import KeyedHeader, StateInfo
+from statesource.flink.statefiles.keyed_header import StateInfo
 from statesource.model import StateKind
 
 LIST_DELIMITER = 0x2C
@@ -282,70 +275,6 @@ class StateRecoder:
         info = dataclasses.replace(self.info, serializers={**self.info.serializers,
                                                            "VALUE_SERIALIZER": writing})
         return info, settle
-
-
-def key_group_sizes(snapshot: FlinkSnapshot, op: OperatorSnapshot) -> list[int]:
-    """The bytes of each key group of ``op``'s files, in the order :func:`state_pairs`
-    reads them."""
-    return [end - begin for handle in snapshot.keyed_handles(op)
-            for _, begin, end in _key_groups(snapshot, op, handle)]
-
-
-def _key_groups(snapshot: FlinkSnapshot, op: OperatorSnapshot, handle: KeyedHandle
-                ) -> list[tuple[int, int, int]]:
-    header = snapshot.handle_header(op, handle)
-    return list(check_key_group_range(handle.offsets, handle.start, handle.stream.size,
-                                      header.data_start, snapshot.describe(handle.stream)))
-
-
-def state_pairs(snapshot: FlinkSnapshot, op: OperatorSnapshot, names: set[str],
-                run: Run | None = None) -> Iterator[tuple[str, int, str, Values, Values]]:
-    """``(state, key group, source, keys, values)`` of the keyed states ``names`` of ``op``
-    (keys without the key group's prefix), by key group within each file, as the rewrite
-    walks them; only those of the key groups ``run`` (numbered in that order) where given."""
-    old_prefix = prefix_bytes(op.max_parallelism)
-    first, end_of_run = run or (0, sys.maxsize)
-    before = 0  # key groups in the files before this one
-    for handle in snapshot.keyed_handles(op):
-        groups = _key_groups(snapshot, op, handle)
-        chosen = groups[max(first - before, 0):max(end_of_run - before, 0)]
-        before += len(groups)
-        if not chosen:
-            continue
-        header = snapshot.handle_header(op, handle)
-        name = snapshot.describe(handle.stream)
-        low = min(begin for _, begin, _ in chosen)  # only the bytes of the run's key groups
-        data = snapshot.read_bytes(handle.stream, low, max(end for *_, end in chosen) - low)
-        layout = layout_of(handle)
-        wanted = {info.state_id for info in header.states if info.name in names}
-        for key_group, begin, end in chosen:
-            piece = KeyGroupData(key_group, data[begin - low:end - low], name, begin)
-            for state_id, keys, values in _pairs(layout, piece, header, old_prefix, wanted):
-                if state_id in wanted and len(keys):
-                    yield (header.states[state_id].name, key_group,
-                           f"{name} (key group {key_group})", keys, values)
-
-
-def _pairs(layout: KeyGroupLayout, piece: KeyGroupData, header: KeyedHeader, old_prefix: int,
-           wanted: set[int]) -> list[tuple[int, Values, Values]]:
-    """A key group's keys and values per state id, at least those of the ``wanted`` states.
-    In a canonical savepoint's heap file they are framed by numpy
-    (:func:`~statesource.flink.layouts.framing.canonical_sections`, which checks what the
-    layout checks), up to the last wanted state's section: the states after it are not
-    walked pair by pair here (the rewrite reads and checks them). Else, or where that
-    framing declines, by the layout, which names a fault."""
-    if type(layout) is CanonicalLayout and wanted:
-        data = unframe(piece.data, piece.source, piece.base) if header.compressed else piece.data
-        sections = canonical_sections(data, piece.key_group, old_prefix, len(header.states),
-                                      wanted)
-        if sections is not None:
-            return [(s.state_id, Values(data, s.key_start + old_prefix, s.key_end,
-                                        s.key_start - 4),
-                     Values(data, s.value_start, s.value_end))
-                    for s in sections if s.state_id in wanted]
-    return [(state_id, Values.of([body for body, _ in pairs]),
-             Values.of([value for _, value in pairs]))
-            for state_id, pairs in layout.pairs(piece, header, old_prefix)]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from test_kryo_transcode import (
 )
 
 from flink_fixture_checks import FIXTURES
-from statesource.flink.operations.reencode import state_pairs
+from statesource.flink.operations.reencode_pairs import state_pairs
 from statesource.flink.serializers import kryo_classes as jdk
 from statesource.flink.serializers.kryo_chunk import MAX_ITEMS
 from statesource.flink.serializers.kryo_classes import JavaObject
