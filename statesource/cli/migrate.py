@@ -19,10 +19,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "migrate", help="write a Flink 1.x snapshot as a Flink 2.x savepoint",
         description="Write the Flink 1.x savepoint or checkpoint SNAPSHOT as a new canonical"
         " savepoint directory --output DIR that the job's Flink 2.x version restores. States"
-        " whose bytes Flink 2.x reads as 1.x wrote them move as they are; a state holding"
-        " Kryo 2 bytes (a generic type, a POJO's List or Map field) cannot migrate: nothing"
-        " is written unless --skip-unmigratable leaves such states out. --dry-run prints"
-        " the plan alone (docs/FLINK.md, \"From Flink 1.x to 2.x\").")
+        " whose bytes Flink 2.x reads as 1.x wrote them move as they are; Kryo 2 values of"
+        " JDK classes and a POJO's List, Set and Map fields are written as Flink 2.x writes"
+        " them; a state that cannot migrate exactly (a user class under Kryo, a custom Kryo"
+        " serializer) refuses the migration, and nothing is written, unless"
+        " --skip-unmigratable leaves such states out. --dry-run prints the plan alone"
+        " (docs/FLINK.md, \"From Flink 1.x to 2.x\").")
     parser.add_argument("snapshot", metavar="SNAPSHOT",
                         help="a Flink 1.x savepoint or checkpoint directory")
     parser.add_argument("--to", metavar="X.Y", default=NEWEST_RELEASE,
@@ -32,6 +34,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--uid", metavar="[HASH=]UID", action="append", default=[],
                         help="an operator's uid, recorded in the new _metadata (a 1.x one"
                         " records only its hash, the operator id); repeatable")
+    parser.add_argument("--field-type", metavar="STATE.FIELD=CLASS[,CLASS]", action="append",
+                        default=[],
+                        help="the element classes of a POJO's List or Set field (a Map"
+                        " field's key and value classes: String,Long) as the job's 2.x POJO"
+                        " declares them, where its values do not tell (only empty or null"
+                        " collections); repeatable")
     parser.add_argument("--skip-unmigratable", action="store_true",
                         help="leave out the states that cannot migrate (listed)")
     parser.add_argument("--dry-run", action="store_true",
@@ -59,13 +67,26 @@ def uids_of(given: list[str]) -> dict[str, str]:
     return uids
 
 
+def field_types_of(given: list[str]) -> dict[str, tuple[str, ...]]:
+    """``{"STATE.FIELD": classes}`` of ``--field-type`` values."""
+    found = {}
+    for text in given:
+        name, separator, classes = text.partition("=")
+        if not separator or not name or not classes:
+            raise InvalidArgumentError(
+                f"--field-type {text}: expected STATE.FIELD=CLASS or, for a Map field,"
+                " STATE.FIELD=KEY_CLASS,VALUE_CLASS")
+        found[name] = tuple(c.strip() for c in classes.split(","))
+    return found
+
+
 def run(args: argparse.Namespace) -> int:
     if args.dry_run == (args.output is not None):
         raise InvalidArgumentError("migrate needs --output DIR, or --dry-run (not both)")
     done = migrate(args.snapshot, args.output, to=args.to, uids=uids_of(args.uid),
                    skip_unmigratable=args.skip_unmigratable, dry_run=args.dry_run,
                    checkpoint_id=args.checkpoint_id, progress=progress(args),
-                   compression=args.compression)
+                   compression=args.compression, field_types=field_types_of(args.field_type))
     if args.json:
         emit(_document(done))
     else:

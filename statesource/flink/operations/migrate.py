@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
@@ -45,6 +45,11 @@ from statesource.flink.operations.rescale import CANONICAL_SAVEPOINT_PROPERTIES,
 from statesource.flink.operations.savepoint_plan import Edit
 from statesource.flink.serializers.base import FlinkType
 from statesource.flink.serializers.kryo import KRYO_SNAPSHOT
+from statesource.flink.serializers.kryo_migration import (
+    Kryo2Collection,
+    element_class,
+    reading_type,
+)
 from statesource.flink.snapshot.compression import Compression, check_compression
 from statesource.flink.snapshot.directory import FlinkSnapshot
 from statesource.flink.snapshot.publish import SavepointWriter, check_output
@@ -97,7 +102,8 @@ def migrate(source: str | os.PathLike[str], output: str | os.PathLike[str] | Non
             to: str = "2.3", uids: Mapping[str, str] | None = None,
             skip_unmigratable: bool = False, dry_run: bool = False,
             checkpoint_id: int | None = None, progress: Progress | None = None,
-            compression: Compression | None = None) -> Migration:
+            compression: Compression | None = None,
+            field_types: Mapping[str, str | Sequence[str]] | None = None) -> Migration:
     """Write the Flink 1.x snapshot at ``source`` as a Flink ``to`` savepoint ``output``.
 
     ``uids`` names operators: ``{hex id: uid}``, each uid checked against the id it must
@@ -105,7 +111,11 @@ def migrate(source: str | os.PathLike[str], output: str | os.PathLike[str] | Non
     Flink 2.x does not need to match them (it matches by id). With ``dry_run`` nothing is
     written and ``output`` may be None: the returned plan says what would happen.
     ``compression`` (``"snappy"``, ``"none"``; default: as the source's) is the Snappy
-    compression of the savepoint's keyed state.
+    compression of the savepoint's keyed state. ``field_types`` declares the element classes
+    of POJO ``List``, ``Set`` and ``Map`` fields as the job's 2.x POJO does:
+    ``{"STATE.FIELD": "String"}``, a map field's ``("String", "Long")``; Flink 1.x's snapshot
+    does not record them, and where no value holds one (only empty or null collections) or
+    they differ, a field has no 2.x type otherwise.
 
     Refused, with nothing written: a source that is not a 1.x snapshot, a ``to`` that is
     not a Flink 2.x release, a uid of another hash, an existing ``output``, and, unless
@@ -129,10 +139,11 @@ def migrate(source: str | os.PathLike[str], output: str | os.PathLike[str] | Non
             f"{snapshot.location} was written by {written_by.written_by} already: migrate"
             " reads Flink 1.x snapshots")
     named = _checked_uids(snapshot, uids or {})
+    declared = _declared(snapshot, field_types or {})
     planned_states = [state for op in snapshot.operators for state in _plan(snapshot, op)]
     with collector_paused():
         states, staged = _scanned(snapshot, planned_states, progress or (lambda _: None),
-                                  KeptValues(0) if dry_run else KeptValues())
+                                  KeptValues(0) if dry_run else KeptValues(), declared)
     planned = Migration(str(snapshot.location), None, to, states, skip_unmigratable)
     if planned.unmigratable and not skip_unmigratable and not dry_run:
         raise IncompatibleCheckpointError(
@@ -179,6 +190,37 @@ def _checked_uids(snapshot: FlinkSnapshot, uids: Mapping[str, str]) -> dict[str,
                 f"uid {uid!r} (operator id {hashed}) names no operator of {snapshot.location}")
         named[hashed] = uid
     return named
+
+
+def _declared(snapshot: FlinkSnapshot, field_types: Mapping[str, str | Sequence[str]]
+              ) -> dict[str, dict[str, tuple[str, ...]]]:
+    """``{state: {field: element classes}}`` of ``field_types``, each naming a POJO
+    collection field of a keyed state of the snapshot, with a class for each of its roles
+    (a map's key and value, a list's or set's element)."""
+    fields: dict[tuple[str, str], Kryo2Collection] = {}
+    for op in snapshot.operators:
+        header = snapshot.header(op)
+        for info in header.states if header is not None else ():
+            for nested in reading_type(info.value, "").nested():
+                if isinstance(nested, Kryo2Collection):
+                    fields[(info.name, nested.field)] = nested
+    declared: dict[str, dict[str, tuple[str, ...]]] = {}
+    for name, classes in field_types.items():
+        state, _, field = name.rpartition(".")
+        node = fields.get((state, field))
+        if node is None:
+            raise InvalidArgumentError(
+                f"--field-type {name}: no keyed state of {snapshot.location} has a POJO List,"
+                " Set or Map field of that name (STATE.FIELD)" + (
+                    f"; those that do: {', '.join(sorted(f'{s}.{f}' for s, f in fields))}"
+                    if fields else ""))
+        given = (classes,) if isinstance(classes, str) else tuple(classes)
+        if len(given) != len(node.roles):
+            raise InvalidArgumentError(
+                f"--field-type {name}: a {node.java_class} field takes"
+                f" {' and '.join(node.roles)} classes, {len(given)} given")
+        declared.setdefault(state, {})[field] = tuple(map(element_class, given))
+    return declared
 
 
 def _plan(snapshot: FlinkSnapshot, op: OperatorSnapshot) -> Iterator[StateMigration]:
@@ -231,8 +273,8 @@ def _state(op: OperatorSnapshot, info: StateInfo, kind: str) -> StateMigration:
 
 
 def _scanned(snapshot: FlinkSnapshot, states: list[StateMigration], report: Progress,
-             budget: KeptValues) -> tuple[tuple[StateMigration, ...],
-                                          dict[str, list[ReencodedState]]]:
+             budget: KeptValues, declared: Mapping[str, Mapping[str, tuple[str, ...]]]
+             ) -> tuple[tuple[StateMigration, ...], dict[str, list[ReencodedState]]]:
     """The plan once every value of the states to re-encode was read: those holding what
     cannot be re-encoded become unmigratable, and so does, whole, an operator whose native
     key groups cannot be walked past a value (a Kryo value of a class statesource does not
@@ -252,7 +294,8 @@ def _scanned(snapshot: FlinkSnapshot, states: list[StateMigration], report: Prog
         report(f"operator {op.label}: reading every value of {', '.join(sorted(names))} to"
                " re-encode")
         try:
-            staged[op.label], why, done = reencoded_states(snapshot, op, infos, budget)
+            staged[op.label], why, done = reencoded_states(snapshot, op, infos, budget,
+                                                           declared)
         except IncompatibleCheckpointError as error:  # the walk itself: a native key group
             native = any(type(layout_of(h)) is not CanonicalLayout
                          for h in snapshot.keyed_handles(op))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -139,13 +139,14 @@ class StateRecoder:
     """One state's values: read as Flink 1.x wrote them, written as Flink 2.x does."""
 
     def __init__(self, info: StateInfo, where: str, budget: KeptValues,
-                 max_parallelism: int | None = None) -> None:
+                 max_parallelism: int | None = None,
+                 declared: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.info = info
         self.max_parallelism = max_parallelism
         """Of the sections a key group's pairs are framed as once re-encoded (None: the
         source's key groups are not disjoint, and their pairs are kept as pairs)."""
         self.kind = info.kind
-        self.reading = reading_type(info.value, where)
+        self.reading = reading_type(info.value, where, declared)
         self.where = where
         self.budget = budget
         self.kept = Kept(deque())
@@ -321,17 +322,20 @@ class ReencodedState(StagedState):
 
 
 def reencoded_states(snapshot: FlinkSnapshot, op: OperatorSnapshot, infos: list[StateInfo],
-                     budget: KeptValues | None = None
+                     budget: KeptValues | None = None,
+                     declared: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None
                      ) -> tuple[list[ReencodedState], dict[str, str], dict[str, str]]:
     """The staged states of ``op``'s ``infos`` after a scan of every value; the states that
     cannot be re-encoded after all, each with why (a class met in its values); and what
     re-encoding does to each of the others. What the scan decoded is kept for the write
-    within ``budget`` (None: nothing kept)."""
+    within ``budget`` (None: nothing kept). ``declared``: by state, the element classes of
+    its POJO collection fields that the user gave."""
     budget = budget or KeptValues(0)
     handles = sorted(snapshot.keyed_handles(op), key=lambda h: h.start)
     disjoint = all(a.end < b.start for a, b in zip(handles, handles[1:]))
     recoders = {info.name: StateRecoder(info, f"operator {op.label!r}, state {info.name!r}",
-                                        budget, op.max_parallelism if disjoint else None)
+                                        budget, op.max_parallelism if disjoint else None,
+                                        (declared or {}).get(info.name))
                 for info in infos}
     refused: dict[str, str] = {}
     sizes = key_group_sizes(snapshot, op)

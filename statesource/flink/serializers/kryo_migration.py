@@ -20,10 +20,10 @@ Two things change from Flink 1.x to 2.x where Kryo is involved:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from statesource.errors import IncompatibleCheckpointError
+from statesource.errors import IncompatibleCheckpointError, InvalidArgumentError
 from statesource.flink.binary.reader import BinaryReader
 from statesource.flink.binary.writer import BinaryWriter
 from statesource.flink.serializers.base import FlinkSerializer, FlinkType, flink_type
@@ -126,7 +126,8 @@ class Kryo2Collection(FlinkType):
     """A POJO's ``List``, ``Map`` or ``Set`` field of 1.x: read from Kryo 2 as Python values
     for 2.x's collection serializers, the element classes recorded as they are met."""
 
-    def __init__(self, kryo: KryoType, where: str, field: str) -> None:
+    def __init__(self, kryo: KryoType, where: str, field: str,
+                 declared: tuple[str, ...] = ()) -> None:
         self.serializer = kryo.serializer
         self.java_class = kryo.java_class
         self.field = field
@@ -134,6 +135,13 @@ class Kryo2Collection(FlinkType):
         self.registry = KryoRegistry.of(list(kryo.registered))
         self.where = where
         self.classes: dict[str, set[str]] = {"element": set(), "key": set(), "value": set()}
+        self.declared_classes = dict(zip(self.roles, declared))
+        """The element classes the 2.x POJO declares, by role, where the user gave them
+        (``--field-type``): a field whose values hold none still has its 2.x type."""
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return ("key", "value") if self.kind == "map" else ("element",)
 
     def read(self, r: BinaryReader) -> Any:
         where = f"{r.source}, field {self.field!r}"
@@ -173,6 +181,14 @@ class Kryo2Collection(FlinkType):
 
     def _element(self, role: str) -> FlinkSerializer:
         found = self.classes[role]
+        declared = self.declared_classes.get(role)
+        if declared is not None:
+            if found - {declared}:
+                raise IncompatibleCheckpointError(
+                    f"{self.where}: the values of this {self.java_class} field hold"
+                    f" {', '.join(sorted(found - {declared}))} as {role}s, where"
+                    f" --field-type declares {declared}")
+            return SIMPLE[ELEMENT_TYPES[declared]]
         if len(found) != 1:
             what = ("no value holds one" if not found
                     else f"they are of {', '.join(sorted(found))}")
@@ -182,9 +198,9 @@ class Kryo2Collection(FlinkType):
         return SIMPLE[ELEMENT_TYPES[next(iter(found))]]
 
     def element_names(self) -> str:
-        roles = ("key", "value") if self.kind == "map" else ("element",)
-        return ", ".join("/".join(sorted(c.rsplit(".", 1)[-1] for c in self.classes[role]))
-                         or "?" for role in roles)
+        return ", ".join("/".join(sorted(c.rsplit(".", 1)[-1] for c in (
+            {self.declared_classes[role]} if role in self.declared_classes
+            else self.classes[role]))) or "?" for role in self.roles)
 
     def declared(self) -> FlinkSerializer:
         if self.kind == "list":
@@ -216,15 +232,30 @@ def substituted(root: FlinkType, replace: Callable[[FlinkType, str], FlinkType |
     return clone
 
 
-def reading_type(root: FlinkType, where: str) -> FlinkType:
-    """``root`` with its Kryo parts reading Kryo 2 (refused first: :func:`kryo_refusal`)."""
+def reading_type(root: FlinkType, where: str,
+                 declared: Mapping[str, tuple[str, ...]] | None = None) -> FlinkType:
+    """``root`` with its Kryo parts reading Kryo 2 (refused first: :func:`kryo_refusal`);
+    ``declared``: the element classes of POJO collection fields, by field name, where the
+    user gave them."""
     def replace(node: FlinkType, field: str) -> FlinkType | None:
         if not isinstance(node, KryoType):
             return None
         if field and node.java_class in COLLECTION_FIELDS:
-            return Kryo2Collection(node, f"{where}, field {field!r}", field)
+            return Kryo2Collection(node, f"{where}, field {field!r}", field,
+                                   (declared or {}).get(field, ()))
         return Kryo2Value(node)
     return substituted(root, replace)
+
+
+def element_class(name: str) -> str:
+    """The Java class of a POJO collection field's elements that ``name`` (``String``,
+    ``java.lang.String``) names; refused unless 2.x gives such elements a serializer."""
+    for java_class in ELEMENT_TYPES:
+        if name in (java_class, java_class.rsplit(".", 1)[-1]):
+            return java_class
+    raise InvalidArgumentError(
+        f"{name!r} is no element class statesource writes POJO collection fields of; one of"
+        f" {', '.join(sorted(c.rsplit('.', 1)[-1] for c in ELEMENT_TYPES))}")
 
 
 def described(reading: FlinkType) -> str:

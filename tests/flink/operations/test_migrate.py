@@ -109,8 +109,32 @@ def test_the_command_plans_writes_and_names_uids(tmp_path, capsys):
     (["--dry-run", "--uid", "abc=x"], "--uid abc=x: 'abc' is not an operator id"),
     (["--dry-run", "--uid", f"{operator_id_of('x')}="], "the uid is empty"),
     ([], "needs --output DIR, or --dry-run"),
+    (["--dry-run", "--field-type", "profile.tags"], "expected STATE.FIELD=CLASS"),
+    (["--dry-run", "--field-type", "last_uuid.tags=String"],
+     "--field-type last_uuid.tags: no keyed state of"),
 ])
 def test_bad_command_lines_are_one_line(arguments, problem, capsys):
     assert main(["migrate", str(FIXTURES / "flink-1.20" / "canonical"), *arguments]) == 1
     err = capsys.readouterr().err
     assert problem in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("field_types, problem", [
+    ({"profile.counts": "String"}, "a java.util.Map field takes key and value classes, 1 given"),
+    ({"profile.tags": ("String", "Long")}, "takes element classes, 2 given"),
+    ({"profile.tags": "Char"}, "'Char' is no element class .* one of Boolean, Byte"),
+    ({"profile.visits": "Long"}, "those that do: profile.counts, profile.tags"),
+])
+def test_declared_field_types_name_a_collection_field_and_its_classes(field_types, problem):
+    with pytest.raises(InvalidArgumentError, match=problem):
+        migrate(str(FIXTURES / "kryo" / "flink-1.20" / "canonical"), None, dry_run=True,
+                field_types=field_types)
+
+
+def test_declared_field_types_show_in_the_plan():
+    plan = migrate(str(FIXTURES / "kryo" / "flink-1.20" / "canonical"), None, dry_run=True,
+                   field_types={"profile.tags": "java.lang.String",
+                                "profile.counts": ("String", "Long")})
+    (profile,) = [s for s in plan.states if s.state == "profile"]
+    assert "'tags' (java.util.List<String>)" in profile.reason
+    assert "'counts' (java.util.Map<String, Long>)" in profile.reason

@@ -46,6 +46,7 @@ from statesource.flink.serializers.kryo_transcode import Fallback, transcoder
 from statesource.flink.serializers.pojo import PojoFlinkType
 from statesource.flink.serializers.primitives import SIMPLE, PrimitiveType
 from statesource.flink.snapshot.directory import FlinkSnapshot
+from statesource.flink.statefiles.keyed_header import same_state
 
 LONG = (-(1 << 63), (1 << 63) - 1)
 INT = (-(1 << 31), (1 << 31) - 1)
@@ -584,3 +585,49 @@ def _left(fields: dict[str, bytes | None], text: str | None) -> bool:
             or (double is not None and double[0] & 0x7F == 0x7F and double[1] >= 0xF0)
             or (single is not None and single[0] & 0x7F == 0x7F and single[1] >= 0x80)
             or not (text or "").isascii())
+
+
+# -- element classes the user declares (--field-type) -----------------------------------------
+
+def _flink_2_3_state(name: str):
+    snapshot = FlinkSnapshot.open(str(FIXTURES / "kryo" / "flink-2.3" / "canonical"))
+    return next(info for op in snapshot.operators if snapshot.header(op) is not None
+                for info in snapshot.header(op).states if info.name == name)
+
+
+def _scanned(states, declared, value: bytes) -> StateRecoder:
+    recoder = StateRecoder(states["profile"], "state 'profile'", KeptValues(1 << 20),
+                           declared=declared)
+    recoder.scan(0, Values.of([b"key"]), Values.of([value]), "file.bin")
+    return recoder
+
+
+def test_declared_element_classes_type_fields_no_value_tells(states):
+    """A POJO state whose collection fields are all empty or null: no value says what the
+    2.x POJO declares, so it cannot migrate unless the user declares the classes; then its
+    meta info is what Flink 2.3 writes for the same POJO (``List<String>``,
+    ``Map<String, Long>``), and the empty collections' bytes are 2.x's."""
+    profile = states["profile"].value
+    empty = _pojo(profile, JavaObject("java.util.HashMap", []), "n",
+                  JavaObject("java.util.ArrayList", []), 3)
+    with pytest.raises(IncompatibleCheckpointError,
+                       match="field 'counts': the key type .* not known.* no value holds one"):
+        _scanned(states, None, empty).finished()
+    declared = {"counts": (jdk.STRING, jdk.LONG), "tags": (jdk.STRING,)}
+    recoder = _scanned(states, declared, empty)
+    info, settle = recoder.finished()
+    assert same_state(info, _flink_2_3_state("profile"))
+    assert settle(recoder.kept.take()[0][1][0][1]) == (
+        b"\x02" + b"\x00\x00" + bytes(4) + b"\x00\x02n" + b"\x00\x00" + bytes(4)
+        + b"\x00" + (3).to_bytes(8, "big"))
+
+
+def test_declared_element_classes_must_be_those_of_the_values(states):
+    profile = states["profile"].value
+    tagged = _pojo(profile, None, "n", JavaObject(
+        "java.util.ArrayList", [JavaObject(jdk.STRING, "ab")]), 3)
+    with pytest.raises(IncompatibleCheckpointError,
+                       match="field 'tags': the values .* hold java.lang.String as elements,"
+                             " where --field-type declares java.lang.Long"):
+        _scanned(states, {"counts": (jdk.STRING, jdk.LONG), "tags": (jdk.LONG,)},
+                 tagged).finished()
