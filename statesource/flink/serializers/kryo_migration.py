@@ -194,7 +194,9 @@ class Kryo2Collection(FlinkType):
                     else f"they are of {', '.join(sorted(found))}")
             raise IncompatibleCheckpointError(
                 f"{self.where}: the {role} type of this {self.java_class} field is not known:"
-                f" Flink 1.x's snapshot does not record it and, in the values, {what}")
+                f" Flink 1.x's snapshot does not record it and, in the values, {what} (give"
+                " the classes the job's 2.x POJO declares: --field-type STATE.FIELD=CLASS,"
+                " a Map field's KEY_CLASS,VALUE_CLASS)")
         return SIMPLE[ELEMENT_TYPES[next(iter(found))]]
 
     def element_names(self) -> str:
