@@ -74,12 +74,14 @@ def _pairs(layout: KeyGroupLayout, piece: KeyGroupData, header: KeyedHeader, old
     In a canonical savepoint's heap file they are framed by numpy
     (:func:`~statesource.flink.layouts.framing.canonical_sections`, which checks what the
     layout checks), up to the last wanted state's section: the states after it are not
-    walked pair by pair here (the rewrite reads and checks them). Else, or where that
-    framing declines, by the layout, which names a fault."""
+    walked pair by pair here (the rewrite reads and checks them). Where every state is
+    wanted, the whole key group is walked, its end checked: the rewrite does not read a
+    file all of whose states it replaces. Else, or where that framing declines, by the
+    layout, which names a fault."""
     if type(layout) is CanonicalLayout and wanted:
         data = unframe(piece.data, piece.source, piece.base) if header.compressed else piece.data
         sections = canonical_sections(data, piece.key_group, old_prefix, len(header.states),
-                                      wanted)
+                                      wanted if len(wanted) < len(header.states) else None)
         if sections is not None:
             return [(s.state_id, Values(data, s.key_start + old_prefix, s.key_end,
                                         s.key_start - 4),

@@ -263,7 +263,7 @@ def write_rescaled(snapshot: FlinkSnapshot, writer: SavepointWriter, plan: Opera
     regrouper = _regrouper(plan, header.key)
     for source in plan.inputs:
         replaced = frozenset(i for i, target in enumerate(source.state_ids) if target == REPLACED)
-        if len(replaced) == len(source.state_ids):
+        if replaced and len(replaced) == len(source.state_ids):
             continue  # the staged states are all of this file: none of its bytes is used
         handle = source.handle
         name = snapshot.describe(handle.stream)

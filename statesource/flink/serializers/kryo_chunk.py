@@ -65,11 +65,6 @@ class Chunk:
         self.data = np.frombuffer(b"".join((bytes(_PAD), data, bytes(_PAD))), np.uint8)
         self.last = len(self.data) - 1
         self.taken = np.ones(count, bool)
-        """Values still taken: each must lie after the one before it, so that what is
-        copied of them lies in the order it is written (a value's parts are read
-        forwards)."""
-        if not (starts[1:] >= ends[:-1]).all():
-            self.taken[:] = False
         self.written = np.zeros(count, np.int64)
         self.copies: list[tuple[Rows, np.ndarray, np.ndarray, np.ndarray]] = []
         self.pieces: dict[int, list[tuple[Rows, np.ndarray, np.ndarray]]] = {}
@@ -215,12 +210,10 @@ def _kept(taken: np.ndarray, every: bool, rows: np.ndarray, *columns: np.ndarray
 def _copied(out: np.ndarray, at: np.ndarray, data: np.ndarray, starts: np.ndarray,
             lengths: np.ndarray) -> None:
     """Copies the ranges ``[starts, starts + lengths)`` of ``data`` to ``at`` in ``out``,
-    by an index of every byte (int32: a chunk is far smaller than 2 GiB)."""
-    lengths = lengths.astype(np.int32)
-    before = np.cumsum(lengths, dtype=np.int32) - lengths
-    step = np.arange(int(lengths.sum()), dtype=np.int32)
-    out[np.repeat((at - before).astype(np.int32), lengths) + step] = data[
-        np.repeat((starts - before).astype(np.int32), lengths) + step]
+    by an index of every byte (64 bits: a key group may hold 2 GiB or more)."""
+    before = np.cumsum(lengths) - lengths
+    step = np.arange(int(lengths.sum()))
+    out[np.repeat(at - before, lengths) + step] = data[np.repeat(starts - before, lengths) + step]
 
 
 def _advance(chunk: Chunk, rows: Rows, by: int | np.ndarray) -> None:

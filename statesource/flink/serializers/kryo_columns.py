@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from statesource.flink.serializers.base import FlinkType
-from statesource.flink.serializers.columns import gather
 from statesource.flink.serializers.kryo_chunk import chunk_reader
 
 COLUMNS = 64
@@ -121,6 +120,5 @@ def batched(part_type: FlinkType, map_value: bool, list_elements: bool,
         starts = np.cumsum(sizes) - sizes
         starts[rest] = len(out) + each_out.starts
         sizes[rest] = each_out.ends - each_out.starts
-        data, _ = gather(source, starts, sizes)
-        return Values.joined(data.tobytes(), sizes), rest[left]
+        return Values(source.tobytes(), starts, starts + sizes), rest[left]
     return batch

@@ -10,6 +10,7 @@ the migration naming the state, with nothing written.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import shutil
 from collections import deque
@@ -19,9 +20,12 @@ from kryo_fixture import KRYO
 from test_migrate_kryo import assert_as_flink_2_3_writes, uids
 
 from statesource.errors import CorruptCheckpointError
+from statesource.flink.layouts.base import KeyGroupData
+from statesource.flink.layouts.dispatch import layout_of
 from statesource.flink.operations import reencode_workers
 from statesource.flink.operations.migrate import migrate
 from statesource.flink.operations.reencode import KeptValues, StateRecoder, _merge
+from statesource.flink.operations.reencode_pairs import _key_groups, _pairs
 from statesource.flink.serializers import kryo_columns
 from statesource.flink.snapshot.directory import FlinkSnapshot
 
@@ -139,3 +143,23 @@ def test_key_groups_read_column_wise_write_what_flink_2_3_writes(backend, monkey
     migrate(str(KRYO / "flink-1.20" / backend), str(tmp_path / "out"), uids=uids(),
             skip_unmigratable=True)
     assert_as_flink_2_3_writes(str(tmp_path / "out"), backend)
+
+
+@pytest.mark.parametrize("end", [b"\x00\x01", b"\x00\x07"])
+def test_a_scan_of_every_state_of_a_file_checks_its_key_groups_to_the_end(end):
+    """Where the scan reads every state of a file (an operator without timers whose states
+    are all re-encoded), the rewrite does not read the file again: a key group's end, a
+    state's section again or an unknown state id instead of its end mark, is refused by the
+    scan itself."""
+    snapshot = FlinkSnapshot.open(str(KRYO / "flink-1.20" / "canonical"))
+    (op,) = [op for op in snapshot.operators if op.label.startswith("1d6d4f2c")]
+    handle = snapshot.keyed_handles(op)[0]
+    full = snapshot.handle_header(op, handle)
+    header = dataclasses.replace(full, states=full.states[:2])  # last_uuid and bag only
+    data = snapshot.read_bytes(handle.stream, 0, handle.stream.size)
+    key_group, begin, stop = _key_groups(snapshot, op, handle)[0]
+    piece = KeyGroupData(key_group, data[begin:stop], "f", begin)
+    assert {state for state, *_ in _pairs(layout_of(handle), piece, header, 1, {0, 1})} == {0, 1}
+    corrupt = KeyGroupData(key_group, data[begin:stop - 2] + end, "f", begin)
+    with pytest.raises(CorruptCheckpointError):
+        _pairs(layout_of(handle), corrupt, header, 1, {0, 1})

@@ -11,6 +11,7 @@ leaves it to the exact path.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,7 +27,7 @@ from test_kryo_transcode import (
 from flink_fixture_checks import FIXTURES
 from statesource.flink.operations.reencode_pairs import state_pairs
 from statesource.flink.serializers import kryo_classes as jdk
-from statesource.flink.serializers.kryo_chunk import MAX_ITEMS
+from statesource.flink.serializers.kryo_chunk import MAX_ITEMS, _copied
 from statesource.flink.serializers.kryo_classes import JavaObject
 from statesource.flink.serializers.kryo_columns import COLUMNS, Values, batched
 from statesource.flink.serializers.kryo_migration import reading_type
@@ -146,9 +147,9 @@ def test_the_fixture_states_are_taken_whole():
             assert written.listed() == [each(v) for v in values.listed()]
 
 
-def test_values_out_of_order_go_to_the_per_value_path(profile):
-    """Values whose ranges do not follow each other (none of the scan's do) are not read
-    column-wise: what is copied of them would not lie in the order it is written."""
+def test_values_in_any_order_are_read_column_wise(profile):
+    """Values whose ranges do not follow each other (none of the scan's do) are read as
+    well: each value's parts are placed by its own offsets."""
     text = JavaObject(jdk.STRING, "ab")
     values = [_pojo(profile, None, f"n{index}", JavaObject("java.util.ArrayList", [text]), 1)
               for index in range(COLUMNS)]
@@ -157,4 +158,15 @@ def test_values_out_of_order_go_to_the_per_value_path(profile):
     batch, _, each, _, calls = _paths(profile)
     written, left = batch(backwards)
     assert not len(left) and written.listed() == [each(v) for v in values[::-1]]
-    assert len(calls) == COLUMNS
+    assert calls == []
+
+
+def test_copies_past_2_gib_land_where_they_are_written():
+    """A key group (or what its values become) of more than 2 GiB: the chunk's copies are
+    indexed past int32 (zeros allocated lazily: only the pages touched are memory)."""
+    big = (1 << 31) + 64
+    data, out = np.zeros(big, np.uint8), np.zeros(big, np.uint8)
+    data[big - 40:big - 36] = [1, 2, 3, 4]
+    _copied(out, np.array([big - 20]), data, np.array([big - 40]), np.array([4]))
+    assert out[big - 20:big - 16].tolist() == [1, 2, 3, 4]
+    assert not out[:big - 20].any()

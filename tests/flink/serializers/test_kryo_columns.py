@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from kryo_truth import AVRO_DUMMY
 from test_kryo_transcode import _zigzag
 
+from statesource.flink.serializers import columns, kryo_columns
+from statesource.flink.serializers.columns import NotColumnar
 from statesource.flink.serializers.kryo import KRYO_SNAPSHOT, KryoType
 from statesource.flink.serializers.kryo_columns import COLUMNS, Values, batched
 from statesource.flink.serializers.kryo_migration import Kryo2Value
@@ -87,3 +89,17 @@ def test_map_and_list_states_and_small_chunks_go_value_by_value(map_value, list_
     calls.clear()
     _batch(batched(part, False, False, each), [b"\x54\x01\x02\x04"] * (COLUMNS - 1))
     assert len(calls) == COLUMNS - 1
+
+
+def test_a_chunk_partly_taken_is_not_joined_into_one_arrow_buffer(monkeypatch):
+    """Values taken column-wise and by value are handed on as ranges, in their order: not
+    joined by ``columns.gather``, which refuses 2 GiB or more (a key group's re-encoded
+    values can be), as it does here for any size."""
+    def refusing(*_):
+        raise NotColumnar
+    monkeypatch.setattr(columns, "gather", refusing)
+    monkeypatch.setattr(kryo_columns, "gather", refusing, raising=False)
+    part, each, _ = _paths()
+    values = [b"\x54\x01\x02\x04", b"\x54\x02"] * COLUMNS
+    expected = [each(value) for value in values]
+    assert _batch(batched(part, False, False, each), values) == expected
