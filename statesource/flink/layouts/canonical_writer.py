@@ -265,12 +265,11 @@ def assemble_keyed_file(header: bytes, key_groups: Sequence[bytes]) -> tuple[byt
     order (framed, and compressed if the header says so), empty for an empty
     key group, whose offset is then 0.
     """
-    out = bytearray(header)
-    offsets = []
+    offsets, at = [], len(header)
     for data in key_groups:
-        offsets.append(len(out) if data else 0)
-        out += data
-    return bytes(out), offsets
+        offsets.append(at if data else 0)
+        at += len(data)
+    return b"".join([header, *key_groups]), offsets  # one copy of every byte
 
 
 def recompressed_keyed_file(data: bytes, offsets: Sequence[int], start: int, data_start: int,

@@ -88,9 +88,15 @@ class Chunk:
     def live(self, rows: Rows) -> Rows:
         return rows[self.taken[rows]]
 
-    def write(self, rows: Rows, piece: np.ndarray | bytes) -> None:
-        """The same ``bytes`` for every row, or a row each of ``piece``, written next."""
+    def write(self, rows: Rows, piece: np.ndarray | bytes, zeros: int = 0) -> None:
+        """``zeros`` zero bytes, then the same ``bytes`` for every row or a row each of
+        ``piece``, written next (zeros only counted: the output starts as zeros)."""
+        if zeros:
+            self.written[rows] += zeros
         if isinstance(piece, bytes):
+            if not piece.strip(b"\x00"):
+                self.written[rows] += len(piece)
+                return
             piece = np.broadcast_to(np.frombuffer(piece, np.uint8), (len(rows), len(piece)))
         at = self.written[rows]
         self.written[rows] = at + piece.shape[1]
@@ -310,9 +316,8 @@ def _collection(node: Kryo2Collection) -> Part:
         _advance(chunk, rows, width)
         chunk.refuse(rows[(size > MAX_ITEMS)
                           | ((2 if is_map else 1) * size > chunk.ends[rows] - chunk.pos[rows])])
-        header = np.zeros((len(rows), 6), np.uint8)  # not null, then 2.x's own flag and size
-        header[:, 2:] = size.astype(">i4").view(np.uint8).reshape(-1, 4)
-        chunk.write(rows, header)
+        # not null, then 2.x's own flag (both 0) and the size
+        chunk.write(rows, size.astype(">i4").view(np.uint8).reshape(-1, 4), zeros=2)
         keys: list[tuple[Rows, np.ndarray]] = []
         for item in range(int(size[chunk.taken[rows]].max(initial=0))):
             active = chunk.live(rows[size > item])
@@ -337,10 +342,8 @@ def _element(chunk: Chunk, rows: Rows, classes: set[str]) -> None:
                                              (jdk.INTEGER, _INTEGER_TAG, 5, ">i4")):
         numbers = rest[tag == match]
         raw, width = chunk.varints(numbers, 1, limit)
-        written = np.zeros((len(numbers), limit), np.uint8)
-        written[:, 1:] = _zigzag(raw).astype(number).view(np.uint8).reshape(len(numbers),
-                                                                           limit - 1)
-        chunk.write(numbers, written)
+        chunk.write(numbers, _zigzag(raw).astype(number).view(np.uint8).reshape(
+            len(numbers), limit - 1), zeros=1)  # the element's null flag, then its bytes
         _advance(chunk, numbers, 1 + width)
         chunk.record(classes, java_class, numbers)
 
@@ -358,9 +361,7 @@ def _text(chunk: Chunk, rows: Rows, classes: set[str],
     end = chunk.flagged_after(start) + 1
     count = end - start
     chunk.refuse(rows[(count >= 64) | (end > chunk.ends[rows])])
-    header = np.zeros((len(rows), 2), np.uint8)
-    header[:, 1] = np.minimum(count + 1, 0xFF)
-    chunk.write(rows, header)
+    chunk.write(rows, np.minimum(count + 1, 0xFF).astype(np.uint8)[:, None], zeros=1)
     chunk.copy(rows, start, count)
     chunk.overwrite(rows, 1, chunk.data[np.minimum(end - 1, chunk.last)] & 0x7F)
     chunk.pos[rows] = end
