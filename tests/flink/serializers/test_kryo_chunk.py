@@ -22,6 +22,7 @@ from test_kryo_transcode import (
     _fixture_states,
     _pojo,
     _profiles,
+    mutated,
 )
 
 from flink_fixture_checks import FIXTURES
@@ -73,19 +74,6 @@ def _run(batch, values: list[bytes]) -> list[bytes | None]:
     return out
 
 
-def _mutated(data: st.DataObject, value: bytes) -> bytes:
-    raw = bytearray(value)
-    at = data.draw(st.integers(0, len(raw) - 1))
-    how = data.draw(st.sampled_from(["flip", "cut", "grow"]))
-    if how == "flip":
-        raw[at] = data.draw(st.integers(0, 255))
-    elif how == "cut":
-        del raw[at:]
-    else:
-        raw[at:at] = data.draw(st.binary(min_size=1, max_size=3))
-    return bytes(raw)
-
-
 @SETTINGS
 @given(st.data(), st.lists(st.one_of(_profiles(ELEMENTS), _profiles(ODD_ELEMENTS)),
                            min_size=COLUMNS, max_size=2 * COLUMNS))
@@ -93,7 +81,7 @@ def test_a_chunk_is_what_the_per_value_path_gives(profile, data, profiles):
     """Random POJOs, some cut, grown or flipped: each value's bytes and the classes
     recorded are the per-value path's."""
     values = [_pojo(profile, *p) for p in profiles]
-    values = [_mutated(data, v) if data.draw(st.integers(0, 4)) == 0 else v for v in values]
+    values = [mutated(data, v) if data.draw(st.integers(0, 4)) == 0 else v for v in values]
     batch, chunk_reading, each, per_value_reading, _ = _paths(profile)
     assert _run(batch, values) == [each(v) for v in values]
     assert _collection_classes(chunk_reading) == _collection_classes(per_value_reading)

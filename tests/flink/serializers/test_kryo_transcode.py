@@ -237,16 +237,21 @@ def test_corrupt_bytes_are_left_to_the_exact_path(data, value, registered):
     """A value with a byte changed, cut short or grown: what the fast path takes is what
     the exact path re-encodes; all else it leaves, and the exact path names the fault."""
     fast, registry = _fast(registered)
-    raw = bytearray(kryo2(value, registry))
-    how = data.draw(st.sampled_from(["change", "cut", "grow"]))
+    _agree(fast, registry, mutated(data, kryo2(value, registry)))
+
+
+def mutated(data: st.DataObject, value: bytes) -> bytes:
+    """``value`` with a byte changed, cut short, or grown by a few bytes."""
+    raw = bytearray(value)
     at = data.draw(st.integers(0, len(raw) - 1))
+    how = data.draw(st.sampled_from(["change", "cut", "grow"]))
     if how == "change":
         raw[at] = data.draw(st.integers(0, 255))
     elif how == "cut":
         del raw[at:]
     else:
         raw[at:at] = data.draw(st.binary(min_size=1, max_size=3))
-    _agree(fast, registry, bytes(raw))
+    return bytes(raw)
 
 
 @settings(max_examples=400, deadline=None)
