@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_kryo_columns import one_by_one
 from test_kryo_transcode import (
     ELEMENTS,
     ODD_ELEMENTS,
@@ -65,15 +66,6 @@ def _paths(declared, map_value: bool = False):
             per_value_reading, calls)
 
 
-def _run(batch, values: list[bytes]) -> list[bytes | None]:
-    written, left = batch(Values.of(values))
-    out: list[bytes | None] = list(written.listed())
-    for index in left.tolist():
-        assert out[index] == b""
-        out[index] = None
-    return out
-
-
 @SETTINGS
 @given(st.data(), st.lists(st.one_of(_profiles(ELEMENTS), _profiles(ODD_ELEMENTS)),
                            min_size=COLUMNS, max_size=2 * COLUMNS))
@@ -83,7 +75,7 @@ def test_a_chunk_is_what_the_per_value_path_gives(profile, data, profiles):
     values = [_pojo(profile, *p) for p in profiles]
     values = [mutated(data, v) if data.draw(st.integers(0, 4)) == 0 else v for v in values]
     batch, chunk_reading, each, per_value_reading, _ = _paths(profile)
-    assert _run(batch, values) == [each(v) for v in values]
+    assert one_by_one(batch, values) == [each(v) for v in values]
     assert _collection_classes(chunk_reading) == _collection_classes(per_value_reading)
 
 
@@ -99,7 +91,7 @@ def test_the_common_shapes_are_taken_without_the_per_value_path(profile, profile
     taken column-wise."""
     values = [(b"\x00" if map_value else b"") + _pojo(profile, *p) for p in profiles]
     batch, _, each, _, calls = _paths(profile, map_value)
-    assert _run(batch, values) == [each(v) for v in values]
+    assert one_by_one(batch, values) == [each(v) for v in values]
     odd = [value for value, p in zip(values, profiles) if not (p[1] or "").isascii() or (
         p[0] is not None and (any(k.java_class != jdk.STRING for k, _ in p[0].content)
                               or len({k.content for k, _ in p[0].content}) < len(p[0].content)))]
@@ -115,7 +107,7 @@ def test_a_key_twice_and_more_items_than_the_cap_go_to_the_per_value_path(profil
     plain = _pojo(profile, None, "n", JavaObject("java.util.ArrayList", [text]), 1)
     batch, _, each, _, calls = _paths(profile)
     values = [twice, many] + [plain] * COLUMNS
-    assert _run(batch, values) == [each(v) for v in values]
+    assert one_by_one(batch, values) == [each(v) for v in values]
     assert calls == [twice, many]
 
 

@@ -52,7 +52,7 @@ def _paths(declared: str = "java.util.UUID"):
     return part, each, calls
 
 
-def _batch(batch, values: list[bytes]) -> list[bytes | None]:
+def one_by_one(batch, values: list[bytes]) -> list[bytes | None]:
     """What ``batch`` makes of ``values``, a value each (None: left to the exact path)."""
     written, left = batch(Values.of(values))
     out: list[bytes | None] = list(written.listed())
@@ -68,7 +68,7 @@ def test_a_chunk_is_what_the_per_value_path_gives(values):
     part, each, calls = _paths()
     expected = [each(value) for value in values]
     calls.clear()
-    assert _batch(batched(part, False, False, each), values) == expected
+    assert one_by_one(batched(part, False, False, each), values) == expected
     left = list(calls)  # what the columns did not take: none the per-value path takes
     assert all(value[:2] != b"\x54\x01" or each(value) is None for value in left)
 
@@ -76,7 +76,7 @@ def test_a_chunk_is_what_the_per_value_path_gives(values):
 @given(st.lists(UUIDS, min_size=COLUMNS, max_size=2 * COLUMNS))
 def test_whole_uuids_are_taken_without_the_per_value_path(values):
     part, each, calls = _paths()
-    _batch(batched(part, False, False, each), values)
+    one_by_one(batched(part, False, False, each), values)
     assert calls == []
 
 
@@ -84,10 +84,10 @@ def test_whole_uuids_are_taken_without_the_per_value_path(values):
 def test_map_and_list_states_and_small_chunks_go_value_by_value(map_value, list_elements):
     part, each, calls = _paths()
     values = [b"\x00\x54\x01\x02\x04"] * COLUMNS
-    _batch(batched(part, map_value, list_elements, each), values)
+    one_by_one(batched(part, map_value, list_elements, each), values)
     assert len(calls) == COLUMNS
     calls.clear()
-    _batch(batched(part, False, False, each), [b"\x54\x01\x02\x04"] * (COLUMNS - 1))
+    one_by_one(batched(part, False, False, each), [b"\x54\x01\x02\x04"] * (COLUMNS - 1))
     assert len(calls) == COLUMNS - 1
 
 
@@ -102,4 +102,4 @@ def test_a_chunk_partly_taken_is_not_joined_into_one_arrow_buffer(monkeypatch):
     part, each, _ = _paths()
     values = [b"\x54\x01\x02\x04", b"\x54\x02"] * COLUMNS
     expected = [each(value) for value in values]
-    assert _batch(batched(part, False, False, each), values) == expected
+    assert one_by_one(batched(part, False, False, each), values) == expected
